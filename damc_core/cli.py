@@ -1,0 +1,123 @@
+"""``damc`` command line: replay traces, compare retention with baselines, inspect one decision."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from .errors import DamcError
+from .evaluate import ReplayPoint, contexts_jsonl, evaluate, replay
+from .explain import explain
+from .memory import MemorySettings
+from .tokens import TiktokenCounter
+from .trace import load_trajectories
+
+
+def _settings(args: argparse.Namespace) -> MemorySettings:
+    return MemorySettings(budget=args.budget, recent_messages=args.recent)
+
+
+def _count_points(trajectories: Sequence[Sequence[dict[str, object]]]) -> int:
+    return sum(1 for t in trajectories for m in t if m.get("role") == "assistant" and m.get("tool_calls"))
+
+
+def _progress(console: Console) -> Progress:
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                    console=console, transient=True, disable=not console.is_terminal)
+
+
+def cmd_replay(args: argparse.Namespace, console: Console) -> int:
+    trajectories = load_trajectories(args.trace)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    written = 0
+    with out.open("w", encoding="utf-8") as handle, _progress(console) as progress:
+        task = progress.add_task("replaying", total=_count_points(trajectories))
+        for point in replay(trajectories, settings=_settings(args), counter=TiktokenCounter()):
+            handle.write(contexts_jsonl(point) + "\n")
+            written += 1
+            progress.advance(task)
+    console.print(f"wrote {written} decision points from {len(trajectories)} trajectories to {out}")
+    return 0
+
+
+def cmd_eval(args: argparse.Namespace, console: Console) -> int:
+    trajectories = load_trajectories(args.trace)
+    with _progress(console) as progress:
+        task = progress.add_task("evaluating", total=_count_points(trajectories))
+
+        def advance(_: ReplayPoint) -> None:
+            progress.advance(task)
+
+        rows = evaluate(trajectories, settings=_settings(args), counter=TiktokenCounter(), on_point=advance)
+    table = Table(title=f"Decision-fact retention on {args.trace} (budget {args.budget} tokens)")
+    for column in ("strategy", "mean tokens", "token ratio", "tool facts", "user facts"):
+        table.add_column(column, justify="left" if column == "strategy" else "right")
+    for row in rows:
+        table.add_row(row.name, f"{row.mean_tokens:.0f}", f"{row.token_ratio:.2f}",
+                      f"{row.recall('tool'):.3f}", f"{row.recall('user'):.3f}")
+    console.print(table)
+    first = rows[0]
+    console.print(f"decision points: {len(first.tokens)}, tool-grounded facts: {first.totals['tool']}, "
+                  f"user-grounded facts: {first.totals['user']}")
+    return 0
+
+
+def cmd_inspect(args: argparse.Namespace, console: Console) -> int:
+    trajectories = load_trajectories(args.trace)
+    if not 0 <= args.traj < len(trajectories):
+        raise DamcError(f"--traj {args.traj} is out of range: the trace has {len(trajectories)} trajectories")
+    for point in replay([trajectories[args.traj]], settings=_settings(args), counter=TiktokenCounter()):
+        if point.step == args.step:
+            console.print(explain(point.built), markup=False, highlight=False)
+            return 0
+    steps = [p.step for p in replay([trajectories[args.traj]], settings=_settings(args),
+                                    counter=TiktokenCounter())]
+    raise DamcError(f"step {args.step} of trajectory {args.traj} is not a tool-calling assistant message; "
+                    f"decision steps are {steps}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="damc", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def common(p: argparse.ArgumentParser) -> None:
+        p.add_argument("trace", help="JSON list of messages, JSONL of messages, or [{'traj': [...]}, ...]")
+        p.add_argument("--budget", type=int, default=MemorySettings().budget,
+                       help="tokens for memory plus recent dialogue (default %(default)s)")
+        p.add_argument("--recent", type=int, default=MemorySettings().recent_messages,
+                       help="newest messages sent as they are (default %(default)s)")
+
+    p_replay = sub.add_parser("replay", help="write the context DAMC would send before every tool call")
+    common(p_replay)
+    p_replay.add_argument("--out", required=True, help="output JSONL: {traj, step, messages} per line")
+    p_replay.set_defaults(run=cmd_replay)
+    p_eval = sub.add_parser("eval", help="retention of decision facts beside baselines")
+    common(p_eval)
+    p_eval.set_defaults(run=cmd_eval)
+    p_inspect = sub.add_parser("inspect", help="cards, scores and assembled context at one decision")
+    common(p_inspect)
+    p_inspect.add_argument("--traj", type=int, default=0)
+    p_inspect.add_argument("--step", type=int, required=True)
+    p_inspect.set_defaults(run=cmd_inspect)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    console = Console()
+    try:
+        return int(args.run(args, console))
+    except DamcError as exc:
+        Console(stderr=True).print(f"damc: error: {exc}", markup=False)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,429 @@
+"""Encode stage: one observed event becomes one card with exact facts.
+
+JSON tool outputs are walked structurally (scalars become keyed facts, lists of records become
+compact tables); free text gets an extractive fallback that keeps sentences carrying numbers,
+names and IDs and lists any identifier it had to cut. Nothing is paraphrased.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from .extract import (
+    AMOUNT,
+    DATE,
+    EMAIL,
+    ID_TOKEN,
+    NEGATIVE_STATUS,
+    exact_terms,
+    fact_kind,
+)
+from .tokens import content_text
+from .types import Card, CardKind, Fact, Message, RawRecord, Table
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """An assistant's request to run a tool, as recorded from its message."""
+
+    id: str
+    name: str
+    arguments: Mapping[str, Any]
+    """Parsed arguments; ``{"_raw": text}`` when the model sent invalid JSON."""
+    card_id: str = ""
+    """The ``TOOL_CALL`` card that recorded the request."""
+
+
+class Encoder(Protocol):
+    """Turns one normalized message into a card (summary and token cost are filled in later)."""
+
+    def encode(self, message: Message, *, record: RawRecord, card_id: str, call: ToolCall | None) -> Card: ...
+
+
+_ERROR_TEXT = re.compile(r"^\s*(error|exception|traceback|failed|failure)\b", re.I)
+_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
+_COUNT_COLUMN = re.compile(r"(avail|seat|stock|remaining|quantity|inventory|capacity|left)", re.I)
+
+DEFAULT_TRUST: Mapping[str, float] = {"user": 0.9, "tool": 0.8, "system": 0.7, "assistant": 0.4}
+
+
+def parse_arguments(raw: object) -> dict[str, Any]:
+    """Tool-call arguments as a dict; invalid JSON is kept as ``{"_raw": text}``, never raised."""
+    if isinstance(raw, Mapping):
+        return dict(raw)
+    if raw is None or raw == "":
+        return {}
+    try:
+        parsed = json.loads(str(raw))
+    except (ValueError, RecursionError):
+        return {"_raw": str(raw)}
+    return parsed if isinstance(parsed, dict) else {"_value": parsed}
+
+
+def scalar_text(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def _is_scalar(value: object) -> bool:
+    return value is None or isinstance(value, (str, int, float, bool))
+
+
+def _join(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
+def argument_values(arguments: Mapping[str, Any]) -> list[str]:
+    """Leaf values of tool-call arguments as strings, the way a later call would reuse them."""
+    out: list[str] = []
+
+    def walk(value: object, depth: int) -> None:
+        if depth > 32:
+            return
+        if isinstance(value, Mapping):
+            for item in value.values():
+                walk(item, depth + 1)
+        elif isinstance(value, list):
+            for item in value:
+                walk(item, depth + 1)
+        elif value is not None and not isinstance(value, bool):
+            out.append(scalar_text(value))
+
+    walk(arguments, 0)
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class DefaultEncoder:
+    """Structural JSON extraction with an extractive text fallback; no model calls."""
+
+    max_parse_chars: int = 2_000_000
+    """Outputs longer than this are not parsed as JSON; they get the text fallback (raw kept)."""
+    max_depth: int = 12
+    """Deeper JSON is kept as one clipped value instead of being walked."""
+    max_rows: int = 500
+    """Rows kept per table in the card; the rest stay in the raw record."""
+    max_cell_chars: int = 300
+    """Longer string values are clipped with an ellipsis (the raw record keeps them whole)."""
+    max_text_chars: int = 1200
+    """Budget of the extractive fallback for free text."""
+    max_terms: int = 5000
+    """Cap on the exact terms indexed per card."""
+    trust: Mapping[str, float] = field(default_factory=lambda: dict(DEFAULT_TRUST))
+    """Trust per source kind (``user``, ``tool``, ``system``, ``assistant``)."""
+
+    def encode(self, message: Message, *, record: RawRecord, card_id: str, call: ToolCall | None) -> Card:
+        role = message.get("role")
+        text = content_text(message.get("content"))
+        base: dict[str, Any] = {"id": card_id, "record_id": record.id, "seq": record.seq,
+                                "created_at": record.created_at}
+        if role == "tool":
+            return self._tool_result(message, text, call, base)
+        if role == "user":
+            return self._prose(CardKind.USER_INSTRUCTION, text, "user", base, keep_whole=True)
+        if role == "assistant":
+            calls = message.get("tool_calls") or []
+            if calls:
+                return self._tool_call(message, text, calls, base)
+            return self._prose(CardKind.ASSISTANT_CONCLUSION, text, "assistant", base, keep_whole=False)
+        label = str(role) if role else "unknown"
+        return self._prose(CardKind.SYSTEM_NOTE, text, "system", base, keep_whole=False,
+                           source=f"{label}")
+
+    # -- prose -------------------------------------------------------------------------------
+    def _prose(self, kind: CardKind, text: str, source_kind: str, base: dict[str, Any], *,
+               keep_whole: bool, source: str | None = None) -> Card:
+        limit = self.max_text_chars if keep_whole else self.max_text_chars // 3
+        extract = text.strip() if len(text) <= limit else extractive_summary(text, limit)
+        facts = tuple(_text_facts(text, self.max_terms // 10))
+        return Card(**base, kind=kind, summary="", text=extract, facts=facts,
+                    source=source or source_kind, trust=self.trust.get(source_kind, 0.5),
+                    terms=frozenset(exact_terms(text, limit=self.max_terms)),
+                    constraints=_text_constraints(extract))
+
+    def _tool_call(self, message: Message, text: str, calls: list[Any], base: dict[str, Any]) -> Card:
+        names, arguments, terms = [], {}, set()
+        for raw_call in calls:
+            function = raw_call.get("function", {}) if isinstance(raw_call, dict) else {}
+            name = str(function.get("name") or "unknown_tool")
+            args = parse_arguments(function.get("arguments"))
+            names.append(name)
+            arguments[name] = args
+            terms.update(v.lower() for v in argument_values(args))
+        extract = extractive_summary(text, self.max_text_chars // 3) if text.strip() else ""
+        return Card(**base, kind=CardKind.TOOL_CALL, summary="", text=extract,
+                    tool_name=", ".join(names),
+                    tool_call_id=", ".join(str(c.get("id", "")) for c in calls if isinstance(c, dict)),
+                    arguments=arguments if len(names) > 1 else arguments.get(names[0], {}),
+                    source="assistant", trust=self.trust.get("assistant", 0.5), terms=frozenset(terms))
+
+    # -- tool results --------------------------------------------------------------------------
+    def _tool_result(self, message: Message, text: str, call: ToolCall | None,
+                     base: dict[str, Any]) -> Card:
+        name = call.name if call else str(message.get("name") or "unknown_tool")
+        arguments = dict(call.arguments) if call else {}
+        parsed: object = None
+        is_json = False
+        stripped = text.strip()
+        if stripped[:1] in ("{", "[") and len(stripped) <= self.max_parse_chars:
+            try:
+                parsed, is_json = json.loads(stripped), True
+            except (ValueError, RecursionError):
+                parsed = None
+        facts: list[Fact] = []
+        tables: list[Table] = []
+        extract = ""
+        if is_json:
+            self._walk(parsed, "", 0, facts, tables)
+        else:
+            extract = stripped if len(stripped) <= self.max_text_chars else extractive_summary(
+                stripped, self.max_text_chars)
+            facts = _text_facts(stripped[: self.max_parse_chars], self.max_terms // 10)
+        error = _is_error(message, stripped, parsed)
+        constraints = _constraints(facts, tables, extract if not is_json else "")
+        if error:
+            constraints = (f"{name} failed: {_clip(stripped, 160)}", *constraints)
+        volatile = any(f.kind in ("amount", "status") for f in facts) or any(
+            _COUNT_COLUMN.search(c) or fact_kind(c, "") in ("amount", "status")
+            for t in tables for c in t.columns)
+        terms = self._terms(facts, tables, extract)
+        terms.update(v.lower() for v in argument_values(arguments) if len(v) >= 2)
+        return Card(
+            **base,
+            kind=CardKind.TOOL_ERROR if error else CardKind.TOOL_RESULT,
+            summary="",
+            facts=tuple(facts),
+            tables=tuple(tables),
+            text=extract,
+            tool_name=name,
+            tool_call_id=str(message.get("tool_call_id") or (call.id if call else "")) or None,
+            arguments=arguments,
+            constraints=tuple(constraints[:24]),
+            source=f"tool:{name}",
+            trust=self.trust.get("tool", 0.5),
+            as_of=base["created_at"] if volatile else None,
+            volatile=volatile,
+            entity_keys=_entity_keys(name, arguments, facts, tables),
+            terms=frozenset(list(terms)[: self.max_terms]),
+        )
+
+    def _walk(self, value: object, path: str, depth: int, facts: list[Fact], tables: list[Table]) -> None:
+        if depth > self.max_depth:
+            dumped = _safe_dump(value)
+            facts.append(Fact(path or "value", _clip(dumped, self.max_cell_chars), "value"))
+            return
+        if isinstance(value, dict):
+            if _is_keyed_collection(value):
+                tables.append(self._table(path, [(str(k), v) for k, v in value.items()], keyed=True))
+                return
+            for key, item in value.items():
+                self._walk(item, _join(path, str(key)), depth + 1, facts, tables)
+        elif isinstance(value, list):
+            if not value:
+                facts.append(Fact(path or "value", "[]", "value"))
+            elif all(_is_scalar(v) for v in value):
+                joined = ", ".join(scalar_text(v) for v in value if v is not None)
+                facts.append(Fact(path or "value", f"[{_clip(joined, self.max_cell_chars * 4)}]",
+                                  fact_kind(path, "")))
+            elif all(isinstance(v, dict) for v in value):
+                tables.append(self._table(path, [("", v) for v in value], keyed=False))
+            elif all(isinstance(v, list) and all(isinstance(x, dict) for x in v) for v in value):
+                grouped = [(str(i + 1), row) for i, group in enumerate(value) for row in group]
+                tables.append(self._table(path, grouped, keyed=True, key_name="option"))
+            else:
+                for i, item in enumerate(value):
+                    self._walk(item, f"{path}[{i}]", depth + 1, facts, tables)
+        elif value is not None:
+            text = _clip(scalar_text(value), self.max_cell_chars)
+            facts.append(Fact(path or "value", text, fact_kind(path or "value", text)))
+
+    def _table(self, path: str, items: list[tuple[str, Any]], *, keyed: bool, key_name: str = "key") -> Table:
+        flat_rows = [(key, _flatten(row, self.max_cell_chars)) for key, row in items[: self.max_rows]]
+        columns: dict[str, None] = {}
+        for _, flat in flat_rows:
+            columns.update(dict.fromkeys(flat))
+        column_list = list(columns)
+        if keyed and not all(any(flat.get(c) == key for c in column_list) for key, flat in flat_rows):
+            column_list.insert(0, key_name)
+            rows = tuple(tuple([key] + [flat.get(c, "") for c in column_list[1:]]) for key, flat in flat_rows)
+        else:
+            rows = tuple(tuple(flat.get(c, "") for c in column_list) for _, flat in flat_rows)
+        return Table(path=path, columns=tuple(column_list), rows=rows)
+
+    def _terms(self, facts: Iterable[Fact], tables: Iterable[Table], extract: str) -> set[str]:
+        terms: set[str] = set()
+        for fact in facts:
+            _add_value_terms(terms, fact.value)
+        for table in tables:
+            for row in table.rows:
+                for cell in row:
+                    _add_value_terms(terms, cell)
+                if len(terms) > self.max_terms:
+                    return terms
+        terms.update(exact_terms(extract, limit=self.max_terms))
+        return terms
+
+
+def _add_value_terms(terms: set[str], value: str) -> None:
+    if not value or value == "[]":
+        return
+    if value.startswith("[") and value.endswith("]"):
+        for part in value[1:-1].split(", "):
+            _add_value_terms(terms, part)
+        return
+    if len(value) <= 48:
+        terms.add(value.lower().lstrip("#"))
+    else:
+        terms.update(exact_terms(value, limit=64))
+
+
+def _flatten(row: object, max_cell: int, prefix: str = "", depth: int = 0) -> dict[str, str]:
+    out: dict[str, str] = {}
+    if isinstance(row, dict) and depth < 4:
+        for key, value in row.items():
+            name = _join(prefix, str(key))
+            if isinstance(value, dict):
+                out.update(_flatten(value, max_cell, name, depth + 1))
+            elif isinstance(value, list):
+                out[name] = _clip("; ".join(_inline(v) for v in value), max_cell * 2) if value else "[]"
+            elif value is not None:
+                out[name] = _clip(scalar_text(value), max_cell)
+    else:
+        out[prefix or "value"] = _clip(_inline(row), max_cell)
+    return out
+
+
+def _inline(value: object) -> str:
+    if isinstance(value, dict):
+        return " ".join(f"{k}={_inline(v)}" for k, v in value.items() if v is not None)
+    if isinstance(value, list):
+        return "[" + ", ".join(_inline(v) for v in value) + "]"
+    return scalar_text(value)
+
+
+def _is_keyed_collection(value: dict[Any, Any]) -> bool:
+    """A dict used as a collection: every value a record, keyed by ids (``{"card_1": {...}, ...}``)."""
+    if len(value) < 2 or not all(isinstance(v, dict) for v in value.values()):
+        return False
+    key_sets = [set(v) for v in value.values()]
+    shared = set.intersection(*key_sets)
+    return len(shared) >= max(1, min(len(k) for k in key_sets) // 2)
+
+
+def _safe_dump(value: object) -> str:
+    try:
+        return json.dumps(value, ensure_ascii=False, default=str)
+    except (ValueError, RecursionError, TypeError):
+        return repr(value)[:10_000]
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _is_error(message: Message, text: str, parsed: object) -> bool:
+    if message.get("status") == "error" or message.get("is_error"):
+        return True
+    if isinstance(parsed, dict):
+        for key in ("error", "errors", "exception"):
+            if parsed.get(key):
+                return True
+        status = str(parsed.get("status", "")).lower()
+        return status in ("error", "failed", "failure")
+    return bool(_ERROR_TEXT.match(text))
+
+
+def _constraints(facts: list[Fact], tables: list[Table], text: str) -> list[str]:
+    """Options a result rules out: negative statuses, zero availability, error sentences."""
+    found: list[str] = []
+    for fact in facts:
+        if NEGATIVE_STATUS.search(fact.value) and fact.kind in ("status", "error", "value"):
+            found.append(f"{fact.path}={_clip(fact.value, 80)}")
+    for table in tables:
+        label_index = _label_column(table)
+        for row in table.rows:
+            for column, cell in zip(table.columns, row):
+                zero = cell in ("0", "0.0") and _COUNT_COLUMN.search(column)
+                if zero or (NEGATIVE_STATUS.search(cell) and len(cell) <= 40):
+                    found.append(f"{row[label_index]}: {column}={cell}")
+            if len(found) > 40:
+                return found
+    found.extend(_text_constraints(text))
+    return found
+
+
+def _text_constraints(text: str) -> tuple[str, ...]:
+    return tuple(_clip(s.strip(), 120) for s in _SENTENCE.split(text) if NEGATIVE_STATUS.search(s))[:8]
+
+
+def _label_column(table: Table) -> int:
+    for i, column in enumerate(table.columns):
+        if fact_kind(column, "") == "id":
+            return i
+    return 0
+
+
+def _entity_keys(name: str, arguments: Mapping[str, Any], facts: list[Fact],
+                 tables: list[Table]) -> tuple[tuple[str, str], ...]:
+    """(entity, attribute) pairs: an id at the top of an object names the entity of its fields."""
+    keys: list[tuple[str, str]] = []
+    root_ids = [f for f in facts if "." not in f.path and "[" not in f.path and f.kind == "id"
+                and fact_kind(f.path, f.value) == "id" and f.path.lower() != "user_id"]
+    entity = root_ids[0].value if root_ids else None
+    if entity:
+        keys.extend((entity, f.path.split(".")[0].split("[")[0]) for f in facts if f is not root_ids[0])
+        keys.extend((entity, t.path.split(".")[0]) for t in tables)
+    else:
+        signature = json.dumps(arguments, sort_keys=True, default=str)[:400]
+        keys.append((f"{name}({signature})", "result"))
+    return tuple(dict.fromkeys(keys))
+
+
+def _text_facts(text: str, limit: int) -> list[Fact]:
+    facts: list[Fact] = []
+    seen: set[str] = set()
+    for kind, pattern in (("date", DATE), ("amount", AMOUNT), ("id", EMAIL), ("id", ID_TOKEN)):
+        for match in pattern.finditer(text):
+            value = match.group(0)
+            if value in seen:
+                continue
+            seen.add(value)
+            facts.append(Fact("text", value, kind))
+            if len(facts) >= limit:
+                return facts
+    return facts
+
+
+def extractive_summary(text: str, limit: int) -> str:
+    """Keep the sentences that carry exact values, in order, then list identifiers that did not fit.
+
+    Sentences are ranked by how many identifiers, numbers, dates and ruled-out options they hold;
+    the first sentence gets a small bonus because it usually states what the text is about.
+    """
+    sentences = [s.strip() for s in _SENTENCE.split(text) if s and s.strip()]
+    if not sentences:
+        return ""
+    scored = []
+    for index, sentence in enumerate(sentences[:2000]):
+        weight = len(ID_TOKEN.findall(sentence)) + 2 * len(DATE.findall(sentence))
+        weight += 2 * len(AMOUNT.findall(sentence)) + 3 * bool(NEGATIVE_STATUS.search(sentence))
+        scored.append((weight + (1.5 if index == 0 else 0), index, _clip(sentence, limit // 2)))
+    chosen: list[tuple[int, str]] = []
+    used = 0
+    for _, index, sentence in sorted(scored, key=lambda s: (-s[0], s[1])):
+        if used + len(sentence) + 1 > limit:
+            continue
+        chosen.append((index, sentence))
+        used += len(sentence) + 1
+    kept = " ".join(s for _, s in sorted(chosen))
+    missing = [t for t in dict.fromkeys(m.group(0) for m in ID_TOKEN.finditer(text)) if t not in kept]
+    if missing:
+        kept += " | also: " + ", ".join(missing[:40])
+    return kept

@@ -1,0 +1,191 @@
+"""Replay recorded trajectories through DAMC and measure decision-fact retention.
+
+A *decision point* is an assistant message that calls a tool. Its *needed facts* are the leaf
+values of the call's arguments that appeared earlier in the trajectory, split by where they first
+came from (a tool result or a user turn). A context retains a fact when the value appears in it
+verbatim. Baselines (full history, last-N window, token buffer, clear-old-tool-results) are
+measured the same way, so the figures sit side by side.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+
+from .encode import argument_values, parse_arguments
+from .memory import DecisionMemory, MemorySettings
+from .stores import InMemoryStore, MemoryStore
+from .tokens import TokenCounter, count_messages, message_text
+from .types import BuiltContext, Message, Namespace
+
+SKIPPED_TOOLS = frozenset({"think", "calculate", "web_search"})
+"""Calls whose arguments are free text the model writes, not facts it must remember."""
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayPoint:
+    traj: int
+    step: int
+    """Index of the assistant message in the trajectory."""
+    history: list[Message]
+    """Messages before the step, system prompt excluded."""
+    built: BuiltContext
+
+
+def replay(trajectories: Sequence[Sequence[Message]], *, settings: MemorySettings, counter: TokenCounter,
+           store: MemoryStore | None = None) -> Iterator[ReplayPoint]:
+    """Feed each trajectory in order; before every tool-calling assistant message, build a context."""
+    store = store if store is not None else InMemoryStore()
+    for index, messages in enumerate(trajectories):
+        clock = _StepClock()
+        memory = DecisionMemory(namespace=Namespace(user="replay", session=f"traj-{index}"), store=store,
+                                counter=counter, settings=settings, clock=clock)
+        for step, message in enumerate(messages):
+            if message.get("role") == "assistant" and message.get("tool_calls"):
+                history = [m for m in messages[:step] if m.get("role") != "system"]
+                yield ReplayPoint(index, step, history, memory.build())
+            memory.observe(message)
+            clock.tick()
+
+
+class _StepClock:
+    """Traces carry no timestamps: one second per event keeps ``as of`` and decay ordered."""
+
+    def __init__(self, start: float = 1_715_785_200.0) -> None:
+        self.now = start
+
+    def tick(self) -> None:
+        self.now += 1.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def needed_facts(history: Sequence[Message], message: Message) -> list[tuple[str, str]]:
+    """(value, "tool" | "user") for each argument value of the step's calls seen earlier."""
+    tool_text = "\n".join(str(m.get("content") or "") for m in history if m.get("role") == "tool")
+    user_text = "\n".join(str(m.get("content") or "") for m in history if m.get("role") == "user")
+    facts = []
+    for call in message.get("tool_calls") or ():
+        function = call.get("function", {})
+        if function.get("name") in SKIPPED_TOOLS:
+            continue
+        arguments = parse_arguments(function.get("arguments"))
+        if "_raw" in arguments:
+            continue
+        for value in set(argument_values(arguments)):
+            if len(value) < 3:
+                continue
+            if value in user_text:
+                facts.append((value, "user"))
+            elif value in tool_text:
+                facts.append((value, "tool"))
+    return facts
+
+
+@dataclass(slots=True)
+class Retention:
+    """Token ratio and fact recall of one strategy over all decision points."""
+
+    name: str
+    tokens: list[int] = field(default_factory=list)
+    full_tokens: list[int] = field(default_factory=list)
+    hits: dict[str, int] = field(default_factory=lambda: {"tool": 0, "user": 0})
+    totals: dict[str, int] = field(default_factory=lambda: {"tool": 0, "user": 0})
+
+    def add(self, context: Sequence[Message], facts: Sequence[tuple[str, str]], full_tokens: int,
+            counter: TokenCounter, system: str | None = None) -> None:
+        counted = [_without_system(m, system) for m in context]
+        text = "\n".join(message_text(m) for m in counted)
+        self.tokens.append(count_messages(counted, counter))
+        self.full_tokens.append(full_tokens)
+        for value, source in facts:
+            self.totals[source] += 1
+            self.hits[source] += value in text
+
+    def recall(self, source: str) -> float:
+        return self.hits[source] / self.totals[source] if self.totals[source] else float("nan")
+
+    @property
+    def token_ratio(self) -> float:
+        return sum(self.tokens) / max(1, sum(self.full_tokens))
+
+    @property
+    def mean_tokens(self) -> float:
+        return sum(self.tokens) / max(1, len(self.tokens))
+
+
+def _without_system(message: Message, system: str | None) -> Message:
+    content = message.get("content")
+    if message.get("role") == "system" and system and isinstance(content, str) and system in content:
+        return {**message, "content": content.replace(system, "", 1)}
+    return message
+
+
+Baseline = Callable[[list[Message], TokenCounter], list[Message]]
+
+
+def window(n: int) -> Baseline:
+    return lambda history, counter: history[-n:]
+
+
+def token_buffer(budget: int) -> Baseline:
+    def run(history: list[Message], counter: TokenCounter) -> list[Message]:
+        out: list[Message] = []
+        used = 0
+        for message in reversed(history):
+            cost = count_messages([message], counter)
+            if used + cost > budget:
+                break
+            out.append(message)
+            used += cost
+        return out[::-1]
+    return run
+
+
+def clear_old_tool_results(keep: int) -> Baseline:
+    def run(history: list[Message], counter: TokenCounter) -> list[Message]:
+        tool_positions = [i for i, m in enumerate(history) if m.get("role") == "tool"]
+        old = set(tool_positions[: len(tool_positions) - keep] if keep else tool_positions)
+        return [{**m, "content": "[cleared]"} if i in old else m for i, m in enumerate(history)]
+    return run
+
+
+def baselines(budget: int) -> dict[str, Baseline]:
+    return {
+        "full history": lambda history, counter: history,
+        "window (last 10)": window(10),
+        f"token buffer @{budget}": token_buffer(budget),
+        "clear old tool results (keep 2)": clear_old_tool_results(2),
+    }
+
+
+def evaluate(trajectories: Sequence[Sequence[Message]], *, settings: MemorySettings, counter: TokenCounter,
+             on_point: Callable[[ReplayPoint], None] | None = None) -> list[Retention]:
+    """DAMC and the baselines on every decision point of the trajectories."""
+    damc = Retention("damc")
+    others = {name: Retention(name) for name in baselines(settings.budget)}
+    strategies = baselines(settings.budget)
+    for point in replay(trajectories, settings=settings, counter=counter):
+        message = trajectories[point.traj][point.step]
+        facts = needed_facts(point.history, message)
+        full = count_messages(point.history, counter)
+        system = _system_prompt(trajectories[point.traj])
+        damc.add(point.built.messages, facts, full, counter, system)
+        for name, strategy in strategies.items():
+            others[name].add(strategy(point.history, counter), facts, full, counter)
+        if on_point is not None:
+            on_point(point)
+    return [damc, *others.values()]
+
+
+def _system_prompt(messages: Sequence[Message]) -> str | None:
+    first = messages[0] if messages else {}
+    return str(first.get("content") or "") if first.get("role") == "system" else None
+
+
+def contexts_jsonl(point: ReplayPoint) -> str:
+    """One line of the replay output: ``{"traj": i, "step": t, "messages": [...]}``."""
+    return json.dumps({"traj": point.traj, "step": point.step, "messages": point.built.messages},
+                      ensure_ascii=False)

@@ -1,0 +1,94 @@
+"""Exact-value extraction shared by the encoder, the valuator and the decision focus.
+
+Patterns are deliberately conservative: a value is kept verbatim or not at all, never paraphrased.
+"""
+
+from __future__ import annotations
+
+import re
+
+ID_TOKEN = re.compile(
+    r"#?[A-Za-z]*\d[A-Za-z0-9_\-]*[A-Za-z0-9]|#?[A-Za-z][A-Za-z0-9_\-]*\d[A-Za-z0-9_\-]*|\b[A-Z]{3,}\b"
+)
+"""Identifiers and codes: mixed letters and digits (``HAT136``, ``#W4923227``, ``credit_card_44``),
+numbers, and upper-case codes (``JFK``)."""
+
+DATE = re.compile(r"\b\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2})?)?\b|\b\d{1,2}:\d{2}(?::\d{2})?\b")
+AMOUNT = re.compile(r"[$€£]\s?\d[\d,]*(?:\.\d+)?|\b\d[\d,]*(?:\.\d+)?\s?(?:USD|EUR|GBP|dollars?)\b", re.I)
+EMAIL = re.compile(r"\b[\w.+-]+@[\w-]+\.[\w.]+\b")
+CAPITALIZED = re.compile(r"\b[A-Z][a-z]{2,}\b")
+WORD = re.compile(r"[A-Za-z0-9_#@.\-]+")
+
+NEGATIVE_STATUS = re.compile(
+    r"\b(sold[ _-]?out|unavailable|not available|no (?:seats|availability|rooms?)|fully booked|"
+    r"cancell?ed|insufficient|not enough|exceeds?|denied|declined|rejected|failed|failure|invalid|"
+    r"not found|does not exist|expired|full|forbidden|unauthori[sz]ed|error|blocked|closed|"
+    r"out of stock|conflict|overbooked)\b",
+    re.I,
+)
+"""Words that rule an option out; a card carrying one constrains the next decision."""
+
+STATE_CHANGE_VERB = re.compile(
+    r"(^|_)(book|update|cancel|create|modify|send|transfer|delete|remove|confirm|pay|refund|exchange|"
+    r"return|add|set|change|submit|place|reserve|purchase|buy|upgrade|apply|approve|assign|write|insert)",
+    re.I,
+)
+"""Tool names that change the world's state (their successful results are state changes)."""
+
+CONFIRMED = re.compile(r"\b(confirmed|booked|completed|success(?:ful(?:ly)?)?|done|approved|paid|placed)\b", re.I)
+
+ID_KEY = re.compile(r"(^|_|\.)(id|ids|number|code|no|num|key|ref|reference|sku|uuid)$", re.I)
+DATE_KEY = re.compile(r"(date|time|_at$|^at$|dob|day|deadline|until|since|expir)", re.I)
+AMOUNT_KEY = re.compile(r"(price|amount|cost|balance|total|fee|fare|paid|refund|budget|charge|rate)", re.I)
+STATUS_KEY = re.compile(r"(status|state|availability|available|result|outcome)", re.I)
+ERROR_KEY = re.compile(r"^(error|errors|err|exception|fault|failure|message_error)$", re.I)
+NAME_KEY = re.compile(r"name", re.I)
+
+STOPWORDS = frozenset(
+    "the and for with that this from have you your are was were will would could should can please "
+    "what when where which who how not but all any our out get got yes okay thanks thank about also "
+    "just like want need let know there here them they then than into only some more most very".split()
+)
+
+
+def fact_kind(key: str, value: str) -> str:
+    """Classify a keyed value as ``id``, ``date``, ``amount``, ``status``, ``error``, ``name`` or ``value``."""
+    leaf = key.rsplit(".", 1)[-1]
+    if ERROR_KEY.search(leaf):
+        return "error"
+    if ID_KEY.search(leaf):
+        return "id"
+    if DATE_KEY.search(leaf) or DATE.fullmatch(value):
+        return "date"
+    if AMOUNT_KEY.search(leaf):
+        return "amount"
+    if STATUS_KEY.search(leaf):
+        return "status"
+    if NAME_KEY.search(leaf):
+        return "name"
+    if ID_TOKEN.fullmatch(value) and not value.isdigit():
+        return "id"
+    return "value"
+
+
+def exact_terms(text: str, *, limit: int = 4096) -> set[str]:
+    """Lower-cased identifiers, codes, dates, e-mails and capitalized names found in free text."""
+    found: set[str] = set()
+    for pattern in (ID_TOKEN, DATE, EMAIL, CAPITALIZED):
+        for match in pattern.finditer(text):
+            found.add(match.group(0).lower().lstrip("#"))
+            if len(found) >= limit:
+                return found
+    return found
+
+
+def content_words(text: str, *, limit: int = 4096) -> set[str]:
+    """Lower-cased words of three or more characters, stopwords removed: a cheap lexical focus."""
+    words: set[str] = set()
+    for match in WORD.finditer(text):
+        word = match.group(0).lower().strip(".-")
+        if len(word) >= 3 and word not in STOPWORDS:
+            words.add(word)
+            if len(words) >= limit:
+                break
+    return words

@@ -1,0 +1,438 @@
+"""``DecisionMemory``: observe events, build the context for the next decision, recall raw records.
+
+The class wires the stages (encode, value, select, compress, assemble) and owns no policy of its
+own: every stage is a constructor argument with a default implementation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import logging
+import time
+from collections import defaultdict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, ParamSpec, TypeVar
+
+from .assemble import Assembler, DefaultAssembler, fence_memory, valid_sequence
+from .compress import Compressor, TemplateCompressor
+from .encode import DefaultEncoder, Encoder, ToolCall, argument_values, parse_arguments
+from .errors import ConfigError
+from .extract import exact_terms
+from .select import HybridSelector, Selector, Supersession
+from .stores import MemoryStore, SQLiteStore
+from .tokens import MESSAGE_OVERHEAD, TiktokenCounter, TokenCounter, content_text, count_messages
+from .types import (
+    BuiltContext,
+    Card,
+    CardKind,
+    Decision,
+    DecisionFocus,
+    Message,
+    Namespace,
+    RawRecord,
+    ScoredCard,
+)
+from .value import HeuristicValuator, ValuationContext, Valuator
+
+logger = logging.getLogger("damc")
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+KNOWN_ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
+
+RECALL_TOOL: dict[str, Any] = {
+    "type": "function",
+    "function": {
+        "name": "recall",
+        "description": "Return the full raw record behind a memory card, e.g. every row of a long "
+        "search result. Use it when a card says '(+N rows: recall c12)' or a needed detail is missing.",
+        "parameters": {
+            "type": "object",
+            "properties": {"card_id": {"type": "string", "description": "Card id such as c12."}},
+            "required": ["card_id"],
+        },
+    },
+}
+"""OpenAI-style tool definition that lets an agent expand a compressed card."""
+
+
+@dataclass(frozen=True, slots=True)
+class MemorySettings:
+    """Knobs of the context builder, validated when the memory is made."""
+
+    budget: int = 1200
+    """Tokens for the memory section plus the recent dialogue (the system prompt is not counted)."""
+    recent_messages: int = 2
+    """Newest messages sent as they are (widened so no tool result loses its call)."""
+    compress_recent_tool_results: bool = True
+    """Send tool results inside the recent window as their card text instead of the raw output."""
+    superseded: str = "drop"
+    """``drop`` superseded cards, or ``mark`` them and let them compete for the budget."""
+
+    def __post_init__(self) -> None:
+        if self.budget <= 0:
+            raise ConfigError(f"MemorySettings.budget must be > 0 tokens, got {self.budget}")
+        if self.recent_messages < 0:
+            raise ConfigError(f"MemorySettings.recent_messages must be >= 0, got {self.recent_messages}")
+        if self.superseded not in ("drop", "mark"):
+            raise ConfigError(f"MemorySettings.superseded must be 'drop' or 'mark', got {self.superseded!r}")
+
+
+@dataclass(slots=True)
+class _Entry:
+    message: Message
+    card_id: str
+
+
+@dataclass(slots=True)
+class _Session:
+    """In-process index of one namespace, rebuilt from the store when the memory is reopened."""
+
+    cards: dict[str, Card] = field(default_factory=dict)
+    history: list[_Entry] = field(default_factory=list)
+    by_term: defaultdict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
+    by_entity: defaultdict[tuple[str, str], set[str]] = field(default_factory=lambda: defaultdict(set))
+    pending: dict[str, ToolCall] = field(default_factory=dict)
+    goal_terms: set[str] = field(default_factory=set)
+    system_prompt: str | None = None
+    seq: int = 0
+
+
+def _to_thread(fn: Callable[P, R]) -> Callable[P, Any]:
+    async def run(*args: P.args, **kwargs: P.kwargs) -> R:
+        return await asyncio.to_thread(fn, *args, **kwargs)
+
+    run.__doc__ = f"Async form of ``{fn.__name__}`` (runs it in a worker thread)."
+    return run
+
+
+class DecisionMemory:
+    """Decision-aware memory for one tenant's conversation (namespace).
+
+    >>> memory = DecisionMemory(store=SQLiteStore(":memory:"))
+    >>> memory.observe({"role": "user", "content": "Book flight HAT136 for me"})  # doctest: +ELLIPSIS
+    Card(...)
+    >>> context = memory.build(system="You are a travel agent.")
+    """
+
+    def __init__(
+        self,
+        *,
+        namespace: Namespace | None = None,
+        store: MemoryStore | None = None,
+        encoder: Encoder | None = None,
+        valuator: Valuator | None = None,
+        selector: Selector | None = None,
+        compressor: Compressor | None = None,
+        assembler: Assembler | None = None,
+        counter: TokenCounter | None = None,
+        settings: MemorySettings | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.namespace = namespace or Namespace()
+        self.store: MemoryStore = store if store is not None else SQLiteStore("damc-memory.sqlite3")
+        self.encoder: Encoder = encoder or DefaultEncoder()
+        self.heuristics = HeuristicValuator()
+        self.valuator: Valuator = valuator or self.heuristics
+        self.selector: Selector = selector or HybridSelector()
+        self.compressor: Compressor = compressor or TemplateCompressor()
+        self.assembler: Assembler = assembler or DefaultAssembler()
+        self.counter: TokenCounter = counter or TiktokenCounter()
+        self.settings = settings or MemorySettings()
+        self.supersession = Supersession()
+        self.clock = clock
+        self._session = _Session()
+        self._reload()
+
+    # -- observe -------------------------------------------------------------------------------
+    def observe(self, event: Mapping[str, Any] | Any) -> Card:
+        """Record one event (an OpenAI-style message) and return its card.
+
+        The raw event is persisted first; if encoding fails the card is a safe note pointing to
+        the record, and the error is logged, never raised into the agent.
+        """
+        session = self._session
+        message, body = normalize_event(event)
+        record = RawRecord(id=f"r{session.seq}", namespace=self.namespace, seq=session.seq,
+                           created_at=self.clock(), body=body)
+        self.store.append(record)
+        session.seq += 1
+        card_id = f"c{record.seq}"
+        call = self._pending_call(message)
+        try:
+            card = self.encoder.encode(message, record=record, card_id=card_id, call=call)
+        except Exception as exc:  # bad input must never crash the agent
+            logger.warning("damc: could not encode event %s (%s); kept as raw record", record.id, exc)
+            card = _fallback_card(message, record, card_id, exc)
+        summary = self.compressor.render(card)
+        card = replace(card, summary=summary, tokens=self.counter.count(summary) + 1,
+                       raw_tokens=self.counter.count(content_text(message.get("content"))) + MESSAGE_OVERHEAD)
+        changed = self._link(card, message)
+        card = self._score(card)
+        session.cards[card.id] = card
+        self._index(card)
+        if message.get("role") in ("system", "developer"):
+            session.system_prompt = content_text(message.get("content"))
+        else:
+            session.history.append(_Entry(message, card.id))
+        changed.extend(self._supersede(card))
+        self.store.put_cards(self.namespace, [card, *changed])
+        return card
+
+    def observe_tool(self, name: str, arguments: Mapping[str, Any] | str | None, result: object, *,
+                     call_id: str | None = None, error: bool = False) -> Card:
+        """Record a tool call and its result in one go (for callers that do not keep messages)."""
+        call_id = call_id or f"call_{self._session.seq}"
+        args_text = arguments if isinstance(arguments, str) else json.dumps(arguments or {}, default=str)
+        self.observe({"role": "assistant", "content": None, "tool_calls": [
+            {"id": call_id, "type": "function", "function": {"name": name, "arguments": args_text}}]})
+        message: dict[str, Any] = {"role": "tool", "tool_call_id": call_id, "name": name, "content": result}
+        if error:
+            message["status"] = "error"
+        return self.observe(message)
+
+    def _pending_call(self, message: Message) -> ToolCall | None:
+        if message.get("role") != "tool":
+            return None
+        call_id = str(message.get("tool_call_id") or "")
+        return self._session.pending.pop(call_id, None)
+
+    def _link(self, card: Card, message: Message) -> list[Card]:
+        """Record calls as pending and link the earlier cards whose values they take as arguments."""
+        session = self._session
+        changed: list[Card] = []
+        if card.kind is CardKind.USER_INSTRUCTION:
+            new_terms = set(card.terms) - session.goal_terms
+            session.goal_terms |= card.terms
+            for other_id in set().union(*(session.by_term.get(t, set()) for t in new_terms)) if new_terms else ():
+                changed.append(self._rescore(other_id))
+        if card.kind is not CardKind.TOOL_CALL:
+            return changed
+        for raw in message.get("tool_calls") or ():
+            function = raw.get("function", {}) if isinstance(raw, dict) else {}
+            arguments = parse_arguments(function.get("arguments"))
+            call_id = str(raw.get("id", "")) if isinstance(raw, dict) else ""
+            session.pending[call_id] = ToolCall(call_id, str(function.get("name") or "unknown_tool"),
+                                                arguments, card.id)
+            used: set[str] = set()
+            for value in argument_values(arguments):
+                used |= session.by_term.get(value.lower().lstrip("#"), set())
+            for source_id in used:
+                source = session.cards[source_id]
+                if card.id not in source.decision_links:
+                    session.cards[source_id] = replace(source, decision_links=(*source.decision_links, card.id))
+                    changed.append(self._rescore(source_id))
+        return changed
+
+    def _rescore(self, card_id: str) -> Card:
+        card = self._score(self._session.cards[card_id])
+        self._session.cards[card_id] = card
+        return card
+
+    def _score(self, card: Card) -> Card:
+        scores = self.heuristics.static_scores(card, goal_terms=frozenset(self._session.goal_terms))
+        return replace(card, scores=scores, prior=self.heuristics.prior(scores))
+
+    def _index(self, card: Card) -> None:
+        for term in card.terms:
+            self._session.by_term[term].add(card.id)
+        for key in card.entity_keys:
+            self._session.by_entity[key].add(card.id)
+
+    def _supersede(self, card: Card) -> list[Card]:
+        session = self._session
+        older_ids = set().union(*(session.by_entity[k] for k in card.entity_keys)) if card.entity_keys else set()
+        older = [session.cards[i] for i in older_ids if i != card.id]
+        changed = []
+        for old in self.supersession.superseded(card, older):
+            updated = replace(old, superseded_by=card.id)
+            session.cards[old.id] = updated
+            changed.append(updated)
+        return changed
+
+    # -- build ---------------------------------------------------------------------------------
+    def build(self, *, system: str | None = None, query: str | None = None,
+              budget: int | None = None) -> BuiltContext:
+        """The messages to send for the next decision: system, memory section, recent dialogue."""
+        session = self._session
+        budget = self.settings.budget if budget is None else budget
+        if budget <= 0:
+            raise ConfigError(f"budget must be > 0 tokens, got {budget}")
+        system = session.system_prompt if system is None else system
+        recent_entries = self._recent_window()
+        recent = [self._recent_message(e) for e in recent_entries]
+        while recent and count_messages(recent, self.counter) > budget and len(recent_entries) > 1:
+            recent_entries = recent_entries[1:]
+            while recent_entries and recent_entries[0].message.get("role") == "tool":
+                recent_entries = recent_entries[1:]
+            recent = [self._recent_message(e) for e in recent_entries]
+        recent_ids = {e.card_id for e in recent_entries}
+        recent_tokens = count_messages(recent, self.counter)
+
+        focus = self._focus(query, recent_entries)
+        candidates, decisions = [], []
+        for card in session.cards.values():
+            if card.id in recent_ids or card.source in ("system", "developer"):
+                continue
+            if card.superseded_by and self.settings.superseded == "drop":
+                decisions.append(Decision(card.id, False, f"superseded by {card.superseded_by}", 0.0, 0,
+                                          card.raw_tokens, card.scores))
+                continue
+            candidates.append(card)
+        context = ValuationContext(focus=focus, current_seq=session.seq, now=self.clock())
+        scored = self.valuator.value(candidates, context=context)
+        header = self.counter.count(fence_memory([])) + MESSAGE_OVERHEAD
+        selection = self.selector.select(scored, budget=max(0, budget - recent_tokens - header))
+        kept = sorted(selection.kept, key=lambda s: s.card.seq)
+        lines = [self._line(s.card) for s in kept]
+        memory = fence_memory(lines) if lines else ""
+        messages = self.assembler.assemble(system=system, memory=memory, recent=recent)
+        decisions += [Decision(s.card.id, True, _kept_reason(s), s.value, s.card.tokens, s.card.raw_tokens,
+                               s.scores) for s in kept]
+        decisions += [Decision(s.card.id, False, why, s.value, 0, s.card.raw_tokens, s.scores)
+                      for s, why in selection.dropped]
+        raw_history = [e.message for e in session.history]
+        return BuiltContext(
+            messages=messages,
+            decisions=tuple(sorted(decisions, key=lambda d: int(d.card_id[1:]))),
+            memory_tokens=self.counter.count(memory) if memory else 0,
+            total_tokens=count_messages(messages, self.counter),
+            raw_tokens=count_messages(raw_history, self.counter)
+            + (self.counter.count(system) + MESSAGE_OVERHEAD if system else 0),
+        )
+
+    def _line(self, card: Card) -> str:
+        if card.superseded_by:
+            return f"(superseded by {card.superseded_by}) {card.summary}"
+        return card.summary
+
+    def _recent_window(self) -> list[_Entry]:
+        history = self._session.history
+        start = max(0, len(history) - self.settings.recent_messages)
+        while start > 0 and history[start].message.get("role") == "tool":
+            start -= 1
+        return history[start:] if self.settings.recent_messages else []
+
+    def _recent_message(self, entry: _Entry) -> Message:
+        message = entry.message
+        if message.get("role") == "tool" and self.settings.compress_recent_tool_results:
+            card = self._session.cards[entry.card_id]
+            return {**message, "content": card.summary}
+        if message.get("role") not in KNOWN_ROLES or message.get("role") in ("system", "developer", "function"):
+            return {"role": "user", "content": self._session.cards[entry.card_id].summary}
+        return message
+
+    def _focus(self, query: str | None, recent: Sequence[_Entry]) -> DecisionFocus:
+        texts = [query or ""]
+        last_user = next((e.message for e in reversed(self._session.history) if e.message.get("role") == "user"),
+                         None)
+        if last_user is not None:
+            texts.append(content_text(last_user.get("content")))
+        texts.extend(content_text(e.message.get("content")) for e in recent if e.message.get("role") == "assistant")
+        text = "\n".join(t for t in texts if t)
+        return DecisionFocus(query=query or (texts[1] if len(texts) > 1 else ""),
+                             terms=frozenset(exact_terms(text, limit=512)))
+
+    # -- recall and inspection -----------------------------------------------------------------
+    def recall(self, card_id: str) -> Message | None:
+        """The raw event behind a card, exactly as observed, or ``None`` for an unknown id."""
+        card = self._session.cards.get(card_id)
+        record = self.store.record(self.namespace, card.record_id if card else card_id.replace("c", "r", 1))
+        if record is None:
+            return None
+        body: Message = json.loads(record.body)
+        return body
+
+    def handle_recall(self, arguments: Mapping[str, Any] | str) -> str:
+        """Answer a ``recall`` tool call (see :data:`RECALL_TOOL`) with the raw content as text."""
+        card_id = str(parse_arguments(arguments).get("card_id", "")).strip().strip("[]")
+        raw = self.recall(card_id)
+        if raw is None:
+            return f"No memory card {card_id!r} in this session."
+        content = raw.get("content")
+        return content if isinstance(content, str) else json.dumps(content, ensure_ascii=False, default=str)
+
+    def cards(self) -> list[Card]:
+        """Every card of this namespace, oldest first."""
+        return sorted(self._session.cards.values(), key=lambda c: c.seq)
+
+    def card(self, card_id: str) -> Card | None:
+        return self._session.cards.get(card_id)
+
+    def clear(self) -> None:
+        """Forget the in-process view (the store keeps its records); start a fresh namespace to reset."""
+        self._session = _Session(seq=self._session.seq)
+
+    def _reload(self) -> None:
+        session = self._session
+        for card in self.store.cards(self.namespace):
+            session.cards[card.id] = card
+            self._index(card)
+            session.seq = max(session.seq, card.seq + 1)
+        for record in self.store.records(self.namespace):
+            session.seq = max(session.seq, record.seq + 1)
+            message = json.loads(record.body)
+            if message.get("role") in ("system", "developer"):
+                session.system_prompt = content_text(message.get("content"))
+            elif f"c{record.seq}" in session.cards:
+                session.history.append(_Entry(message, f"c{record.seq}"))
+            if message.get("role") == "user":
+                session.goal_terms |= session.cards.get(f"c{record.seq}", _EMPTY).terms
+
+    aobserve = _to_thread(observe)
+    abuild = _to_thread(build)
+    aobserve_tool = _to_thread(observe_tool)
+
+
+def _kept_reason(scored: ScoredCard) -> str:
+    top = max((s for s in scored.scores if s.name not in ("decay",)), key=lambda s: s.value, default=None)
+    return f"kept: {top.name} ({top.provenance})" if top else "kept"
+
+
+def normalize_event(event: Mapping[str, Any] | Any) -> tuple[Message, str]:
+    """An OpenAI-style message dict and its verbatim JSON body, whatever the caller passed.
+
+    ``None`` content stays ``None``; bytes become text (or base64 when not UTF-8); content that is
+    not JSON-serializable is kept as its ``repr``; a non-mapping event becomes an ``unknown`` note.
+    """
+    if isinstance(event, Mapping):
+        message = dict(event)
+    else:
+        message = {"role": "unknown", "content": event}
+    content = message.get("content")
+    if isinstance(content, (bytes, bytearray)):
+        try:
+            message["content"] = bytes(content).decode("utf-8")
+        except UnicodeDecodeError:
+            message["content"] = f"[binary content, {len(content)} bytes, base64] " + base64.b64encode(
+                bytes(content)).decode("ascii")
+    elif content is not None and not isinstance(content, (str, list)):
+        try:
+            message["content"] = json.dumps(content, ensure_ascii=False)
+        except (TypeError, ValueError, RecursionError):
+            message["content"] = repr(content)
+    role = message.get("role")
+    if not isinstance(role, str):
+        message["role"] = "unknown" if role is None else str(role)
+    try:
+        body = json.dumps(message, ensure_ascii=False, default=repr)
+    except (ValueError, RecursionError):
+        body = json.dumps({"role": message["role"], "content": repr(message.get("content"))})
+    return message, body
+
+
+def _fallback_card(message: Message, record: RawRecord, card_id: str, exc: Exception) -> Card:
+    text = content_text(message.get("content"))
+    return Card(
+        id=card_id, record_id=record.id, seq=record.seq, created_at=record.created_at,
+        kind=CardKind.TOOL_RESULT if message.get("role") == "tool" else CardKind.SYSTEM_NOTE,
+        summary="", text=f"[not parsed: {type(exc).__name__}; recall {card_id}] {text[:300]}",
+        tool_name=str(message.get("name") or "") or None, source=str(message.get("role")),
+    )
+
+
+_EMPTY = Card(id="", record_id="", seq=-1, created_at=0.0, kind=CardKind.SYSTEM_NOTE, summary="")

@@ -1,0 +1,145 @@
+"""Select stage: which cards fit the token budget, and which facts a newer card supersedes.
+
+Selectors see scored cards with their token costs and return the kept ones plus a reason for every
+drop. Conflicts are resolved before selection: a newer card on the same (entity, attribute) wins,
+source trust breaks ties between cards of the same moment, and the loser is marked
+``superseded_by`` (dropped, or shown as superseded, by configuration).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from .errors import ConfigError
+from .types import Card, ScoredCard
+
+
+@dataclass(frozen=True, slots=True)
+class Selection:
+    kept: list[ScoredCard]
+    dropped: list[tuple[ScoredCard, str]]
+    """Each dropped card with the reason, for ``explain()``."""
+
+
+class Selector(Protocol):
+    """Chooses cards for the memory section within ``budget`` tokens."""
+
+    def select(self, scored: Sequence[ScoredCard], *, budget: int) -> Selection: ...
+
+
+def _check_budget(budget: int) -> None:
+    if budget < 0:
+        raise ConfigError(f"budget must be >= 0 tokens, got {budget}")
+
+
+@dataclass(frozen=True, slots=True)
+class TopKSelector:
+    """The ``k`` most valuable cards that fit the budget."""
+
+    k: int = 20
+
+    def __post_init__(self) -> None:
+        if self.k <= 0:
+            raise ConfigError(f"TopKSelector.k must be > 0, got {self.k}")
+
+    def select(self, scored: Sequence[ScoredCard], *, budget: int) -> Selection:
+        _check_budget(budget)
+        kept, dropped, used = [], [], 0
+        for item in sorted(scored, key=lambda s: (-s.value, -s.card.seq)):
+            if len(kept) >= self.k:
+                dropped.append((item, f"outside the top {self.k}"))
+            elif used + item.card.tokens > budget:
+                dropped.append((item, "over the token budget"))
+            else:
+                kept.append(item)
+                used += item.card.tokens
+        return Selection(kept, dropped)
+
+
+@dataclass(frozen=True, slots=True)
+class ThresholdSelector:
+    """Every card worth at least ``min_value``, most valuable first, while the budget lasts."""
+
+    min_value: float = 0.5
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.min_value <= 1:
+            raise ConfigError(f"ThresholdSelector.min_value must be in [0, 1], got {self.min_value}")
+
+    def select(self, scored: Sequence[ScoredCard], *, budget: int) -> Selection:
+        _check_budget(budget)
+        kept, dropped, used = [], [], 0
+        for item in sorted(scored, key=lambda s: (-s.value, -s.card.seq)):
+            if item.value < self.min_value:
+                dropped.append((item, f"value {item.value:.2f} below threshold {self.min_value}"))
+            elif used + item.card.tokens > budget:
+                dropped.append((item, "over the token budget"))
+            else:
+                kept.append(item)
+                used += item.card.tokens
+        return Selection(kept, dropped)
+
+
+@dataclass(frozen=True, slots=True)
+class HybridSelector:
+    """Greedy by value per token (value already includes time decay), above a value floor.
+
+    Value per token favours many small decisive cards over one long list; ``token_exponent`` below 1
+    softens that so a large card with many needed values is not starved.
+    """
+
+    min_value: float = 0.05
+    token_exponent: float = 0.5
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.min_value <= 1:
+            raise ConfigError(f"HybridSelector.min_value must be in [0, 1], got {self.min_value}")
+        if not 0 <= self.token_exponent <= 1:
+            raise ConfigError(f"HybridSelector.token_exponent must be in [0, 1], got {self.token_exponent}")
+
+    def select(self, scored: Sequence[ScoredCard], *, budget: int) -> Selection:
+        _check_budget(budget)
+        kept, dropped, used = [], [], 0
+
+        def density(item: ScoredCard) -> float:
+            return item.value / max(1, item.card.tokens) ** self.token_exponent
+
+        for item in sorted(scored, key=lambda s: (-density(s), -s.card.seq)):
+            if item.value < self.min_value:
+                dropped.append((item, f"value {item.value:.2f} below floor {self.min_value}"))
+            elif used + item.card.tokens > budget:
+                dropped.append((item, "over the token budget"))
+            else:
+                kept.append(item)
+                used += item.card.tokens
+        return Selection(kept, dropped)
+
+
+@dataclass(frozen=True, slots=True)
+class Supersession:
+    """Decides which older cards a new card supersedes.
+
+    An older card is superseded when the new card states a value for every (entity, attribute) it
+    does, and the new card is at least as trusted, or is newer by more than ``same_moment``
+    seconds (trust only breaks ties between cards of the same moment).
+    """
+
+    same_moment: float = 0.0
+
+    def superseded(self, new: Card, older: Sequence[Card]) -> list[Card]:
+        if not new.entity_keys:
+            return []
+        keys = set(new.entity_keys)
+        out = []
+        for old in older:
+            if old.id == new.id or old.superseded_by or not old.entity_keys:
+                continue
+            if not set(old.entity_keys) <= keys:
+                continue
+            tie = abs(new.created_at - old.created_at) <= self.same_moment and new.seq - old.seq <= 1
+            if tie and new.trust < old.trust:
+                continue
+            out.append(old)
+        return out

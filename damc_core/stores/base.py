@@ -1,0 +1,25 @@
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from ..types import Card, Namespace, RawRecord
+
+
+class MemoryStore(Protocol):
+    """Durable home of raw records (append-only) and cards (upserted as they gain links and scores)."""
+
+    def append(self, record: RawRecord) -> None:
+        """Persist a raw record; called before the event is processed in any way."""
+
+    def record(self, namespace: Namespace, record_id: str) -> RawRecord | None: ...
+
+    def records(self, namespace: Namespace) -> list[RawRecord]: ...
+
+    def put_cards(self, namespace: Namespace, cards: Sequence[Card]) -> None:
+        """Insert or replace cards by id."""
+
+    def cards(self, namespace: Namespace) -> list[Card]:
+        """All cards of the namespace in sequence order."""
+
+    def close(self) -> None: ...

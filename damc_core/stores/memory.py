@@ -1,0 +1,44 @@
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..errors import StoreClosedError
+from ..types import Card, Namespace, RawRecord
+
+
+class InMemoryStore:
+    """Dicts in this process; for tests and short-lived agents. Nothing survives the process."""
+
+    def __init__(self) -> None:
+        self._records: dict[str, dict[str, RawRecord]] = {}
+        self._cards: dict[str, dict[str, Card]] = {}
+        self._closed = False
+
+    def _check(self) -> None:
+        if self._closed:
+            raise StoreClosedError("InMemoryStore is closed; create a new store")
+
+    def append(self, record: RawRecord) -> None:
+        self._check()
+        self._records.setdefault(record.namespace.key, {})[record.id] = record
+
+    def record(self, namespace: Namespace, record_id: str) -> RawRecord | None:
+        self._check()
+        return self._records.get(namespace.key, {}).get(record_id)
+
+    def records(self, namespace: Namespace) -> list[RawRecord]:
+        self._check()
+        return sorted(self._records.get(namespace.key, {}).values(), key=lambda r: r.seq)
+
+    def put_cards(self, namespace: Namespace, cards: Sequence[Card]) -> None:
+        self._check()
+        bucket = self._cards.setdefault(namespace.key, {})
+        for card in cards:
+            bucket[card.id] = card
+
+    def cards(self, namespace: Namespace) -> list[Card]:
+        self._check()
+        return sorted(self._cards.get(namespace.key, {}).values(), key=lambda c: c.seq)
+
+    def close(self) -> None:
+        self._closed = True

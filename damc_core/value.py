@@ -1,0 +1,213 @@
+"""Value stage: how much a card matters for the decision the agent is about to make.
+
+The default :class:`HeuristicValuator` scores three dimensions of decision value:
+
+* **causal necessity**: the card holds values a later call takes as arguments (exact IDs, dates,
+  amounts), values the user named, or values already used by an earlier decision;
+* **option constraint**: the card rules options out (errors, sold out, not enough balance);
+* **state change**: the card records a change of the world's or the task's state (a booking, a
+  cancellation, a derived conclusion).
+
+Dimensions combine as a noisy-or weighted by the task mode, start from a per-kind cold-start
+prior, gain from overlap with the decision focus and fade with ``exp(-lambda * age)``.
+Valuators are pluggable and combine with :class:`WeightedValuators`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Protocol
+
+from .errors import ConfigError
+from .extract import CONFIRMED, NEGATIVE_STATUS, STATE_CHANGE_VERB
+from .types import Card, CardKind, DecisionFocus, Score, ScoredCard
+
+
+@dataclass(frozen=True, slots=True)
+class ValuationContext:
+    """What a valuator may look at besides the cards."""
+
+    focus: DecisionFocus
+    current_seq: int
+    """Sequence number of the newest observed event."""
+    now: float
+    """Unix time of the decision."""
+
+
+class Valuator(Protocol):
+    """Gives every candidate card a decision value in [0, 1] with the scores behind it."""
+
+    def value(self, cards: Sequence[Card], *, context: ValuationContext) -> list[ScoredCard]: ...
+
+
+class TaskMode(str, Enum):
+    """How the agent's task weighs the value dimensions."""
+
+    PRECISE_PLANNING = "precise_planning"
+    """Bookings, orders, transactions: exact parameters and constraints dominate."""
+    INFORMATION_GATHERING = "information_gathering"
+    """Research: new entities and factual conclusions dominate."""
+    CREATIVE = "creative"
+    """Writing and ideation: the user's instructions and concepts dominate, parameters matter less."""
+
+
+@dataclass(frozen=True, slots=True)
+class ModeWeights:
+    causal: float
+    constraint: float
+    state: float
+    focus: float
+    prior: float
+
+
+MODE_WEIGHTS: dict[TaskMode, ModeWeights] = {
+    TaskMode.PRECISE_PLANNING: ModeWeights(causal=0.9, constraint=0.85, state=0.8, focus=0.6, prior=1.0),
+    TaskMode.INFORMATION_GATHERING: ModeWeights(causal=0.6, constraint=0.5, state=0.4, focus=0.9, prior=1.0),
+    TaskMode.CREATIVE: ModeWeights(causal=0.3, constraint=0.4, state=0.3, focus=0.8, prior=1.0),
+}
+
+COLD_START_PRIOR: dict[CardKind, float] = {
+    CardKind.USER_INSTRUCTION: 0.55,
+    CardKind.TOOL_ERROR: 0.5,
+    CardKind.TOOL_RESULT: 0.35,
+    CardKind.ASSISTANT_CONCLUSION: 0.15,
+    CardKind.TOOL_CALL: 0.05,
+    CardKind.SYSTEM_NOTE: 0.2,
+}
+"""Value of a card before anything is known about its use; user instructions start highest."""
+
+
+@dataclass(frozen=True, slots=True)
+class Decay:
+    """``exp(-lam * age)``; age in turns (events) by default, or in seconds."""
+
+    lam: float = 0.01
+    unit: str = "turns"
+    floor: float = 0.35
+    """Lowest multiplier: an old card that an open decision still needs must stay selectable."""
+
+    def __post_init__(self) -> None:
+        if self.lam < 0:
+            raise ConfigError(f"Decay.lam must be >= 0, got {self.lam}")
+        if self.unit not in ("turns", "seconds"):
+            raise ConfigError(f"Decay.unit must be 'turns' or 'seconds', got {self.unit!r}")
+        if not 0 <= self.floor <= 1:
+            raise ConfigError(f"Decay.floor must be in [0, 1], got {self.floor}")
+
+    def factor(self, card: Card, context: ValuationContext) -> float:
+        age = (context.current_seq - card.seq) if self.unit == "turns" else (context.now - card.created_at)
+        return max(self.floor, math.exp(-self.lam * max(0.0, age)))
+
+
+def noisy_or(values: Sequence[float]) -> float:
+    out = 1.0
+    for v in values:
+        out *= 1.0 - min(1.0, max(0.0, v))
+    return 1.0 - out
+
+
+@dataclass(frozen=True, slots=True)
+class HeuristicValuator:
+    """Causal necessity, option constraint and state change, weighted by task mode; no model calls."""
+
+    mode: TaskMode = TaskMode.PRECISE_PLANNING
+    decay: Decay = field(default_factory=Decay)
+    priors: dict[CardKind, float] = field(default_factory=lambda: dict(COLD_START_PRIOR))
+
+    def static_scores(self, card: Card, *, goal_terms: frozenset[str] = frozenset()) -> tuple[Score, ...]:
+        """Query-independent scores, computed once when the card is made and when links change."""
+        weights = MODE_WEIGHTS[self.mode]
+        scores = [Score("prior", self.priors.get(card.kind, 0.2), f"cold-start prior for {card.kind.value}")]
+        causal, why = self._causal(card, goal_terms)
+        if causal:
+            scores.append(Score("causal", causal * weights.causal, why))
+        constraint, why = self._constraint(card)
+        if constraint:
+            scores.append(Score("constraint", constraint * weights.constraint, why))
+        state, why = self._state(card)
+        if state:
+            scores.append(Score("state", state * weights.state, why))
+        return tuple(scores)
+
+    def prior(self, scores: Sequence[Score]) -> float:
+        return noisy_or([s.value for s in scores])
+
+    def value(self, cards: Sequence[Card], *, context: ValuationContext) -> list[ScoredCard]:
+        weights = MODE_WEIGHTS[self.mode]
+        focus_terms = context.focus.terms
+        out = []
+        for card in cards:
+            overlap = len(card.terms & focus_terms) if focus_terms else 0
+            focus = min(1.0, 0.35 * overlap) * weights.focus
+            if card.tool_name and card.tool_name in context.focus.tools:
+                focus = max(focus, 0.3 * weights.focus)
+            base = noisy_or([card.prior, focus]) if focus else card.prior
+            decay = self.decay.factor(card, context)
+            scores = card.scores
+            if focus:
+                scores = (*scores, Score("focus", focus, f"shares {overlap} exact terms with the decision focus"))
+            out.append(ScoredCard(card, base * decay, (*scores, Score("decay", decay, f"{self.decay.unit} age"))))
+        return out
+
+    @staticmethod
+    def _causal(card: Card, goal_terms: frozenset[str]) -> tuple[float, str]:
+        reasons, score = [], 0.0
+        if card.decision_links:
+            score = 0.6 + 0.1 * min(3, len(card.decision_links))
+            reasons.append(f"values used by later calls {', '.join(card.decision_links[:4])}")
+        ids = sum(1 for f in card.facts if f.kind in ("id", "date", "amount")) + sum(
+            len(t.rows) for t in card.tables)
+        if ids and card.kind in (CardKind.TOOL_RESULT, CardKind.USER_INSTRUCTION):
+            score = max(score, 0.45)
+            reasons.append(f"{ids} exact identifiers, dates or amounts")
+        named = len(card.terms & goal_terms) if goal_terms and card.kind is not CardKind.USER_INSTRUCTION else 0
+        if named:
+            score = max(score, min(0.8, 0.4 + 0.1 * named))
+            reasons.append(f"{named} values named by the user")
+        return score, "; ".join(reasons)
+
+    @staticmethod
+    def _constraint(card: Card) -> tuple[float, str]:
+        if card.kind is CardKind.TOOL_ERROR:
+            return 0.9, "tool error rules this action out as called"
+        if card.constraints:
+            return 0.7, "rules out: " + "; ".join(card.constraints[:3])
+        if card.kind is CardKind.USER_INSTRUCTION and NEGATIVE_STATUS.search(card.text):
+            return 0.5, "user states a restriction"
+        return 0.0, ""
+
+    @staticmethod
+    def _state(card: Card) -> tuple[float, str]:
+        if card.kind is CardKind.TOOL_RESULT and card.tool_name and STATE_CHANGE_VERB.search(card.tool_name):
+            return 0.9, f"{card.tool_name} changed state"
+        if card.kind is CardKind.ASSISTANT_CONCLUSION and CONFIRMED.search(card.text):
+            return 0.5, "assistant concluded a state change"
+        if card.kind is CardKind.TOOL_RESULT and any(
+            f.kind == "status" and CONFIRMED.search(f.value) for f in card.facts
+        ):
+            return 0.6, "result reports a confirmed status"
+        return 0.0, ""
+
+
+@dataclass(frozen=True, slots=True)
+class WeightedValuators:
+    """Several valuators as one: a weighted mean of their values, every score kept with its source."""
+
+    parts: tuple[tuple[Valuator, float], ...]
+
+    def __post_init__(self) -> None:
+        if not self.parts or any(w <= 0 for _, w in self.parts):
+            raise ConfigError("WeightedValuators needs at least one (valuator, weight > 0) pair")
+
+    def value(self, cards: Sequence[Card], *, context: ValuationContext) -> list[ScoredCard]:
+        total = sum(w for _, w in self.parts)
+        results = [(v.value(cards, context=context), w) for v, w in self.parts]
+        out = []
+        for i, card in enumerate(cards):
+            value = sum(r[i].value * w for r, w in results) / total
+            scores = tuple(s for r, _ in results for s in r[i].scores)
+            out.append(ScoredCard(card, value, scores))
+        return out

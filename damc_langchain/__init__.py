@@ -1,0 +1,1 @@
+"""LangChain adapter for DAMC (see the damc_langchain issue)."""

@@ -1,0 +1,1 @@
+"""LlamaIndex adapter for DAMC (see the damc_llamaindex issue)."""
