@@ -7,19 +7,22 @@ output is checked: any identifier it dropped is appended, so a summary never los
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from .extract import ID_TOKEN
-from .types import Card, CardKind, Table
+from .types import Card, CardKind, DecisionFocus, Table
 
 
 class Compressor(Protocol):
-    """Renders a card as the compact text placed in the memory section."""
+    """Renders a card as the compact text placed in the memory section.
 
-    def render(self, card: Card) -> str: ...
+    Without a focus the rendering is the card's standing summary; with one, long lists of records
+    may be cut to the rows the decision is about (the rest stay recallable by card id).
+    """
+
+    def render(self, card: Card, *, focus: DecisionFocus | None = None) -> str: ...
 
 
 class Summarizer(Protocol):
@@ -56,22 +59,18 @@ def _value(value: object) -> str:
     return str(value)
 
 
-def _as_of(card: Card) -> str:
-    if not card.volatile or card.as_of is None:
-        return ""
-    return " as of " + time.strftime("%Y-%m-%d %H:%M", time.gmtime(card.as_of))
-
-
 @dataclass(frozen=True, slots=True)
 class TemplateCompressor:
     """Templates for success, failure, user instruction, conclusion and lists of records."""
 
     max_rows: int = 60
     """Rows of a table shown; the rest are announced with the card id to recall them."""
-    show_as_of: bool = True
-    """Append ``as of <time>`` to volatile cards (prices, availability, statuses)."""
+    focus_min_rows: int = 6
+    """Tables longer than this are cut to the rows matching the decision focus, when one is given."""
+    preview_rows: int = 2
+    """Rows shown from a long table that no focus term matches."""
 
-    def render(self, card: Card) -> str:
+    def render(self, card: Card, *, focus: DecisionFocus | None = None) -> str:
         head = f"[{card.id}]"
         if card.kind is CardKind.USER_INSTRUCTION:
             return f"{head} user: {card.text}"
@@ -83,18 +82,20 @@ class TemplateCompressor:
             said = f" ({card.text})" if card.text else ""
             return f"{head} assistant called {self._call(card)}{said}"
         status = " FAILED" if card.kind is CardKind.TOOL_ERROR else ""
-        when = _as_of(card) if self.show_as_of else ""
-        body = self._body(card)
-        return f"{head} {self._call(card)}{status}{when} -> {body}"
+        body = self._body(card, focus)
+        return f"{head} {self._call(card)}{status} -> {body}"
 
     @staticmethod
     def _call(card: Card) -> str:
         return f"{card.tool_name}({format_arguments(card.arguments)})"
 
-    def _body(self, card: Card) -> str:
+    def _body(self, card: Card, focus: DecisionFocus | None) -> str:
         parts: list[str] = []
         groups: dict[str, list[str]] = {}
-        for fact in card.facts:
+        echoed = {(k, str(v)) for k, v in card.arguments.items()}
+        for fact in () if card.text else card.facts:
+            if (fact.path, fact.value) in echoed:
+                continue  # already in the call header
             parent, _, leaf = fact.path.rpartition(".")
             groups.setdefault(parent, []).append(f"{leaf}={fact.value}" if leaf else fact.value)
         for parent, items in groups.items():
@@ -103,25 +104,63 @@ class TemplateCompressor:
         if card.text:
             body = f"{body} {card.text}".strip()
         for table in card.tables:
-            body += "\n" + self._table(card.id, table)
+            body += "\n" + self._table(card.id, table, focus)
         return body or "(empty)"
 
-    def _table(self, card_id: str, table: Table) -> str:
+    def focused_rows(self, table: Table, focus: DecisionFocus) -> list[tuple[str, ...]]:
+        """Rows holding a selective focus term, with every row of the same group (e.g. option)."""
+        lowered = [{cell.lower().lstrip("#") for cell in row} for row in table.rows]
+        selective = {t for t in focus.terms if sum(t in cells for cells in lowered) <= len(lowered) // 2}
+        hits = [i for i, cells in enumerate(lowered) if cells & selective]
+        if not hits:
+            return list(table.rows[: self.preview_rows])
+        if table.columns and table.columns[0] in ("option", "key"):
+            groups = {table.rows[i][0] for i in hits}
+            hits = [i for i, row in enumerate(table.rows) if row[0] in groups]
+        return [table.rows[i] for i in hits]
+
+    def _table(self, card_id: str, table: Table, focus: DecisionFocus | None) -> str:
+        rows = list(table.rows)
+        if focus is not None and len(rows) > self.focus_min_rows:
+            rows = self.focused_rows(table, focus)
+        rows = rows[: self.max_rows]
+        shown = [i for i in range(len(table.columns)) if not _derivable_column(table, i)]
         constant = [
-            (column, table.rows[0][i]) for i, column in enumerate(table.columns)
+            i for i in shown
             if len(table.rows) > 1 and all(row[i] == table.rows[0][i] for row in table.rows)
         ]
-        constant_names = {c for c, _ in constant}
-        shown = [i for i, c in enumerate(table.columns) if c not in constant_names]
-        name = table.path or "rows"
-        lines = [f"  {name} ({len(table.rows)}): " + " | ".join(table.columns[i] for i in shown)]
+        shown = [i for i in shown if i not in constant]
+        header = f"  {table.path or 'rows'} ({len(table.rows)})"
         if constant:
-            lines[0] += "; all rows: " + ", ".join(f"{c}={v}" for c, v in constant if v)
-        for row in table.rows[: self.max_rows]:
-            lines.append("  " + " | ".join(row[i] for i in shown))
-        if len(table.rows) > self.max_rows:
-            lines.append(f"  (+{len(table.rows) - self.max_rows} rows: recall {card_id})")
+            header += " all " + ", ".join(f"{table.columns[i]}={table.rows[0][i]}" for i in constant
+                                          if table.rows[0][i])
+        empty = sum(1 for row in rows for i in shown if not row[i])
+        lines = []
+        if rows and empty * 4 >= len(rows) * max(1, len(shown)):  # sparse: one key=value line per row
+            label = shown[0] if shown else 0
+            lines.append(header + ":")
+            for row in rows:
+                pairs = " ".join(f"{table.columns[i]}={row[i]}" for i in shown[1:] if row[i])
+                lines.append(f"  {row[label]}: {pairs}".rstrip())
+        else:
+            lines.append(header + ": " + " | ".join(table.columns[i] for i in shown))
+            lines.extend("  " + " | ".join(row[i] for i in shown) for row in rows)
+        if len(rows) < len(table.rows):
+            lines.append(f"  (+{len(table.rows) - len(rows)} more rows: recall {card_id})")
         return "\n".join(lines)
+
+
+def _derivable_column(table: Table, index: int) -> bool:
+    """A column whose every value starts another value of its row (``certificate`` of
+    ``certificate_8544743``): repeating it adds tokens, not facts."""
+    for row in table.rows:
+        cell = row[index]
+        if not cell:
+            continue
+        if not any(i != index and len(other) > len(cell) and other.startswith(cell)
+                   and not other[len(cell)].isalnum() for i, other in enumerate(row)):
+            return False
+    return any(row[index] for row in table.rows)
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,11 +172,11 @@ class SummarizingCompressor:
     min_chars: int = 400
     """Free text shorter than this is left to the template (a model call would cost more than it saves)."""
 
-    def render(self, card: Card) -> str:
+    def render(self, card: Card, *, focus: DecisionFocus | None = None) -> str:
         if card.facts and card.kind in (CardKind.TOOL_RESULT, CardKind.TOOL_ERROR) and not card.text:
-            return self.templates.render(card)
+            return self.templates.render(card, focus=focus)
         if card.tables or len(card.text) < self.min_chars:
-            return self.templates.render(card)
+            return self.templates.render(card, focus=focus)
         try:
             summary = self.summarizer.summarize(card.text, instructions=SUMMARY_INSTRUCTIONS).strip()
         except Exception:  # the summarizer is optional: a failed call falls back to the template
@@ -146,6 +185,4 @@ class SummarizingCompressor:
                    if t not in summary]
         if missing:
             summary += " | also: " + ", ".join(missing)
-        from dataclasses import replace
-
-        return self.templates.render(replace(card, text=summary))
+        return self.templates.render(replace(card, text=summary), focus=focus)

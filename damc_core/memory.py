@@ -70,6 +70,8 @@ class MemorySettings:
     """Newest messages sent as they are (widened so no tool result loses its call)."""
     compress_recent_tool_results: bool = True
     """Send tool results inside the recent window as their card text instead of the raw output."""
+    as_of_after: float = 300.0
+    """Volatile cards older than this many seconds are shown with ``(as of <time>)``."""
     superseded: str = "drop"
     """``drop`` superseded cards, or ``mark`` them and let them compete for the budget."""
 
@@ -282,13 +284,15 @@ class DecisionMemory:
                 decisions.append(Decision(card.id, False, f"superseded by {card.superseded_by}", 0.0, 0,
                                           card.raw_tokens, card.scores))
                 continue
-            candidates.append(card)
+            if card.kind is CardKind.TOOL_CALL and not card.text:
+                continue  # its arguments head the result card
+            candidates.append(self._focused(card, focus) if card.tables else card)
         context = ValuationContext(focus=focus, current_seq=session.seq, now=self.clock())
         scored = self.valuator.value(candidates, context=context)
         header = self.counter.count(fence_memory([])) + MESSAGE_OVERHEAD
         selection = self.selector.select(scored, budget=max(0, budget - recent_tokens - header))
         kept = sorted(selection.kept, key=lambda s: s.card.seq)
-        lines = [self._line(s.card) for s in kept]
+        lines = [self._line(s.card, context.now) for s in kept]
         memory = fence_memory(lines) if lines else ""
         messages = self.assembler.assemble(system=system, memory=memory, recent=recent)
         decisions += [Decision(s.card.id, True, _kept_reason(s), s.value, s.card.tokens, s.card.raw_tokens,
@@ -305,10 +309,22 @@ class DecisionMemory:
             + (self.counter.count(system) + MESSAGE_OVERHEAD if system else 0),
         )
 
-    def _line(self, card: Card) -> str:
+    def _focused(self, card: Card, focus: DecisionFocus) -> Card:
+        """The card re-rendered for this decision: long tables cut to the rows in focus."""
+        wide = DecisionFocus(focus.query, focus.terms | self._session.goal_terms, focus.tools)
+        summary = self.compressor.render(card, focus=wide)
+        if summary == card.summary:
+            return card
+        return replace(card, summary=summary, tokens=self.counter.count(summary) + 1)
+
+    def _line(self, card: Card, now: float) -> str:
+        line = card.summary
+        if card.volatile and card.as_of is not None and now - card.as_of >= self.settings.as_of_after:
+            stamp = time.strftime("%Y-%m-%d %H:%M", time.gmtime(card.as_of))
+            line = line.replace("] ", f"] (as of {stamp}) ", 1)
         if card.superseded_by:
-            return f"(superseded by {card.superseded_by}) {card.summary}"
-        return card.summary
+            line = f"(superseded by {card.superseded_by}) {line}"
+        return line
 
     def _recent_window(self) -> list[_Entry]:
         history = self._session.history

@@ -73,7 +73,7 @@ COLD_START_PRIOR: dict[CardKind, float] = {
     CardKind.USER_INSTRUCTION: 0.55,
     CardKind.TOOL_ERROR: 0.5,
     CardKind.TOOL_RESULT: 0.35,
-    CardKind.ASSISTANT_CONCLUSION: 0.15,
+    CardKind.ASSISTANT_CONCLUSION: 0.1,
     CardKind.TOOL_CALL: 0.05,
     CardKind.SYSTEM_NOTE: 0.2,
 }
@@ -155,6 +155,8 @@ class HeuristicValuator:
     @staticmethod
     def _causal(card: Card, goal_terms: frozenset[str]) -> tuple[float, str]:
         reasons, score = [], 0.0
+        if card.kind in (CardKind.ASSISTANT_CONCLUSION, CardKind.TOOL_CALL, CardKind.SYSTEM_NOTE):
+            return 0.0, ""  # restates facts held by other cards
         if card.decision_links:
             score = 0.6 + 0.1 * min(3, len(card.decision_links))
             reasons.append(f"values used by later calls {', '.join(card.decision_links[:4])}")
