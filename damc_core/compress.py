@@ -9,10 +9,21 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
-from .extract import ID_TOKEN
+from .extract import ID_TOKEN, fact_kind
 from .types import Card, CardKind, DecisionFocus, Table
+
+
+Detail = Literal["full", "key"]
+"""``full`` renders every extracted value; ``key`` keeps identifiers, dates, amounts, statuses,
+names and short codes and leaves out free text such as addresses (still recallable)."""
+
+
+def _is_key_value(kind: str, value: str) -> bool:
+    if value.startswith("[") and value.endswith("]"):
+        return all(_is_key_value(kind, part) for part in value[1:-1].split(", "))
+    return kind != "value" or (len(value) <= 24 and " " not in value and "@" not in value)
 
 
 class Compressor(Protocol):
@@ -22,7 +33,7 @@ class Compressor(Protocol):
     may be cut to the rows the decision is about (the rest stay recallable by card id).
     """
 
-    def render(self, card: Card, *, focus: DecisionFocus | None = None) -> str: ...
+    def render(self, card: Card, *, focus: DecisionFocus | None = None, detail: Detail = "full") -> str: ...
 
 
 class Summarizer(Protocol):
@@ -70,7 +81,7 @@ class TemplateCompressor:
     preview_rows: int = 2
     """Rows shown from a long table that no focus term matches."""
 
-    def render(self, card: Card, *, focus: DecisionFocus | None = None) -> str:
+    def render(self, card: Card, *, focus: DecisionFocus | None = None, detail: Detail = "full") -> str:
         head = f"[{card.id}]"
         if card.kind is CardKind.USER_INSTRUCTION:
             return f"{head} user: {card.text}"
@@ -82,20 +93,22 @@ class TemplateCompressor:
             said = f" ({card.text})" if card.text else ""
             return f"{head} assistant called {self._call(card)}{said}"
         status = " FAILED" if card.kind is CardKind.TOOL_ERROR else ""
-        body = self._body(card, focus)
+        body = self._body(card, focus, detail)
         return f"{head} {self._call(card)}{status} -> {body}"
 
     @staticmethod
     def _call(card: Card) -> str:
         return f"{card.tool_name}({format_arguments(card.arguments)})"
 
-    def _body(self, card: Card, focus: DecisionFocus | None) -> str:
+    def _body(self, card: Card, focus: DecisionFocus | None, detail: Detail) -> str:
         parts: list[str] = []
         groups: dict[str, list[str]] = {}
         echoed = {(k, str(v)) for k, v in card.arguments.items()}
         for fact in () if card.text else card.facts:
             if (fact.path, fact.value) in echoed:
                 continue  # already in the call header
+            if detail == "key" and not _is_key_value(fact.kind, fact.value):
+                continue
             parent, _, leaf = fact.path.rpartition(".")
             groups.setdefault(parent, []).append(f"{leaf}={fact.value}" if leaf else fact.value)
         for parent, items in groups.items():
@@ -104,7 +117,7 @@ class TemplateCompressor:
         if card.text:
             body = f"{body} {card.text}".strip()
         for table in card.tables:
-            body += "\n" + self._table(card.id, table, focus)
+            body += "\n" + self._table(card.id, table, focus, detail)
         return body or "(empty)"
 
     def focused_rows(self, table: Table, focus: DecisionFocus) -> list[tuple[str, ...]]:
@@ -119,12 +132,15 @@ class TemplateCompressor:
             hits = [i for i, row in enumerate(table.rows) if row[0] in groups]
         return [table.rows[i] for i in hits]
 
-    def _table(self, card_id: str, table: Table, focus: DecisionFocus | None) -> str:
+    def _table(self, card_id: str, table: Table, focus: DecisionFocus | None, detail: Detail) -> str:
         rows = list(table.rows)
         if focus is not None and len(rows) > self.focus_min_rows:
             rows = self.focused_rows(table, focus)
         rows = rows[: self.max_rows]
         shown = [i for i in range(len(table.columns)) if not _derivable_column(table, i)]
+        if detail == "key":
+            shown = [i for i in shown if all(_is_key_value(fact_kind(table.columns[i], row[i]), row[i])
+                                             for row in rows)]
         constant = [
             i for i in shown
             if len(table.rows) > 1 and all(row[i] == table.rows[0][i] for row in table.rows)
@@ -137,10 +153,10 @@ class TemplateCompressor:
         empty = sum(1 for row in rows for i in shown if not row[i])
         lines = []
         if rows and empty * 4 >= len(rows) * max(1, len(shown)):  # sparse: one key=value line per row
-            label = shown[0] if shown else 0
+            label = next((i for i in shown if fact_kind(table.columns[i], "") == "id"), shown[0] if shown else 0)
             lines.append(header + ":")
             for row in rows:
-                pairs = " ".join(f"{table.columns[i]}={row[i]}" for i in shown[1:] if row[i])
+                pairs = " ".join(f"{table.columns[i]}={row[i]}" for i in shown if row[i] and i != label)
                 lines.append(f"  {row[label]}: {pairs}".rstrip())
         else:
             lines.append(header + ": " + " | ".join(table.columns[i] for i in shown))
@@ -172,11 +188,11 @@ class SummarizingCompressor:
     min_chars: int = 400
     """Free text shorter than this is left to the template (a model call would cost more than it saves)."""
 
-    def render(self, card: Card, *, focus: DecisionFocus | None = None) -> str:
+    def render(self, card: Card, *, focus: DecisionFocus | None = None, detail: Detail = "full") -> str:
         if card.facts and card.kind in (CardKind.TOOL_RESULT, CardKind.TOOL_ERROR) and not card.text:
-            return self.templates.render(card, focus=focus)
+            return self.templates.render(card, focus=focus, detail=detail)
         if card.tables or len(card.text) < self.min_chars:
-            return self.templates.render(card, focus=focus)
+            return self.templates.render(card, focus=focus, detail=detail)
         try:
             summary = self.summarizer.summarize(card.text, instructions=SUMMARY_INSTRUCTIONS).strip()
         except Exception:  # the summarizer is optional: a failed call falls back to the template
@@ -185,4 +201,4 @@ class SummarizingCompressor:
                    if t not in summary]
         if missing:
             summary += " | also: " + ", ".join(missing)
-        return self.templates.render(replace(card, text=summary), focus=focus)
+        return self.templates.render(replace(card, text=summary), focus=focus, detail=detail)

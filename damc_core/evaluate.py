@@ -10,8 +10,9 @@ measured the same way, so the figures sit side by side.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from .encode import argument_values, parse_arguments
 from .memory import DecisionMemory, MemorySettings
@@ -34,13 +35,17 @@ class ReplayPoint:
 
 
 def replay(trajectories: Sequence[Sequence[Message]], *, settings: MemorySettings, counter: TokenCounter,
-           store: MemoryStore | None = None) -> Iterator[ReplayPoint]:
-    """Feed each trajectory in order; before every tool-calling assistant message, build a context."""
+           store: MemoryStore | None = None, stages: Mapping[str, Any] | None = None) -> Iterator[ReplayPoint]:
+    """Feed each trajectory in order; before every tool-calling assistant message, build a context.
+
+    ``stages`` are passed to :class:`DecisionMemory` (``valuator=``, ``selector=``, ...) to replay
+    the same traces with other stage implementations.
+    """
     store = store if store is not None else InMemoryStore()
     for index, messages in enumerate(trajectories):
         clock = _StepClock()
         memory = DecisionMemory(namespace=Namespace(user="replay", session=f"traj-{index}"), store=store,
-                                counter=counter, settings=settings, clock=clock)
+                                counter=counter, settings=settings, clock=clock, **dict(stages or {}))
         for step, message in enumerate(messages):
             if message.get("role") == "assistant" and message.get("tool_calls"):
                 history = [m for m in messages[:step] if m.get("role") != "system"]

@@ -17,11 +17,11 @@ from dataclasses import dataclass, field, replace
 from typing import Any, ParamSpec, TypeVar
 
 from .assemble import Assembler, DefaultAssembler, fence_memory, valid_sequence
-from .compress import Compressor, TemplateCompressor
+from .compress import Compressor, Detail, TemplateCompressor
 from .encode import DefaultEncoder, Encoder, ToolCall, argument_values, parse_arguments
 from .errors import ConfigError
 from .extract import exact_terms
-from .select import HybridSelector, Selector, Supersession
+from .select import HybridSelector, Selector, Supersession, upgrade_detail
 from .stores import MemoryStore, SQLiteStore
 from .tokens import MESSAGE_OVERHEAD, TiktokenCounter, TokenCounter, content_text, count_messages
 from .types import (
@@ -148,6 +148,7 @@ class DecisionMemory:
         self.supersession = Supersession()
         self.clock = clock
         self._session = _Session()
+        self._key_cache: dict[str, Card] = {}
         self._reload()
 
     # -- observe -------------------------------------------------------------------------------
@@ -277,6 +278,7 @@ class DecisionMemory:
 
         focus = self._focus(query, recent_entries)
         candidates, decisions = [], []
+        fuller: dict[str, Card] = {}
         for card in session.cards.values():
             if card.id in recent_ids or card.source in ("system", "developer"):
                 continue
@@ -286,12 +288,18 @@ class DecisionMemory:
                 continue
             if card.kind is CardKind.TOOL_CALL and not card.text:
                 continue  # its arguments head the result card
-            candidates.append(self._focused(card, focus) if card.tables else card)
+            full = self._rendered(card, focus, "full")
+            key = self._rendered(card, focus, "key")
+            if key.tokens < full.tokens:
+                fuller[card.id] = full
+            candidates.append(key if key.tokens < full.tokens else full)
         context = ValuationContext(focus=focus, current_seq=session.seq, now=self.clock())
         scored = self.valuator.value(candidates, context=context)
         header = self.counter.count(fence_memory([])) + MESSAGE_OVERHEAD
-        selection = self.selector.select(scored, budget=max(0, budget - recent_tokens - header))
-        kept = sorted(selection.kept, key=lambda s: s.card.seq)
+        memory_budget = max(0, budget - recent_tokens - header)
+        selection = self.selector.select(scored, budget=memory_budget)
+        left = memory_budget - sum(s.card.tokens for s in selection.kept)
+        kept = sorted(upgrade_detail(selection.kept, fuller, budget_left=left), key=lambda s: s.card.seq)
         lines = [self._line(s.card, context.now) for s in kept]
         memory = fence_memory(lines) if lines else ""
         messages = self.assembler.assemble(system=system, memory=memory, recent=recent)
@@ -309,10 +317,22 @@ class DecisionMemory:
             + (self.counter.count(system) + MESSAGE_OVERHEAD if system else 0),
         )
 
-    def _focused(self, card: Card, focus: DecisionFocus) -> Card:
-        """The card re-rendered for this decision: long tables cut to the rows in focus."""
+    def _rendered(self, card: Card, focus: DecisionFocus, detail: Detail) -> Card:
+        """The card rendered for this decision: long tables cut to the rows in focus, and in
+        ``key`` detail only identifiers, dates, amounts, statuses and codes."""
+        if not card.tables and detail == "full":
+            return card
+        if not card.tables:  # no focus dependence: render once per card
+            cached = self._key_cache.get(card.id)
+            if cached is None or cached.summary.split(" ", 1)[0] != card.summary.split(" ", 1)[0]:
+                cached = self._with_summary(card, self.compressor.render(card, detail="key"))
+                self._key_cache[card.id] = cached
+            return replace(cached, superseded_by=card.superseded_by, decision_links=card.decision_links,
+                           prior=card.prior, scores=card.scores)
         wide = DecisionFocus(focus.query, focus.terms | self._session.goal_terms, focus.tools)
-        summary = self.compressor.render(card, focus=wide)
+        return self._with_summary(card, self.compressor.render(card, focus=wide, detail=detail))
+
+    def _with_summary(self, card: Card, summary: str) -> Card:
         if summary == card.summary:
             return card
         return replace(card, summary=summary, tokens=self.counter.count(summary) + 1)
@@ -328,10 +348,12 @@ class DecisionMemory:
 
     def _recent_window(self) -> list[_Entry]:
         history = self._session.history
+        if not self.settings.recent_messages:
+            return []
         start = max(0, len(history) - self.settings.recent_messages)
-        while start > 0 and history[start].message.get("role") == "tool":
+        while 0 < start < len(history) and history[start].message.get("role") == "tool":
             start -= 1
-        return history[start:] if self.settings.recent_messages else []
+        return history[start:]
 
     def _recent_message(self, entry: _Entry) -> Message:
         message = entry.message

@@ -8,8 +8,8 @@ source trust breaks ties between cards of the same moment, and the loser is mark
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 from .errors import ConfigError
@@ -143,3 +143,22 @@ class Supersession:
                 continue
             out.append(old)
         return out
+
+
+def upgrade_detail(kept: Sequence[ScoredCard], fuller: Mapping[str, Card], *, budget_left: int) -> list[ScoredCard]:
+    """Spend the budget left after selection on fuller renderings of kept cards, most valuable first.
+
+    Selection runs on each card's key rendering so that more cards fit; this pass then restores
+    full detail where the budget allows.
+    """
+    out = list(kept)
+    order = sorted(range(len(out)), key=lambda i: -out[i].value)
+    for i in order:
+        full = fuller.get(out[i].card.id)
+        if full is None:
+            continue
+        extra = full.tokens - out[i].card.tokens
+        if extra <= budget_left:
+            out[i] = replace(out[i], card=full)
+            budget_left -= extra
+    return out
