@@ -1,7 +1,7 @@
 """DAMC core: decision-aware memory cards for tool-calling agents, with no framework imports."""
 
 from .assemble import Assembler, DefaultAssembler, valid_sequence
-from .compress import Compressor, SummarizingCompressor, Summarizer, TemplateCompressor
+from .compress import Compressor, Summarizer, SummarizingCompressor, TemplateCompressor
 from .encode import DefaultEncoder, Encoder, ToolCall
 from .errors import (
     ConfigError,
@@ -67,8 +67,8 @@ __all__ = [
     "Selector",
     "StoreClosedError",
     "StoreError",
-    "SummarizingCompressor",
     "Summarizer",
+    "SummarizingCompressor",
     "Supersession",
     "Table",
     "TaskMode",
@@ -78,6 +78,7 @@ __all__ = [
     "TokenCounter",
     "TokenizerUnavailableError",
     "ToolCall",
+    "TopKSelector",
     "TraceError",
     "ValuationContext",
     "Valuator",

@@ -45,7 +45,9 @@ class DefaultAssembler:
 
     def __post_init__(self) -> None:
         if self.placement not in ("system", "user"):
-            raise ConfigError(f"DefaultAssembler.placement must be 'system' or 'user', got {self.placement!r}")
+            raise ConfigError(
+                f"DefaultAssembler.placement must be 'system' or 'user', got {self.placement!r}"
+            )
 
     def assemble(self, *, system: str | None, memory: str, recent: Sequence[Message]) -> list[Message]:
         out: list[Message] = []

@@ -28,8 +28,15 @@ def _count_points(trajectories: Sequence[Sequence[dict[str, object]]]) -> int:
 
 
 def _progress(console: Console) -> Progress:
-    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                    console=console, transient=True, disable=not console.is_terminal)
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+        disable=not console.is_terminal,
+    )
 
 
 def cmd_replay(args: argparse.Namespace, console: Console) -> int:
@@ -60,12 +67,19 @@ def cmd_eval(args: argparse.Namespace, console: Console) -> int:
     for column in ("strategy", "mean tokens", "token ratio", "tool facts", "user facts"):
         table.add_column(column, justify="left" if column == "strategy" else "right")
     for row in rows:
-        table.add_row(row.name, f"{row.mean_tokens:.0f}", f"{row.token_ratio:.2f}",
-                      f"{row.recall('tool'):.3f}", f"{row.recall('user'):.3f}")
+        table.add_row(
+            row.name,
+            f"{row.mean_tokens:.0f}",
+            f"{row.token_ratio:.2f}",
+            f"{row.recall('tool'):.3f}",
+            f"{row.recall('user'):.3f}",
+        )
     console.print(table)
     first = rows[0]
-    console.print(f"decision points: {len(first.tokens)}, tool-grounded facts: {first.totals['tool']}, "
-                  f"user-grounded facts: {first.totals['user']}")
+    console.print(
+        f"decision points: {len(first.tokens)}, tool-grounded facts: {first.totals['tool']}, "
+        f"user-grounded facts: {first.totals['user']}"
+    )
     return 0
 
 
@@ -77,10 +91,13 @@ def cmd_inspect(args: argparse.Namespace, console: Console) -> int:
         if point.step == args.step:
             console.print(explain(point.built), markup=False, highlight=False)
             return 0
-    steps = [p.step for p in replay([trajectories[args.traj]], settings=_settings(args),
-                                    counter=TiktokenCounter())]
-    raise DamcError(f"step {args.step} of trajectory {args.traj} is not a tool-calling assistant message; "
-                    f"decision steps are {steps}")
+    steps = [
+        p.step for p in replay([trajectories[args.traj]], settings=_settings(args), counter=TiktokenCounter())
+    ]
+    raise DamcError(
+        f"step {args.step} of trajectory {args.traj} is not a tool-calling assistant message; "
+        f"decision steps are {steps}"
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -89,10 +106,18 @@ def build_parser() -> argparse.ArgumentParser:
 
     def common(p: argparse.ArgumentParser) -> None:
         p.add_argument("trace", help="JSON list of messages, JSONL of messages, or [{'traj': [...]}, ...]")
-        p.add_argument("--budget", type=int, default=MemorySettings().budget,
-                       help="tokens for memory plus recent dialogue (default %(default)s)")
-        p.add_argument("--recent", type=int, default=MemorySettings().recent_messages,
-                       help="newest messages sent as they are (default %(default)s)")
+        p.add_argument(
+            "--budget",
+            type=int,
+            default=MemorySettings().budget,
+            help="tokens for memory plus recent dialogue (default %(default)s)",
+        )
+        p.add_argument(
+            "--recent",
+            type=int,
+            default=MemorySettings().recent_messages,
+            help="newest messages sent as they are (default %(default)s)",
+        )
 
     p_replay = sub.add_parser("replay", help="write the context DAMC would send before every tool call")
     common(p_replay)

@@ -14,7 +14,6 @@ from typing import Any, Literal, Protocol
 from .extract import ID_TOKEN, fact_kind
 from .types import Card, CardKind, DecisionFocus, Table
 
-
 Detail = Literal["full", "key"]
 """``full`` renders every extracted value; ``key`` keeps identifiers, dates, amounts, statuses,
 names and short codes and leaves out free text such as addresses (still recallable)."""
@@ -139,21 +138,26 @@ class TemplateCompressor:
         rows = rows[: self.max_rows]
         shown = [i for i in range(len(table.columns)) if not _derivable_column(table, i)]
         if detail == "key":
-            shown = [i for i in shown if all(_is_key_value(fact_kind(table.columns[i], row[i]), row[i])
-                                             for row in rows)]
+            shown = [
+                i
+                for i in shown
+                if all(_is_key_value(fact_kind(table.columns[i], row[i]), row[i]) for row in rows)
+            ]
         constant = [
-            i for i in shown
-            if len(table.rows) > 1 and all(row[i] == table.rows[0][i] for row in table.rows)
+            i for i in shown if len(table.rows) > 1 and all(row[i] == table.rows[0][i] for row in table.rows)
         ]
         shown = [i for i in shown if i not in constant]
         header = f"  {table.path or 'rows'} ({len(table.rows)})"
         if constant:
-            header += " all " + ", ".join(f"{table.columns[i]}={table.rows[0][i]}" for i in constant
-                                          if table.rows[0][i])
+            header += " all " + ", ".join(
+                f"{table.columns[i]}={table.rows[0][i]}" for i in constant if table.rows[0][i]
+            )
         empty = sum(1 for row in rows for i in shown if not row[i])
         lines = []
         if rows and empty * 4 >= len(rows) * max(1, len(shown)):  # sparse: one key=value line per row
-            label = next((i for i in shown if fact_kind(table.columns[i], "") == "id"), shown[0] if shown else 0)
+            label = next(
+                (i for i in shown if fact_kind(table.columns[i], "") == "id"), shown[0] if shown else 0
+            )
             lines.append(header + ":")
             for row in rows:
                 pairs = " ".join(f"{table.columns[i]}={row[i]}" for i in shown if row[i] and i != label)
@@ -173,8 +177,13 @@ def _derivable_column(table: Table, index: int) -> bool:
         cell = row[index]
         if not cell:
             continue
-        if not any(i != index and len(other) > len(cell) and other.startswith(cell)
-                   and not other[len(cell)].isalnum() for i, other in enumerate(row)):
+        if not any(
+            i != index
+            and len(other) > len(cell)
+            and other.startswith(cell)
+            and not other[len(cell)].isalnum()
+            for i, other in enumerate(row)
+        ):
             return False
     return any(row[index] for row in table.rows)
 
@@ -197,8 +206,9 @@ class SummarizingCompressor:
             summary = self.summarizer.summarize(card.text, instructions=SUMMARY_INSTRUCTIONS).strip()
         except Exception:  # the summarizer is optional: a failed call falls back to the template
             return self.templates.render(card)
-        missing = [t for t in dict.fromkeys(m.group(0) for m in ID_TOKEN.finditer(card.text))
-                   if t not in summary]
+        missing = [
+            t for t in dict.fromkeys(m.group(0) for m in ID_TOKEN.finditer(card.text)) if t not in summary
+        ]
         if missing:
             summary += " | also: " + ", ".join(missing)
         return self.templates.render(replace(card, text=summary), focus=focus, detail=detail)

@@ -122,8 +122,12 @@ class DefaultEncoder:
     def encode(self, message: Message, *, record: RawRecord, card_id: str, call: ToolCall | None) -> Card:
         role = message.get("role")
         text = content_text(message.get("content"))
-        base: dict[str, Any] = {"id": card_id, "record_id": record.id, "seq": record.seq,
-                                "created_at": record.created_at}
+        base: dict[str, Any] = {
+            "id": card_id,
+            "record_id": record.id,
+            "seq": record.seq,
+            "created_at": record.created_at,
+        }
         if role == "tool":
             return self._tool_result(message, text, call, base)
         if role == "user":
@@ -134,22 +138,38 @@ class DefaultEncoder:
                 return self._tool_call(message, text, calls, base)
             return self._prose(CardKind.ASSISTANT_CONCLUSION, text, "assistant", base, keep_whole=False)
         label = str(role) if role else "unknown"
-        return self._prose(CardKind.SYSTEM_NOTE, text, "system", base, keep_whole=False,
-                           source=f"{label}")
+        return self._prose(CardKind.SYSTEM_NOTE, text, "system", base, keep_whole=False, source=f"{label}")
 
     # -- prose -------------------------------------------------------------------------------
-    def _prose(self, kind: CardKind, text: str, source_kind: str, base: dict[str, Any], *,
-               keep_whole: bool, source: str | None = None) -> Card:
+    def _prose(
+        self,
+        kind: CardKind,
+        text: str,
+        source_kind: str,
+        base: dict[str, Any],
+        *,
+        keep_whole: bool,
+        source: str | None = None,
+    ) -> Card:
         limit = self.max_text_chars if keep_whole else self.max_text_chars // 3
         extract = text.strip() if len(text) <= limit else extractive_summary(text, limit)
         facts = tuple(_text_facts(text, self.max_terms // 10))
-        return Card(**base, kind=kind, summary="", text=extract, facts=facts,
-                    source=source or source_kind, trust=self.trust.get(source_kind, 0.5),
-                    terms=frozenset(exact_terms(text, limit=self.max_terms)),
-                    constraints=_text_constraints(extract))
+        return Card(
+            **base,
+            kind=kind,
+            summary="",
+            text=extract,
+            facts=facts,
+            source=source or source_kind,
+            trust=self.trust.get(source_kind, 0.5),
+            terms=frozenset(exact_terms(text, limit=self.max_terms)),
+            constraints=_text_constraints(extract),
+        )
 
     def _tool_call(self, message: Message, text: str, calls: list[Any], base: dict[str, Any]) -> Card:
-        names, arguments, terms = [], {}, set()
+        names: list[str] = []
+        arguments: dict[str, Any] = {}
+        terms: set[str] = set()
         for raw_call in calls:
             function = raw_call.get("function", {}) if isinstance(raw_call, dict) else {}
             name = str(function.get("name") or "unknown_tool")
@@ -158,15 +178,21 @@ class DefaultEncoder:
             arguments[name] = args
             terms.update(v.lower() for v in argument_values(args))
         extract = extractive_summary(text, self.max_text_chars // 3) if text.strip() else ""
-        return Card(**base, kind=CardKind.TOOL_CALL, summary="", text=extract,
-                    tool_name=", ".join(names),
-                    tool_call_id=", ".join(str(c.get("id", "")) for c in calls if isinstance(c, dict)),
-                    arguments=arguments if len(names) > 1 else arguments.get(names[0], {}),
-                    source="assistant", trust=self.trust.get("assistant", 0.5), terms=frozenset(terms))
+        return Card(
+            **base,
+            kind=CardKind.TOOL_CALL,
+            summary="",
+            text=extract,
+            tool_name=", ".join(names),
+            tool_call_id=", ".join(str(c.get("id", "")) for c in calls if isinstance(c, dict)),
+            arguments=arguments if len(names) > 1 else arguments.get(names[0], {}),
+            source="assistant",
+            trust=self.trust.get("assistant", 0.5),
+            terms=frozenset(terms),
+        )
 
     # -- tool results --------------------------------------------------------------------------
-    def _tool_result(self, message: Message, text: str, call: ToolCall | None,
-                     base: dict[str, Any]) -> Card:
+    def _tool_result(self, message: Message, text: str, call: ToolCall | None, base: dict[str, Any]) -> Card:
         name = call.name if call else str(message.get("name") or "unknown_tool")
         arguments = dict(call.arguments) if call else {}
         parsed: object = None
@@ -183,16 +209,21 @@ class DefaultEncoder:
         if is_json:
             self._walk(parsed, "", 0, facts, tables)
         else:
-            extract = stripped if len(stripped) <= self.max_text_chars else extractive_summary(
-                stripped, self.max_text_chars)
+            extract = (
+                stripped
+                if len(stripped) <= self.max_text_chars
+                else extractive_summary(stripped, self.max_text_chars)
+            )
             facts = _text_facts(stripped[: self.max_parse_chars], self.max_terms // 10)
         error = _is_error(message, stripped, parsed)
         constraints = _constraints(facts, tables, extract if not is_json else "")
         if error:
-            constraints = (f"{name} failed: {_clip(stripped, 160)}", *constraints)
+            constraints = [f"{name} failed: {_clip(stripped, 160)}", *constraints]
         volatile = any(f.kind in ("amount", "status") for f in facts) or any(
             _COUNT_COLUMN.search(c) or fact_kind(c, "") in ("amount", "status")
-            for t in tables for c in t.columns)
+            for t in tables
+            for c in t.columns
+        )
         terms = self._terms(facts, tables, extract)
         terms.update(v.lower() for v in argument_values(arguments) if len(v) >= 2)
         return Card(
@@ -230,8 +261,9 @@ class DefaultEncoder:
                 facts.append(Fact(path or "value", "[]", "value"))
             elif all(_is_scalar(v) for v in value):
                 joined = ", ".join(scalar_text(v) for v in value if v is not None)
-                facts.append(Fact(path or "value", f"[{_clip(joined, self.max_cell_chars * 4)}]",
-                                  fact_kind(path, "")))
+                facts.append(
+                    Fact(path or "value", f"[{_clip(joined, self.max_cell_chars * 4)}]", fact_kind(path, ""))
+                )
             elif all(isinstance(v, dict) for v in value):
                 tables.append(self._table(path, [("", v) for v in value], keyed=False))
             elif all(isinstance(v, list) and all(isinstance(x, dict) for x in v) for v in value):
@@ -349,7 +381,7 @@ def _constraints(facts: list[Fact], tables: list[Table], text: str) -> list[str]
     for table in tables:
         label_index = _label_column(table)
         for row in table.rows:
-            for column, cell in zip(table.columns, row):
+            for column, cell in zip(table.columns, row, strict=False):
                 zero = cell in ("0", "0.0") and _COUNT_COLUMN.search(column)
                 if zero or (NEGATIVE_STATUS.search(cell) and len(cell) <= 40):
                     found.append(f"{row[label_index]}: {column}={cell}")
@@ -370,12 +402,20 @@ def _label_column(table: Table) -> int:
     return 0
 
 
-def _entity_keys(name: str, arguments: Mapping[str, Any], facts: list[Fact],
-                 tables: list[Table]) -> tuple[tuple[str, str], ...]:
+def _entity_keys(
+    name: str, arguments: Mapping[str, Any], facts: list[Fact], tables: list[Table]
+) -> tuple[tuple[str, str], ...]:
     """(entity, attribute) pairs: an id at the top of an object names the entity of its fields."""
     keys: list[tuple[str, str]] = []
-    root_ids = [f for f in facts if "." not in f.path and "[" not in f.path and f.kind == "id"
-                and fact_kind(f.path, f.value) == "id" and f.path.lower() != "user_id"]
+    root_ids = [
+        f
+        for f in facts
+        if "." not in f.path
+        and "[" not in f.path
+        and f.kind == "id"
+        and fact_kind(f.path, f.value) == "id"
+        and f.path.lower() != "user_id"
+    ]
     entity = root_ids[0].value if root_ids else None
     if entity:
         keys.extend((entity, f.path.split(".")[0].split("[")[0]) for f in facts if f is not root_ids[0])

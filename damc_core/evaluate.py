@@ -34,8 +34,14 @@ class ReplayPoint:
     built: BuiltContext
 
 
-def replay(trajectories: Sequence[Sequence[Message]], *, settings: MemorySettings, counter: TokenCounter,
-           store: MemoryStore | None = None, stages: Mapping[str, Any] | None = None) -> Iterator[ReplayPoint]:
+def replay(
+    trajectories: Sequence[Sequence[Message]],
+    *,
+    settings: MemorySettings,
+    counter: TokenCounter,
+    store: MemoryStore | None = None,
+    stages: Mapping[str, Any] | None = None,
+) -> Iterator[ReplayPoint]:
     """Feed each trajectory in order; before every tool-calling assistant message, build a context.
 
     ``stages`` are passed to :class:`DecisionMemory` (``valuator=``, ``selector=``, ...) to replay
@@ -44,8 +50,14 @@ def replay(trajectories: Sequence[Sequence[Message]], *, settings: MemorySetting
     store = store if store is not None else InMemoryStore()
     for index, messages in enumerate(trajectories):
         clock = _StepClock()
-        memory = DecisionMemory(namespace=Namespace(user="replay", session=f"traj-{index}"), store=store,
-                                counter=counter, settings=settings, clock=clock, **dict(stages or {}))
+        memory = DecisionMemory(
+            namespace=Namespace(user="replay", session=f"traj-{index}"),
+            store=store,
+            counter=counter,
+            settings=settings,
+            clock=clock,
+            **dict(stages or {}),
+        )
         for step, message in enumerate(messages):
             if message.get("role") == "assistant" and message.get("tool_calls"):
                 history = [m for m in messages[:step] if m.get("role") != "system"]
@@ -99,8 +111,14 @@ class Retention:
     hits: dict[str, int] = field(default_factory=lambda: {"tool": 0, "user": 0})
     totals: dict[str, int] = field(default_factory=lambda: {"tool": 0, "user": 0})
 
-    def add(self, context: Sequence[Message], facts: Sequence[tuple[str, str]], full_tokens: int,
-            counter: TokenCounter, system: str | None = None) -> None:
+    def add(
+        self,
+        context: Sequence[Message],
+        facts: Sequence[tuple[str, str]],
+        full_tokens: int,
+        counter: TokenCounter,
+        system: str | None = None,
+    ) -> None:
         counted = [_without_system(m, system) for m in context]
         text = "\n".join(message_text(m) for m in counted)
         self.tokens.append(count_messages(counted, counter))
@@ -146,6 +164,7 @@ def token_buffer(budget: int) -> Baseline:
             out.append(message)
             used += cost
         return out[::-1]
+
     return run
 
 
@@ -154,6 +173,7 @@ def clear_old_tool_results(keep: int) -> Baseline:
         tool_positions = [i for i, m in enumerate(history) if m.get("role") == "tool"]
         old = set(tool_positions[: len(tool_positions) - keep] if keep else tool_positions)
         return [{**m, "content": "[cleared]"} if i in old else m for i, m in enumerate(history)]
+
     return run
 
 
@@ -166,8 +186,13 @@ def baselines(budget: int) -> dict[str, Baseline]:
     }
 
 
-def evaluate(trajectories: Sequence[Sequence[Message]], *, settings: MemorySettings, counter: TokenCounter,
-             on_point: Callable[[ReplayPoint], None] | None = None) -> list[Retention]:
+def evaluate(
+    trajectories: Sequence[Sequence[Message]],
+    *,
+    settings: MemorySettings,
+    counter: TokenCounter,
+    on_point: Callable[[ReplayPoint], None] | None = None,
+) -> list[Retention]:
     """DAMC and the baselines on every decision point of the trajectories."""
     damc = Retention("damc")
     others = {name: Retention(name) for name in baselines(settings.budget)}
@@ -192,5 +217,6 @@ def _system_prompt(messages: Sequence[Message]) -> str | None:
 
 def contexts_jsonl(point: ReplayPoint) -> str:
     """One line of the replay output: ``{"traj": i, "step": t, "messages": [...]}``."""
-    return json.dumps({"traj": point.traj, "step": point.step, "messages": point.built.messages},
-                      ensure_ascii=False)
+    return json.dumps(
+        {"traj": point.traj, "step": point.step, "messages": point.built.messages}, ensure_ascii=False
+    )

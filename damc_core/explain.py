@@ -13,8 +13,10 @@ def explain(built: BuiltContext) -> str:
     saved = sum(d.raw_tokens for d in built.decisions) - sum(d.tokens for d in kept)
     lines = [f"{'card':>6} {'kept':>4} {'value':>6} {'tokens':>6} {'raw':>6}  reason"]
     for d in built.decisions:
-        lines.append(f"{d.card_id:>6} {'yes' if d.kept else 'no':>4} {d.value:6.3f} {d.tokens:6d} "
-                     f"{d.raw_tokens:6d}  {d.reason}")
+        lines.append(
+            f"{d.card_id:>6} {'yes' if d.kept else 'no':>4} {d.value:6.3f} {d.tokens:6d} "
+            f"{d.raw_tokens:6d}  {d.reason}"
+        )
         for score in d.scores:
             lines.append(f"{'':>33}{score.name}={score.value:.2f}: {score.provenance}")
     lines.append(
@@ -26,8 +28,10 @@ def explain(built: BuiltContext) -> str:
     for message in built.messages:
         calls = message.get("tool_calls")
         content = message.get("content") or ""
-        lines.append(f"--- {message.get('role')}" + (f" (tool_call_id {message['tool_call_id']})"
-                                                      if message.get("tool_call_id") else ""))
+        lines.append(
+            f"--- {message.get('role')}"
+            + (f" (tool_call_id {message['tool_call_id']})" if message.get("tool_call_id") else "")
+        )
         if content:
             lines.append(str(content))
         if calls:

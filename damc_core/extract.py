@@ -35,7 +35,9 @@ STATE_CHANGE_VERB = re.compile(
 )
 """Tool names that change the world's state (their successful results are state changes)."""
 
-CONFIRMED = re.compile(r"\b(confirmed|booked|completed|success(?:ful(?:ly)?)?|done|approved|paid|placed)\b", re.I)
+CONFIRMED = re.compile(
+    r"\b(confirmed|booked|completed|success(?:ful(?:ly)?)?|done|approved|paid|placed)\b", re.I
+)
 
 ID_KEY = re.compile(r"(^|_|\.)(id|ids|number|code|no|num|key|ref|reference|sku|uuid)$", re.I)
 DATE_KEY = re.compile(r"(date|time|_at$|^at$|dob|day|deadline|until|since|expir)", re.I)
@@ -45,14 +47,70 @@ ERROR_KEY = re.compile(r"^(error|errors|err|exception|fault|failure|message_erro
 NAME_KEY = re.compile(r"name", re.I)
 
 STOPWORDS = frozenset(
-    "the and for with that this from have you your are was were will would could should can please "
-    "what when where which who how not but all any our out get got yes okay thanks thank about also "
-    "just like want need let know there here them they then than into only some more most very".split()
+    [
+        "the",
+        "and",
+        "for",
+        "with",
+        "that",
+        "this",
+        "from",
+        "have",
+        "you",
+        "your",
+        "are",
+        "was",
+        "were",
+        "will",
+        "would",
+        "could",
+        "should",
+        "can",
+        "please",
+        "what",
+        "when",
+        "where",
+        "which",
+        "who",
+        "how",
+        "not",
+        "but",
+        "all",
+        "any",
+        "our",
+        "out",
+        "get",
+        "got",
+        "yes",
+        "okay",
+        "thanks",
+        "thank",
+        "about",
+        "also",
+        "just",
+        "like",
+        "want",
+        "need",
+        "let",
+        "know",
+        "there",
+        "here",
+        "them",
+        "they",
+        "then",
+        "than",
+        "into",
+        "only",
+        "some",
+        "more",
+        "most",
+        "very",
+    ]
 )
 
 
 def fact_kind(key: str, value: str) -> str:
-    """Classify a keyed value as ``id``, ``date``, ``amount``, ``status``, ``error``, ``name`` or ``value``."""
+    """Classify a keyed value: ``id``, ``date``, ``amount``, ``status``, ``error``, ``name`` or ``value``."""
     leaf = key.rsplit(".", 1)[-1]
     if ERROR_KEY.search(leaf):
         return "error"

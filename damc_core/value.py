@@ -148,8 +148,13 @@ class HeuristicValuator:
             decay = self.decay.factor(card, context)
             scores = card.scores
             if focus:
-                scores = (*scores, Score("focus", focus, f"shares {overlap} exact terms with the decision focus"))
-            out.append(ScoredCard(card, base * decay, (*scores, Score("decay", decay, f"{self.decay.unit} age"))))
+                scores = (
+                    *scores,
+                    Score("focus", focus, f"shares {overlap} exact terms with the decision focus"),
+                )
+            out.append(
+                ScoredCard(card, base * decay, (*scores, Score("decay", decay, f"{self.decay.unit} age")))
+            )
         return out
 
     @staticmethod
@@ -161,11 +166,14 @@ class HeuristicValuator:
             score = 0.6 + 0.1 * min(3, len(card.decision_links))
             reasons.append(f"values used by later calls {', '.join(card.decision_links[:4])}")
         ids = sum(1 for f in card.facts if f.kind in ("id", "date", "amount")) + sum(
-            len(t.rows) for t in card.tables)
+            len(t.rows) for t in card.tables
+        )
         if ids and card.kind in (CardKind.TOOL_RESULT, CardKind.USER_INSTRUCTION):
             score = max(score, 0.45)
             reasons.append(f"{ids} exact identifiers, dates or amounts")
-        named = len(card.terms & goal_terms) if goal_terms and card.kind is not CardKind.USER_INSTRUCTION else 0
+        named = (
+            len(card.terms & goal_terms) if goal_terms and card.kind is not CardKind.USER_INSTRUCTION else 0
+        )
         if named:
             score = max(score, min(0.8, 0.4 + 0.1 * named))
             reasons.append(f"{named} values named by the user")

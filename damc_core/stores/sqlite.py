@@ -34,7 +34,8 @@ class SQLiteStore:
             if self.path != ":memory:":
                 Path(self.path).parent.mkdir(parents=True, exist_ok=True)
             self._conn: sqlite3.Connection | None = sqlite3.connect(
-                self.path, check_same_thread=False, isolation_level=None)
+                self.path, check_same_thread=False, isolation_level=None
+            )
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute("PRAGMA synchronous=NORMAL")
             self._conn.executescript(_SCHEMA)
@@ -44,8 +45,9 @@ class SQLiteStore:
     def __enter__(self) -> SQLiteStore:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.close()
 
     def _db(self) -> sqlite3.Connection:
@@ -67,17 +69,26 @@ class SQLiteStore:
 
     def record(self, namespace: Namespace, record_id: str) -> RawRecord | None:
         with self._lock:
-            row = self._db().execute(
-                "SELECT id, seq, created_at, body, v FROM records WHERE ns = ? AND id = ?",
-                (namespace.key, record_id),
-            ).fetchone()
+            row = (
+                self._db()
+                .execute(
+                    "SELECT id, seq, created_at, body, v FROM records WHERE ns = ? AND id = ?",
+                    (namespace.key, record_id),
+                )
+                .fetchone()
+            )
         return self._record(namespace, row) if row else None
 
     def records(self, namespace: Namespace) -> list[RawRecord]:
         with self._lock:
-            rows = self._db().execute(
-                "SELECT id, seq, created_at, body, v FROM records WHERE ns = ? ORDER BY seq", (namespace.key,)
-            ).fetchall()
+            rows = (
+                self._db()
+                .execute(
+                    "SELECT id, seq, created_at, body, v FROM records WHERE ns = ? ORDER BY seq",
+                    (namespace.key,),
+                )
+                .fetchall()
+            )
         return [self._record(namespace, r) for r in rows]
 
     def put_cards(self, namespace: Namespace, cards: Sequence[Card]) -> None:
@@ -90,9 +101,11 @@ class SQLiteStore:
 
     def cards(self, namespace: Namespace) -> list[Card]:
         with self._lock:
-            rows = self._db().execute(
-                "SELECT data FROM cards WHERE ns = ? ORDER BY seq", (namespace.key,)
-            ).fetchall()
+            rows = (
+                self._db()
+                .execute("SELECT data FROM cards WHERE ns = ? ORDER BY seq", (namespace.key,))
+                .fetchall()
+            )
         return [self._serde.loads(r[0]) for r in rows]
 
     def close(self) -> None:
