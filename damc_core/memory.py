@@ -539,7 +539,7 @@ def normalize_event(event: Mapping[str, Any] | Any) -> tuple[Message, str]:
             message["content"] = f"[binary content, {len(content)} bytes, base64] " + base64.b64encode(
                 bytes(content)
             ).decode("ascii")
-    elif content is not None and not isinstance(content, (str, list)):
+    elif content is not None and not isinstance(content, str) and not _is_content_parts(content):
         try:
             message["content"] = json.dumps(content, ensure_ascii=False)
         except (TypeError, ValueError, RecursionError):
@@ -552,6 +552,15 @@ def normalize_event(event: Mapping[str, Any] | Any) -> tuple[Message, str]:
     except (ValueError, RecursionError):
         body = json.dumps({"role": message["role"], "content": repr(message.get("content"))})
     return message, body
+
+
+def _is_content_parts(content: object) -> bool:
+    """OpenAI content parts (``[{"type": "text", "text": ...}, ...]``), as opposed to a JSON payload."""
+    return isinstance(content, list) and bool(content) and all(
+        isinstance(part, dict) and isinstance(part.get("type"), str) and set(part) <= {"type", "text",
+                                                                                      "image_url", "cache_control"}
+        for part in content
+    )
 
 
 def _fallback_card(message: Message, record: RawRecord, card_id: str, exc: Exception) -> Card:
