@@ -556,11 +556,14 @@ def normalize_event(event: Mapping[str, Any] | Any) -> tuple[Message, str]:
 
 def _is_content_parts(content: object) -> bool:
     """OpenAI content parts (``[{"type": "text", "text": ...}, ...]``), as opposed to a JSON payload."""
-    return isinstance(content, list) and bool(content) and all(
-        isinstance(part, dict) and isinstance(part.get("type"), str) and set(part) <= {"type", "text",
-                                                                                      "image_url", "cache_control"}
-        for part in content
+    return (
+        isinstance(content, list)
+        and bool(content)
+        and all(isinstance(part, dict) and set(part) <= _PART_KEYS and "type" in part for part in content)
     )
+
+
+_PART_KEYS = frozenset({"type", "text", "image_url", "cache_control"})
 
 
 def _fallback_card(message: Message, record: RawRecord, card_id: str, exc: Exception) -> Card:
