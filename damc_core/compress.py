@@ -7,16 +7,25 @@ output is checked: any identifier it dropped is appended, so a summary never los
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Literal, Protocol
 
-from .extract import ID_TOKEN, fact_kind
+from .extract import ID_TOKEN, fact_kind, term_variants
 from .types import Card, CardKind, DecisionFocus, Table
 
 Detail = Literal["full", "key"]
 """``full`` renders every extracted value; ``key`` keeps identifiers, dates, amounts, statuses,
 names and short codes and leaves out free text such as addresses (still recallable)."""
+
+
+_DATUM_KEY = re.compile(r"[A-Z]{3,}|.*\d.*\d.*\d.*")
+"""A dict key that is itself data: an upper-case code (``SFO``) or an id with 3+ digits."""
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _is_key_value(kind: str, value: str) -> bool:
@@ -79,6 +88,8 @@ class TemplateCompressor:
     """Tables longer than this are cut to the rows matching the decision focus, when one is given."""
     preview_rows: int = 2
     """Rows shown from a long table that no focus term matches."""
+    focus_groups: int = 3
+    """Rows (or option groups) of a long table kept when the focus matches some."""
 
     def render(self, card: Card, *, focus: DecisionFocus | None = None, detail: Detail = "full") -> str:
         head = f"[{card.id}]"
@@ -107,7 +118,9 @@ class TemplateCompressor:
             if (fact.path, fact.value) in echoed:
                 continue  # already in the call header
             if detail == "key" and not _is_key_value(fact.kind, fact.value):
-                continue
+                if not _DATUM_KEY.fullmatch(fact.path.rpartition(".")[2]):
+                    continue
+                fact = replace(fact, value=_clip(fact.value, 24))  # the key is the datum (e.g. ``SFO``)
             parent, _, leaf = fact.path.rpartition(".")
             groups.setdefault(parent, []).append(f"{leaf}={fact.value}" if leaf else fact.value)
         for parent, items in groups.items():
@@ -120,16 +133,25 @@ class TemplateCompressor:
         return body or "(empty)"
 
     def focused_rows(self, table: Table, focus: DecisionFocus) -> list[tuple[str, ...]]:
-        """Rows holding a selective focus term, with every row of the same group (e.g. option)."""
-        lowered = [{cell.lower().lstrip("#") for cell in row} for row in table.rows]
-        selective = {t for t in focus.terms if sum(t in cells for cells in lowered) <= len(lowered) // 2}
-        hits = [i for i, cells in enumerate(lowered) if cells & selective]
-        if not hits:
+        """The rows (or option groups) that match the decision focus best, in their original order.
+
+        A term matching few rows says more than one matching many, so each match weighs
+        ``1 / rows containing the term``; terms in more than half of the rows are ignored.
+        """
+        lowered = [{v for cell in row for v in term_variants(cell)} for row in table.rows]
+        document_frequency = {t: sum(t in cells for cells in lowered) for t in focus.terms}
+        weights = {t: 1.0 / n for t, n in document_frequency.items() if 0 < n <= len(lowered) // 2}
+        grouped = bool(table.columns) and table.columns[0] in ("option", "key")
+        group_of = [row[0] if grouped else str(i) for i, row in enumerate(table.rows)]
+        group_score: dict[str, float] = {}
+        for group, cells in zip(group_of, lowered, strict=True):
+            score = sum(weights.get(t, 0.0) for t in cells)
+            group_score[group] = max(group_score.get(group, 0.0), score)
+        best = sorted((g for g, sc in group_score.items() if sc > 0), key=lambda g: -group_score[g])
+        if not best:
             return list(table.rows[: self.preview_rows])
-        if table.columns and table.columns[0] in ("option", "key"):
-            groups = {table.rows[i][0] for i in hits}
-            hits = [i for i, row in enumerate(table.rows) if row[0] in groups]
-        return [table.rows[i] for i in hits]
+        keep = set(best[: self.focus_groups])
+        return [row for row, group in zip(table.rows, group_of, strict=True) if group in keep]
 
     def _table(self, card_id: str, table: Table, focus: DecisionFocus | None, detail: Detail) -> str:
         rows = list(table.rows)

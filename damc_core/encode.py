@@ -21,6 +21,7 @@ from .extract import (
     NEGATIVE_STATUS,
     exact_terms,
     fact_kind,
+    term_variants,
 )
 from .tokens import content_text
 from .types import Card, CardKind, Fact, Message, RawRecord, Table
@@ -311,7 +312,7 @@ def _add_value_terms(terms: set[str], value: str) -> None:
             _add_value_terms(terms, part)
         return
     if len(value) <= 48:
-        terms.add(value.lower().lstrip("#"))
+        terms.update(term_variants(value))
     else:
         terms.update(exact_terms(value, limit=64))
 

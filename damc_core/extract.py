@@ -129,12 +129,25 @@ def fact_kind(key: str, value: str) -> str:
     return "value"
 
 
+_PART_SPLIT = re.compile(r"[_\-./:]")
+
+
+def term_variants(term: str) -> list[str]:
+    """A lower-cased term plus its digit-bearing parts, so ``certificate_7504069`` also matches a
+    text that says ``certificate 7504069``."""
+    term = term.lower().lstrip("#")
+    variants = [term]
+    if _PART_SPLIT.search(term):
+        variants.extend(p for p in _PART_SPLIT.split(term) if len(p) >= 3 and any(c.isdigit() for c in p))
+    return variants
+
+
 def exact_terms(text: str, *, limit: int = 4096) -> set[str]:
     """Lower-cased identifiers, codes, dates, e-mails and capitalized names found in free text."""
     found: set[str] = set()
     for pattern in (ID_TOKEN, DATE, EMAIL, CAPITALIZED):
         for match in pattern.finditer(text):
-            found.add(match.group(0).lower().lstrip("#"))
+            found.update(term_variants(match.group(0)))
             if len(found) >= limit:
                 return found
     return found

@@ -10,6 +10,7 @@ import asyncio
 import base64
 import json
 import logging
+import re
 import time
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
@@ -46,6 +47,13 @@ R = TypeVar("R")
 
 KNOWN_ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
 
+FOCUS_WINDOW = 4
+"""Dialogue turns (user or assistant text) that the decision focus is read from."""
+MENTION_FANOUT = 24
+"""Newest cards per term that a mention or an argument refreshes; bounds the work per event."""
+_IDENTIFIER = re.compile(r"(?=[a-z0-9_#.\-]*\d)[a-z0-9_#.\-]{3,}|[a-z]{3}")
+"""Lower-cased terms that identify something: anything with a digit (ids, dates) or a 3-letter code."""
+
 RECALL_TOOL: dict[str, Any] = {
     "type": "function",
     "function": {
@@ -68,6 +76,11 @@ class MemorySettings:
 
     budget: int = 1200
     """Tokens for the memory section plus the recent dialogue (the system prompt is not counted)."""
+    budget_ratio: float | None = None
+    """If set, the budget is also capped at this share of what the history would cost verbatim
+    (never below ``min_budget``): short histories are compressed too, long ones get up to ``budget``."""
+    min_budget: int = 200
+    """Floor of the budget when ``budget_ratio`` is set."""
     recent_messages: int = 2
     """Newest messages sent as they are (widened so no tool result loses its call)."""
     compress_recent_tool_results: bool = True
@@ -84,6 +97,10 @@ class MemorySettings:
             raise ConfigError(f"MemorySettings.budget must be > 0 tokens, got {self.budget}")
         if self.recent_messages < 0:
             raise ConfigError(f"MemorySettings.recent_messages must be >= 0, got {self.recent_messages}")
+        if self.budget_ratio is not None and not 0 < self.budget_ratio <= 1:
+            raise ConfigError(f"MemorySettings.budget_ratio must be in (0, 1], got {self.budget_ratio}")
+        if self.min_budget <= 0:
+            raise ConfigError(f"MemorySettings.min_budget must be > 0 tokens, got {self.min_budget}")
         if self.superseded not in ("drop", "mark"):
             raise ConfigError(f"MemorySettings.superseded must be 'drop' or 'mark', got {self.superseded!r}")
 
@@ -100,7 +117,8 @@ class _Session:
 
     cards: dict[str, Card] = field(default_factory=dict)
     history: list[_Entry] = field(default_factory=list)
-    by_term: defaultdict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
+    by_term: defaultdict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
+    """Exact term -> ids of the cards holding it, oldest first."""
     by_entity: defaultdict[tuple[str, str], set[str]] = field(default_factory=lambda: defaultdict(set))
     pending: dict[str, ToolCall] = field(default_factory=dict)
     goal_terms: set[str] = field(default_factory=set)
@@ -157,7 +175,7 @@ class DecisionMemory:
         self.namespace = namespace or Namespace()
         self.store: MemoryStore = store if store is not None else SQLiteStore("damc-memory.sqlite3")
         self.encoder: Encoder = encoder or DefaultEncoder()
-        self.heuristics = HeuristicValuator()
+        self.heuristics = valuator if isinstance(valuator, HeuristicValuator) else HeuristicValuator()
         self.valuator: Valuator = valuator or self.heuristics
         self.selector: Selector = selector or HybridSelector()
         self.compressor: Compressor = compressor or TemplateCompressor()
@@ -254,10 +272,9 @@ class DecisionMemory:
         if card.kind is CardKind.USER_INSTRUCTION:
             new_terms = set(card.terms) - session.goal_terms
             session.goal_terms |= card.terms
-            for other_id in (
-                set().union(*(session.by_term.get(t, set()) for t in new_terms)) if new_terms else ()
-            ):
-                changed.append(self._rescore(other_id))
+            named = {i for t in new_terms for i in session.by_term.get(t, ())[-MENTION_FANOUT:]}
+            changed.extend(self._rescore(i) for i in named)
+        changed.extend(self._touch_mentioned(card))
         if card.kind is not CardKind.TOOL_CALL:
             return changed
         for raw in message.get("tool_calls") or ():
@@ -269,13 +286,28 @@ class DecisionMemory:
             )
             used: set[str] = set()
             for value in argument_values(arguments):
-                used |= session.by_term.get(value.lower().lstrip("#"), set())
+                used.update(session.by_term.get(value.lower().lstrip("#"), ())[-MENTION_FANOUT:])
             for source_id in used:
                 source = session.cards[source_id]
                 if card.id not in source.decision_links:
                     session.put(replace(source, decision_links=(*source.decision_links, card.id)))
                     changed.append(self._rescore(source_id))
         return changed
+
+    def _touch_mentioned(self, card: Card) -> list[Card]:
+        """Mark older cards whose identifiers this card mentions as used now (see ``Card.last_used``)."""
+        session = self._session
+        touched: dict[str, Card] = {}
+        for term in card.terms:
+            if not _IDENTIFIER.fullmatch(term):
+                continue
+            for other_id in session.by_term.get(term, ())[-MENTION_FANOUT:]:
+                other = touched.get(other_id) or session.cards[other_id]
+                if other_id != card.id and other.last_used < card.seq:
+                    touched[other_id] = replace(other, last_used=card.seq)
+        for other in touched.values():
+            session.put(other)
+        return list(touched.values())
 
     def _rescore(self, card_id: str) -> Card:
         card = self._score(self._session.cards[card_id])
@@ -288,7 +320,7 @@ class DecisionMemory:
 
     def _index(self, card: Card) -> None:
         for term in card.terms:
-            self._session.by_term[term].add(card.id)
+            self._session.by_term[term].append(card.id)
         for key in card.entity_keys:
             self._session.by_entity[key].add(card.id)
 
@@ -314,6 +346,9 @@ class DecisionMemory:
         budget = self.settings.budget if budget is None else budget
         if budget <= 0:
             raise ConfigError(f"budget must be > 0 tokens, got {budget}")
+        if self.settings.budget_ratio is not None:
+            share = int(self.settings.budget_ratio * session.raw_tokens)
+            budget = min(budget, max(self.settings.min_budget, share))
         system = session.system_prompt if system is None else system
         recent_entries = self._recent_window()
         recent = [self._recent_message(e) for e in recent_entries]
@@ -325,7 +360,7 @@ class DecisionMemory:
         recent_ids = {e.card_id for e in recent_entries}
         recent_tokens = count_messages(recent, self.counter)
 
-        focus = self._focus(query, recent_entries)
+        focus = self._focus(query)
         candidates, decisions = [], []
         fuller: dict[str, Card] = {}
         for card in self._candidates(focus):
@@ -417,7 +452,7 @@ class DecisionMemory:
         order = list(session.positions)
         chosen = {order[i] for i in best.tolist()}
         for term in focus.terms:
-            chosen.update(list(session.by_term.get(term, ()))[: limit // 10])
+            chosen.update(session.by_term.get(term, ())[-(limit // 10) :])
         chosen.update(f"c{seq}" for seq in range(max(0, session.seq - 16), session.seq))
         return [session.cards[i] for i in chosen if i in session.cards]
 
@@ -452,20 +487,26 @@ class DecisionMemory:
             return {"role": "user", "content": self._session.cards[entry.card_id].summary}
         return message
 
-    def _focus(self, query: str | None, recent: Sequence[_Entry]) -> DecisionFocus:
-        texts = [query or ""]
-        last_user = next(
-            (e.message for e in reversed(self._session.history) if e.message.get("role") == "user"), None
-        )
-        if last_user is not None:
-            texts.append(content_text(last_user.get("content")))
-        texts.extend(
-            content_text(e.message.get("content")) for e in recent if e.message.get("role") == "assistant"
-        )
-        text = "\n".join(t for t in texts if t)
-        return DecisionFocus(
-            query=query or (texts[1] if len(texts) > 1 else ""), terms=frozenset(exact_terms(text, limit=512))
-        )
+    def _focus(self, query: str | None) -> DecisionFocus:
+        """What the next decision is about: the query, the last few dialogue turns and the arguments
+        of the newest tool call (the entity the agent is working on)."""
+        texts = [query] if query else []
+        terms: set[str] = set()
+        last_call_seen = False
+        for entry in reversed(self._session.history[-FOCUS_WINDOW * 3 :]):
+            role = entry.message.get("role")
+            if role in ("user", "assistant") and entry.message.get("content"):
+                if len(texts) < FOCUS_WINDOW + (1 if query else 0):
+                    texts.append(content_text(entry.message.get("content")))
+            if role == "assistant" and entry.message.get("tool_calls") and not last_call_seen:
+                last_call_seen = True
+                card = self._session.cards.get(entry.card_id)
+                if card is not None:
+                    terms.update(card.terms)
+        user_texts = [content_text(e.message.get("content")) for e in self._session.history[-FOCUS_WINDOW * 3 :]
+                      if e.message.get("role") == "user"]
+        terms |= exact_terms("\n".join(texts), limit=512)
+        return DecisionFocus(query=query or (user_texts[-1] if user_texts else ""), terms=frozenset(terms))
 
     # -- recall and inspection -----------------------------------------------------------------
     def recall(self, card_id: str) -> Message | None:
@@ -520,7 +561,8 @@ class DecisionMemory:
 
 
 def _kept_reason(scored: ScoredCard) -> str:
-    top = max((s for s in scored.scores if s.name not in ("decay",)), key=lambda s: s.value, default=None)
+    top = max((s for s in scored.scores if s.name not in ("decay", "freshness")), key=lambda s: s.value,
+              default=None)
     return f"kept: {top.name} ({top.provenance})" if top else "kept"
 
 

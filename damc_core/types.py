@@ -150,6 +150,9 @@ class Card:
     """(entity, attribute) pairs this card states a value for; a newer card on the same pair wins."""
     superseded_by: str | None = None
     """Id of the newer card that replaced every value of this one."""
+    last_used: int = -1
+    """``seq`` of the newest event that mentioned one of this card's identifiers or took one as an
+    argument; decay counts from here, so a card the conversation keeps coming back to stays fresh."""
     prior: float = 0.0
     """Query-independent decision value in [0, 1], set by the encoder's valuation at observe time."""
     scores: tuple[Score, ...] = ()

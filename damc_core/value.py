@@ -98,7 +98,10 @@ class Decay:
             raise ConfigError(f"Decay.floor must be in [0, 1], got {self.floor}")
 
     def factor(self, card: Card, context: ValuationContext) -> float:
-        age = (context.current_seq - card.seq) if self.unit == "turns" else (context.now - card.created_at)
+        if self.unit == "turns":
+            age = context.current_seq - max(card.seq, card.last_used)
+        else:
+            age = context.now - card.created_at
         return max(self.floor, math.exp(-self.lam * max(0.0, age)))
 
 
@@ -116,6 +119,11 @@ class HeuristicValuator:
     mode: TaskMode = TaskMode.PRECISE_PLANNING
     decay: Decay = field(default_factory=Decay)
     priors: dict[CardKind, float] = field(default_factory=lambda: dict(COLD_START_PRIOR))
+    rank_decay: float = 1.0
+    """Multiplier per newer card from the same tool (or of the same kind): the newest search result
+    usually replaces the older ones as what the agent works from."""
+    rank_floor: float = 0.3
+    """Lowest freshness multiplier."""
 
     def static_scores(self, card: Card, *, goal_terms: frozenset[str] = frozenset()) -> tuple[Score, ...]:
         """Query-independent scores, computed once when the card is made and when links change."""
@@ -138,24 +146,28 @@ class HeuristicValuator:
     def value(self, cards: Sequence[Card], *, context: ValuationContext) -> list[ScoredCard]:
         weights = MODE_WEIGHTS[self.mode]
         focus_terms = context.focus.terms
+        newer_of_same_source: dict[str, int] = {}
         out = []
-        for card in cards:
+        for card in sorted(cards, key=lambda c: -c.seq):
+            source = card.tool_name or card.kind.value
+            rank = newer_of_same_source.get(source, 0)
+            newer_of_same_source[source] = rank + 1
             overlap = len(card.terms & focus_terms) if focus_terms else 0
             focus = min(1.0, 0.35 * overlap) * weights.focus
             if card.tool_name and card.tool_name in context.focus.tools:
                 focus = max(focus, 0.3 * weights.focus)
-            base = noisy_or([card.prior, focus]) if focus else card.prior
             decay = self.decay.factor(card, context)
+            freshness = max(self.rank_floor, self.rank_decay**rank)
             scores = card.scores
             if focus:
-                scores = (
-                    *scores,
-                    Score("focus", focus, f"shares {overlap} exact terms with the decision focus"),
-                )
-            out.append(
-                ScoredCard(card, base * decay, (*scores, Score("decay", decay, f"{self.decay.unit} age")))
+                scores = (*scores, Score("focus", focus, f"shares {overlap} exact terms with the decision focus"))
+            scores = (
+                *scores,
+                Score("decay", decay, f"{self.decay.unit} age"),
+                Score("freshness", freshness, f"{rank} newer cards from {source}"),
             )
-        return out
+            out.append(ScoredCard(card, noisy_or([card.prior * decay * freshness, focus]), scores))
+        return out[::-1]
 
     @staticmethod
     def _causal(card: Card, goal_terms: frozenset[str]) -> tuple[float, str]:
