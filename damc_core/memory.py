@@ -13,7 +13,7 @@ import logging
 import re
 import time
 from collections import defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, ParamSpec, TypeVar
 
@@ -490,23 +490,15 @@ class DecisionMemory:
     def _focus(self, query: str | None) -> DecisionFocus:
         """What the next decision is about: the query, the last few dialogue turns and the arguments
         of the newest tool call (the entity the agent is working on)."""
-        texts = [query] if query else []
-        terms: set[str] = set()
-        last_call_seen = False
-        for entry in reversed(self._session.history[-FOCUS_WINDOW * 3 :]):
-            role = entry.message.get("role")
-            if role in ("user", "assistant") and entry.message.get("content"):
-                if len(texts) < FOCUS_WINDOW + (1 if query else 0):
-                    texts.append(content_text(entry.message.get("content")))
-            if role == "assistant" and entry.message.get("tool_calls") and not last_call_seen:
-                last_call_seen = True
-                card = self._session.cards.get(entry.card_id)
-                if card is not None:
-                    terms.update(card.terms)
-        user_texts = [content_text(e.message.get("content")) for e in self._session.history[-FOCUS_WINDOW * 3 :]
-                      if e.message.get("role") == "user"]
-        terms |= exact_terms("\n".join(texts), limit=512)
-        return DecisionFocus(query=query or (user_texts[-1] if user_texts else ""), terms=frozenset(terms))
+        recent = self._session.history[-FOCUS_WINDOW * 3 :]
+        turns = [content_text(e.message.get("content")) for e in recent
+                 if e.message.get("role") in ("user", "assistant") and e.message.get("content")]
+        terms = exact_terms("\n".join([query or "", *turns[-FOCUS_WINDOW:]]), limit=512)
+        last_call = next((e for e in reversed(recent) if e.message.get("tool_calls")), None)
+        if last_call is not None and last_call.card_id in self._session.cards:
+            terms |= self._session.cards[last_call.card_id].terms
+        users = [content_text(e.message.get("content")) for e in recent if e.message.get("role") == "user"]
+        return DecisionFocus(query=query or (users[-1] if users else ""), terms=frozenset(terms))
 
     # -- recall and inspection -----------------------------------------------------------------
     def recall(self, card_id: str) -> Message | None:

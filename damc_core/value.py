@@ -99,7 +99,7 @@ class Decay:
 
     def factor(self, card: Card, context: ValuationContext) -> float:
         if self.unit == "turns":
-            age = context.current_seq - max(card.seq, card.last_used)
+            age = float(context.current_seq - max(card.seq, card.last_used))
         else:
             age = context.now - card.created_at
         return max(self.floor, math.exp(-self.lam * max(0.0, age)))
@@ -160,7 +160,8 @@ class HeuristicValuator:
             freshness = max(self.rank_floor, self.rank_decay**rank)
             scores = card.scores
             if focus:
-                scores = (*scores, Score("focus", focus, f"shares {overlap} exact terms with the decision focus"))
+                why = f"shares {overlap} exact terms with the decision focus"
+                scores = (*scores, Score("focus", focus, why))
             scores = (
                 *scores,
                 Score("decay", decay, f"{self.decay.unit} age"),
