@@ -15,13 +15,26 @@ from typing import Any, Literal, Protocol
 from .extract import ID_TOKEN, fact_kind, term_variants
 from .types import Card, CardKind, DecisionFocus, Table
 
-Detail = Literal["full", "key"]
-"""``full`` renders every extracted value; ``key`` keeps identifiers, dates, amounts, statuses,
-names and short codes and leaves out free text such as addresses (still recallable)."""
+Detail = Literal["full", "key", "skeleton"]
+"""How much of a card to render. ``full``: every extracted value. ``key``: identifiers, dates,
+amounts, statuses, names and short codes, without free text such as addresses. ``skeleton``: only
+the values the decision focus names or later calls used, statuses and errors. What is left out
+stays recallable by card id."""
+
+DETAILS: tuple[Detail, ...] = ("skeleton", "key", "full")
+"""Levels from the cheapest to the richest."""
 
 
 _DATUM_KEY = re.compile(r"[A-Z]{3,}|.*\d.*\d.*\d.*")
 """A dict key that is itself data: an upper-case code (``SFO``) or an id with 3+ digits."""
+
+
+def _mentions(value: str, wanted: frozenset[str]) -> bool:
+    if not wanted or not value:
+        return False
+    if value.startswith("[") and value.endswith("]"):
+        return any(_mentions(part, wanted) for part in value[1:-1].split(", "))
+    return any(v in wanted for v in term_variants(value))
 
 
 def _clip(text: str, limit: int) -> str:
@@ -114,9 +127,15 @@ class TemplateCompressor:
         parts: list[str] = []
         groups: dict[str, list[str]] = {}
         echoed = {(k, str(v)) for k, v in card.arguments.items()}
+        wanted = card.used_terms | (focus.terms if focus is not None else frozenset())
+        omitted = False
         for fact in () if card.text else card.facts:
             if (fact.path, fact.value) in echoed:
                 continue  # already in the call header
+            telling = fact.kind in ("status", "error") or _mentions(fact.value, wanted)
+            if detail == "skeleton" and not telling:
+                omitted = True
+                continue
             if detail == "key" and not _is_key_value(fact.kind, fact.value):
                 if not _DATUM_KEY.fullmatch(fact.path.rpartition(".")[2]):
                     continue
@@ -127,10 +146,29 @@ class TemplateCompressor:
             parts.append(f"{parent}({'; '.join(items)})" if parent else "; ".join(items))
         body = "; ".join(parts)
         if card.text:
-            body = f"{body} {card.text}".strip()
+            text = card.text if detail != "skeleton" else _clip(card.text, 200)
+            omitted = omitted or text != card.text
+            body = f"{body} {text}".strip()
         for table in card.tables:
+            if detail == "skeleton":
+                rows = self.matching_rows(table, wanted)
+                omitted = omitted or len(rows) < len(table.rows)
+                if not rows:
+                    continue
+                table = Table(table.path, table.columns, tuple(rows))
             body += "\n" + self._table(card.id, table, focus, detail)
+        if omitted:
+            body += f" (more: recall {card.id})"
         return body or "(empty)"
+
+    @staticmethod
+    def matching_rows(table: Table, wanted: frozenset[str]) -> list[tuple[str, ...]]:
+        """Rows holding a wanted value, with every row of the same option group."""
+        hits = [row for row in table.rows if any(_mentions(cell, wanted) for cell in row)]
+        if hits and table.columns and table.columns[0] in ("option", "key"):
+            groups = {row[0] for row in hits}
+            hits = [row for row in table.rows if row[0] in groups]
+        return hits
 
     def focused_rows(self, table: Table, focus: DecisionFocus) -> list[tuple[str, ...]]:
         """The rows (or option groups) that match the decision focus best, in their original order.

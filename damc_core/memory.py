@@ -20,11 +20,11 @@ from typing import Any, ParamSpec, TypeVar
 import numpy as np
 
 from .assemble import Assembler, DefaultAssembler, fence_memory
-from .compress import Compressor, Detail, TemplateCompressor
+from .compress import DETAILS, Compressor, Detail, TemplateCompressor
 from .encode import DefaultEncoder, Encoder, ToolCall, argument_values, parse_arguments
 from .errors import ConfigError
 from .extract import exact_terms
-from .select import HybridSelector, Selector, Supersession, upgrade_detail
+from .select import HybridSelector, Selector, Supersession, fit_leaner, upgrade_detail
 from .stores import MemoryStore, SQLiteStore
 from .tokens import MESSAGE_OVERHEAD, TiktokenCounter, TokenCounter, content_text, count_messages
 from .types import (
@@ -185,7 +185,6 @@ class DecisionMemory:
         self.supersession = Supersession()
         self.clock = clock
         self._session = _Session()
-        self._key_cache: dict[str, Card] = {}
         self._reload()
 
     # -- observe -------------------------------------------------------------------------------
@@ -290,7 +289,9 @@ class DecisionMemory:
             for source_id in used:
                 source = session.cards[source_id]
                 if card.id not in source.decision_links:
-                    session.put(replace(source, decision_links=(*source.decision_links, card.id)))
+                    taken = source.terms & {v.lower().lstrip("#") for v in argument_values(arguments)}
+                    session.put(replace(source, decision_links=(*source.decision_links, card.id),
+                                        used_terms=source.used_terms | taken))
                     changed.append(self._rescore(source_id))
         return changed
 
@@ -362,7 +363,8 @@ class DecisionMemory:
 
         focus = self._focus(query)
         candidates, decisions = [], []
-        fuller: dict[str, Card] = {}
+        richer: dict[str, list[Card]] = {}
+        leaner: dict[str, Card] = {}
         for card in self._candidates(focus):
             if card.id in recent_ids or card.source in ("system", "developer"):
                 continue
@@ -381,18 +383,20 @@ class DecisionMemory:
                 continue
             if card.kind is CardKind.TOOL_CALL and not card.text:
                 continue  # its arguments head the result card
-            full = self._rendered(card, focus, "full")
-            key = self._rendered(card, focus, "key")
-            if key.tokens < full.tokens:
-                fuller[card.id] = full
-            candidates.append(key if key.tokens < full.tokens else full)
+            levels = self._levels(card, focus)
+            if levels["full"].tokens > levels["key"].tokens:
+                richer[card.id] = [levels["full"]]
+            if levels["skeleton"].tokens < levels["key"].tokens:
+                leaner[card.id] = levels["skeleton"]
+            candidates.append(levels["key"])
         context = ValuationContext(focus=focus, current_seq=session.seq, now=self.clock())
         scored = self.valuator.value(candidates, context=context)
         header = self.counter.count(fence_memory([])) + MESSAGE_OVERHEAD
         memory_budget = max(0, budget - recent_tokens - header)
         selection = self.selector.select(scored, budget=memory_budget)
         left = memory_budget - sum(s.card.tokens for s in selection.kept)
-        kept = sorted(upgrade_detail(selection.kept, fuller, budget_left=left), key=lambda s: s.card.seq)
+        selection, left = fit_leaner(selection, leaner, budget_left=left)
+        kept = sorted(upgrade_detail(selection.kept, richer, budget_left=left), key=lambda s: s.card.seq)
         lines = [self._line(s.card, context.now) for s in kept]
         memory = fence_memory(lines) if lines else ""
         messages = self.assembler.assemble(system=system, memory=memory, recent=recent)
@@ -412,25 +416,16 @@ class DecisionMemory:
             raw_tokens=session.raw_tokens + (self.counter.count(system) + MESSAGE_OVERHEAD if system else 0),
         )
 
-    def _rendered(self, card: Card, focus: DecisionFocus, detail: Detail) -> Card:
-        """The card rendered for this decision: long tables cut to the rows in focus, and in
-        ``key`` detail only identifiers, dates, amounts, statuses and codes."""
-        if not card.tables and detail == "full":
-            return card
-        if not card.tables:  # no focus dependence: render once per card
-            cached = self._key_cache.get(card.id)
-            if cached is None or cached.summary.split(" ", 1)[0] != card.summary.split(" ", 1)[0]:
-                cached = self._with_summary(card, self.compressor.render(card, detail="key"))
-                self._key_cache[card.id] = cached
-            return replace(
-                cached,
-                superseded_by=card.superseded_by,
-                decision_links=card.decision_links,
-                prior=card.prior,
-                scores=card.scores,
-            )
+    def _levels(self, card: Card, focus: DecisionFocus) -> dict[Detail, Card]:
+        """The card rendered at each detail level for this decision (see ``Detail``)."""
+        if card.kind not in (CardKind.TOOL_RESULT, CardKind.TOOL_ERROR):
+            return dict.fromkeys(DETAILS, card)
         wide = DecisionFocus(focus.query, focus.terms | self._session.goal_terms, focus.tools)
-        return self._with_summary(card, self.compressor.render(card, focus=wide, detail=detail))
+        return {
+            detail: card if detail == "full" and not card.tables
+            else self._with_summary(card, self.compressor.render(card, focus=wide, detail=detail))
+            for detail in DETAILS
+        }
 
     def _with_summary(self, card: Card, summary: str) -> Card:
         if summary == card.summary:

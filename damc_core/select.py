@@ -29,6 +29,9 @@ class Selector(Protocol):
     def select(self, scored: Sequence[ScoredCard], *, budget: int) -> Selection: ...
 
 
+OVER_BUDGET = "over the token budget"
+
+
 def _check_budget(budget: int) -> None:
     if budget < 0:
         raise ConfigError(f"budget must be >= 0 tokens, got {budget}")
@@ -53,7 +56,7 @@ class TopKSelector:
             if len(kept) >= self.k:
                 dropped.append((item, f"outside the top {self.k}"))
             elif used + item.card.tokens > budget:
-                dropped.append((item, "over the token budget"))
+                dropped.append((item, OVER_BUDGET))
             else:
                 kept.append(item)
                 used += item.card.tokens
@@ -79,7 +82,7 @@ class ThresholdSelector:
             if item.value < self.min_value:
                 dropped.append((item, f"value {item.value:.2f} below threshold {self.min_value}"))
             elif used + item.card.tokens > budget:
-                dropped.append((item, "over the token budget"))
+                dropped.append((item, OVER_BUDGET))
             else:
                 kept.append(item)
                 used += item.card.tokens
@@ -118,7 +121,7 @@ class HybridSelector:
             if item.value < self.min_value:
                 dropped.append((item, f"value {item.value:.2f} below floor {self.min_value}"))
             elif used + item.card.tokens > budget:
-                dropped.append((item, "over the token budget"))
+                dropped.append((item, OVER_BUDGET))
             else:
                 kept.append(item)
                 used += item.card.tokens
@@ -154,21 +157,40 @@ class Supersession:
 
 
 def upgrade_detail(
-    kept: Sequence[ScoredCard], fuller: Mapping[str, Card], *, budget_left: int
+    kept: Sequence[ScoredCard], richer: Mapping[str, Sequence[Card]], *, budget_left: int
 ) -> list[ScoredCard]:
-    """Spend the budget left after selection on fuller renderings of kept cards, most valuable first.
+    """Spend the budget left after selection on richer renderings of kept cards, most valuable first.
 
-    Selection runs on each card's key rendering so that more cards fit; this pass then restores
-    full detail where the budget allows.
+    Selection runs on each card's cheapest rendering so that more cards fit; this pass then restores
+    detail level by level (``richer`` lists a card's renderings from cheap to rich) while it fits.
     """
     out = list(kept)
-    order = sorted(range(len(out)), key=lambda i: -out[i].value)
-    for i in order:
-        full = fuller.get(out[i].card.id)
-        if full is None:
-            continue
-        extra = full.tokens - out[i].card.tokens
-        if extra <= budget_left:
-            out[i] = replace(out[i], card=full)
-            budget_left -= extra
+    for level in range(max((len(v) for v in richer.values()), default=0)):
+        for i in sorted(range(len(out)), key=lambda i: -out[i].value):
+            options = richer.get(out[i].card.id, ())
+            if level >= len(options):
+                continue
+            extra = options[level].tokens - out[i].card.tokens
+            if 0 < extra <= budget_left:
+                out[i] = replace(out[i], card=options[level])
+                budget_left -= extra
     return out
+
+
+def fit_leaner(
+    selection: Selection, leaner: Mapping[str, Card], *, budget_left: int
+) -> tuple[Selection, int]:
+    """Give cards dropped for the budget a second chance in a leaner rendering, most valuable first.
+
+    Returns the new selection and the budget still left.
+    """
+    kept = list(selection.kept)
+    dropped = []
+    for item, why in sorted(selection.dropped, key=lambda d: -d[0].value):
+        lean = leaner.get(item.card.id)
+        if why == OVER_BUDGET and lean is not None and lean.tokens <= budget_left:
+            kept.append(replace(item, card=lean))
+            budget_left -= lean.tokens
+        else:
+            dropped.append((item, why))
+    return Selection(kept, dropped), budget_left

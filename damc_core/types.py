@@ -150,6 +150,8 @@ class Card:
     """(entity, attribute) pairs this card states a value for; a newer card on the same pair wins."""
     superseded_by: str | None = None
     """Id of the newer card that replaced every value of this one."""
+    used_terms: frozenset[str] = frozenset()
+    """Values of this card that later tool calls took as arguments (lower-cased)."""
     last_used: int = -1
     """``seq`` of the newest event that mentioned one of this card's identifiers or took one as an
     argument; decay counts from here, so a card the conversation keeps coming back to stays fresh."""

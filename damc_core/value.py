@@ -84,9 +84,9 @@ COLD_START_PRIOR: dict[CardKind, float] = {
 class Decay:
     """``exp(-lam * age)``; age in turns (events) by default, or in seconds."""
 
-    lam: float = 0.01
+    lam: float = 0.05
     unit: str = "turns"
-    floor: float = 0.35
+    floor: float = 0.2
     """Lowest multiplier: an old card that an open decision still needs must stay selectable."""
 
     def __post_init__(self) -> None:
@@ -119,10 +119,10 @@ class HeuristicValuator:
     mode: TaskMode = TaskMode.PRECISE_PLANNING
     decay: Decay = field(default_factory=Decay)
     priors: dict[CardKind, float] = field(default_factory=lambda: dict(COLD_START_PRIOR))
-    rank_decay: float = 1.0
+    rank_decay: float = 0.5
     """Multiplier per newer card from the same tool (or of the same kind): the newest search result
     usually replaces the older ones as what the agent works from."""
-    rank_floor: float = 0.3
+    rank_floor: float = 0.2
     """Lowest freshness multiplier."""
 
     def static_scores(self, card: Card, *, goal_terms: frozenset[str] = frozenset()) -> tuple[Score, ...]:
