@@ -47,6 +47,11 @@ R = TypeVar("R")
 
 KNOWN_ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
 
+RENDER_CACHE_SIZE = 50_000
+SHORTLIST_BUDGETS = 4
+"""Cards are rendered for a decision only while their standing cost, in value order, stays within
+this many budgets (and at least ``SHORTLIST_MIN`` cards)."""
+SHORTLIST_MIN = 32
 FOCUS_WINDOW = 4
 """Dialogue turns (user or assistant text) that the decision focus is read from."""
 MENTION_FANOUT = 24
@@ -87,7 +92,7 @@ class MemorySettings:
     """Send tool results inside the recent window as their card text instead of the raw output."""
     as_of_after: float = 300.0
     """Volatile cards older than this many seconds are shown with ``(as of <time>)``."""
-    max_candidates: int = 2000
+    max_candidates: int = 160
     """Past this many cards, only a shortlist (best prior x decay, focus matches, newest) is valued."""
     superseded: str = "drop"
     """``drop`` superseded cards, or ``mark`` them and let them compete for the budget."""
@@ -127,6 +132,8 @@ class _Session:
     raw_tokens: int = 0
     """Tokens of the dialogue history sent verbatim, kept as a running sum."""
     positions: dict[str, int] = field(default_factory=dict)
+    last_used: dict[str, int] = field(default_factory=dict)
+    """Card id -> seq of the newest event that mentioned it (see ``ValuationContext.last_used``)."""
     priors: np.ndarray = field(default_factory=lambda: np.zeros(1024))
     seqs: np.ndarray = field(default_factory=lambda: np.zeros(1024))
 
@@ -138,7 +145,12 @@ class _Session:
             self.priors = np.concatenate([self.priors, np.zeros(len(self.priors))])
             self.seqs = np.concatenate([self.seqs, np.zeros(len(self.seqs))])
         self.priors[position] = -1.0 if card.superseded_by else card.prior
-        self.seqs[position] = card.seq
+        self.seqs[position] = max(card.seq, self.last_used.get(card.id, -1))
+
+    def touch(self, card_id: str, seq: int) -> None:
+        if self.last_used.get(card_id, -1) < seq:
+            self.last_used[card_id] = seq
+            self.seqs[self.positions[card_id]] = seq
 
 
 def _to_thread(fn: Callable[P, R]) -> Callable[P, Any]:
@@ -185,6 +197,8 @@ class DecisionMemory:
         self.supersession = Supersession()
         self.clock = clock
         self._session = _Session()
+        self._render_cache: dict[tuple[str, frozenset[str], frozenset[str]], dict[Detail, Card]] = {}
+        self._line_tokens: dict[str, int] = {}
         self._reload()
 
     # -- observe -------------------------------------------------------------------------------
@@ -213,12 +227,8 @@ class DecisionMemory:
             logger.warning("damc: could not encode event %s (%s); kept as raw record", record.id, exc)
             card = _fallback_card(message, record, card_id, exc)
         summary = self.compressor.render(card)
-        card = replace(
-            card,
-            summary=summary,
-            tokens=self.counter.count(summary) + 1,
-            raw_tokens=self.counter.count(content_text(message.get("content"))) + MESSAGE_OVERHEAD,
-        )
+        raw_tokens = count_messages([message], self.counter)
+        card = replace(card, summary=summary, tokens=self.counter.count(summary) + 1, raw_tokens=raw_tokens)
         changed = self._link(card, message)
         card = self._score(card)
         session.put(card)
@@ -227,7 +237,7 @@ class DecisionMemory:
             session.system_prompt = content_text(message.get("content"))
         else:
             session.history.append(_Entry(message, card.id))
-            session.raw_tokens += count_messages([message], self.counter)
+            session.raw_tokens += raw_tokens
         changed.extend(self._supersede(card))
         self.store.put_cards(self.namespace, [card, *changed])
         return card
@@ -271,9 +281,9 @@ class DecisionMemory:
         if card.kind is CardKind.USER_INSTRUCTION:
             new_terms = set(card.terms) - session.goal_terms
             session.goal_terms |= card.terms
-            named = {i for t in new_terms for i in session.by_term.get(t, ())[-MENTION_FANOUT:]}
-            changed.extend(self._rescore(i) for i in named)
-        changed.extend(self._touch_mentioned(card))
+            for named in {i for t in new_terms for i in session.by_term.get(t, ())[-MENTION_FANOUT:]}:
+                self._rescore(named)  # derived state: kept in memory, recomputed on reload
+        self._touch_mentioned(card)
         if card.kind is not CardKind.TOOL_CALL:
             return changed
         for raw in message.get("tool_calls") or ():
@@ -290,25 +300,23 @@ class DecisionMemory:
                 source = session.cards[source_id]
                 if card.id not in source.decision_links:
                     taken = source.terms & {v.lower().lstrip("#") for v in argument_values(arguments)}
-                    session.put(replace(source, decision_links=(*source.decision_links, card.id),
-                                        used_terms=source.used_terms | taken))
+                    session.put(
+                        replace(
+                            source,
+                            decision_links=(*source.decision_links, card.id),
+                            used_terms=source.used_terms | taken,
+                        )
+                    )
                     changed.append(self._rescore(source_id))
         return changed
 
-    def _touch_mentioned(self, card: Card) -> list[Card]:
-        """Mark older cards whose identifiers this card mentions as used now (see ``Card.last_used``)."""
+    def _touch_mentioned(self, card: Card) -> None:
+        """Note that older cards whose identifiers this card mentions were used now (decay restarts)."""
         session = self._session
-        touched: dict[str, Card] = {}
         for term in card.terms:
-            if not _IDENTIFIER.fullmatch(term):
-                continue
-            for other_id in session.by_term.get(term, ())[-MENTION_FANOUT:]:
-                other = touched.get(other_id) or session.cards[other_id]
-                if other_id != card.id and other.last_used < card.seq:
-                    touched[other_id] = replace(other, last_used=card.seq)
-        for other in touched.values():
-            session.put(other)
-        return list(touched.values())
+            if _IDENTIFIER.fullmatch(term):
+                for other_id in session.by_term.get(term, ())[-MENTION_FANOUT:]:
+                    session.touch(other_id, card.seq)
 
     def _rescore(self, card_id: str) -> Card:
         card = self._score(self._session.cards[card_id])
@@ -362,38 +370,37 @@ class DecisionMemory:
         recent_tokens = count_messages(recent, self.counter)
 
         focus = self._focus(query)
-        candidates, decisions = [], []
-        richer: dict[str, list[Card]] = {}
-        leaner: dict[str, Card] = {}
+        wide = DecisionFocus(focus.query, focus.terms | session.goal_terms, focus.tools)
+        candidates: list[Card] = []
+        decisions: list[Decision] = []
         for card in self._candidates(focus):
             if card.id in recent_ids or card.source in ("system", "developer"):
                 continue
             if card.superseded_by and self.settings.superseded == "drop":
-                decisions.append(
-                    Decision(
-                        card.id,
-                        False,
-                        f"superseded by {card.superseded_by}",
-                        0.0,
-                        0,
-                        card.raw_tokens,
-                        card.scores,
-                    )
-                )
+                why = f"superseded by {card.superseded_by}"
+                decisions.append(Decision(card.id, False, why, 0.0, 0, card.raw_tokens, card.scores))
                 continue
             if card.kind is CardKind.TOOL_CALL and not card.text:
                 continue  # its arguments head the result card
-            levels = self._levels(card, focus)
-            if levels["full"].tokens > levels["key"].tokens:
-                richer[card.id] = [levels["full"]]
-            if levels["skeleton"].tokens < levels["key"].tokens:
-                leaner[card.id] = levels["skeleton"]
-            candidates.append(levels["key"])
-        context = ValuationContext(focus=focus, current_seq=session.seq, now=self.clock())
-        scored = self.valuator.value(candidates, context=context)
+            candidates.append(card)
+        context = ValuationContext(
+            focus=focus, current_seq=session.seq, now=self.clock(), last_used=session.last_used
+        )
         header = self.counter.count(fence_memory([])) + MESSAGE_OVERHEAD
         memory_budget = max(0, budget - recent_tokens - header)
-        selection = self.selector.select(scored, budget=memory_budget)
+        scored, beyond = _shortlist(self.valuator.value(candidates, context=context), memory_budget)
+        richer: dict[str, list[Card]] = {}
+        leaner: dict[str, Card] = {}
+        rendered = []
+        for item in scored:
+            levels = self._levels(item.card, wide)
+            if levels["full"].tokens > levels["key"].tokens:
+                richer[item.card.id] = [levels["full"]]
+            if levels["skeleton"].tokens < levels["key"].tokens:
+                leaner[item.card.id] = levels["skeleton"]
+            rendered.append(item._replace(card=levels["key"]))
+        selection = self.selector.select(rendered, budget=memory_budget)
+        selection.dropped.extend((item, "far outside the budget in value order") for item in beyond)
         left = memory_budget - sum(s.card.tokens for s in selection.kept)
         selection, left = fit_leaner(selection, leaner, budget_left=left)
         kept = sorted(upgrade_detail(selection.kept, richer, budget_left=left), key=lambda s: s.card.seq)
@@ -401,11 +408,13 @@ class DecisionMemory:
         memory = fence_memory(lines) if lines else ""
         messages = self.assembler.assemble(system=system, memory=memory, recent=recent)
         decisions += [
-            Decision(s.card.id, True, _kept_reason(s), s.value, s.card.tokens, s.card.raw_tokens, s.scores)
+            Decision(
+                s.card.id, True, _kept_reason(s), s.value, s.card.tokens, s.card.raw_tokens, s.all_scores
+            )
             for s in kept
         ]
         decisions += [
-            Decision(s.card.id, False, why, s.value, 0, s.card.raw_tokens, s.scores)
+            Decision(s.card.id, False, why, s.value, 0, s.card.raw_tokens, s.all_scores)
             for s, why in selection.dropped
         ]
         return BuiltContext(
@@ -417,20 +426,57 @@ class DecisionMemory:
         )
 
     def _levels(self, card: Card, focus: DecisionFocus) -> dict[Detail, Card]:
-        """The card rendered at each detail level for this decision (see ``Detail``)."""
+        """The card rendered at each detail level for this decision (see ``Detail``).
+
+        A rendering depends on the focus only through the focus terms the card holds, so it is
+        cached under those; most cards hold none and render once.
+        """
         if card.kind not in (CardKind.TOOL_RESULT, CardKind.TOOL_ERROR):
             return dict.fromkeys(DETAILS, card)
-        wide = DecisionFocus(focus.query, focus.terms | self._session.goal_terms, focus.tools)
-        return {
-            detail: card if detail == "full" and not card.tables
-            else self._with_summary(card, self.compressor.render(card, focus=wide, detail=detail))
-            for detail in DETAILS
-        }
+        relevant = card.terms & focus.terms
+        cache_key = (card.id, relevant, card.used_terms)
+        levels = self._render_cache.get(cache_key)
+        if levels is None:
+            if len(self._render_cache) > RENDER_CACHE_SIZE:
+                self._render_cache.clear()
+            local = DecisionFocus(focus.query, relevant)
+            levels = {
+                detail: self._with_summary(card, self.compressor.render(card, focus=local, detail=detail))
+                for detail in DETAILS
+            }
+            self._render_cache[cache_key] = levels
+        if levels["full"].scores is not card.scores:  # rescored since rendered: refresh once
+            levels = {
+                d: replace(
+                    c,
+                    prior=card.prior,
+                    scores=card.scores,
+                    decision_links=card.decision_links,
+                    superseded_by=card.superseded_by,
+                )
+                for d, c in levels.items()
+            }
+            self._render_cache[cache_key] = levels
+        return levels
 
     def _with_summary(self, card: Card, summary: str) -> Card:
         if summary == card.summary:
             return card
-        return replace(card, summary=summary, tokens=self.counter.count(summary) + 1)
+        return replace(card, summary=summary, tokens=self._count_lines(summary) + 1)
+
+    def _count_lines(self, text: str) -> int:
+        """Token count of a rendering, line by line with a cache: focused renderings of one table
+        share most rows, so a new focus costs only its new lines."""
+        cache = self._line_tokens
+        if len(cache) > RENDER_CACHE_SIZE:
+            cache.clear()
+        total = 0
+        for line in text.split("\n"):
+            tokens = cache.get(line)
+            if tokens is None:
+                tokens = cache[line] = self.counter.count(line) + 1
+            total += tokens
+        return total - 1
 
     def _candidates(self, focus: DecisionFocus) -> list[Card]:
         """Every card, or past ``max_candidates`` a shortlist: the best by prior and decay, plus
@@ -447,7 +493,9 @@ class DecisionMemory:
         order = list(session.positions)
         chosen = {order[i] for i in best.tolist()}
         for term in focus.terms:
-            chosen.update(session.by_term.get(term, ())[-(limit // 10) :])
+            if len(chosen) >= limit + limit // 2:
+                break
+            chosen.update(session.by_term.get(term, ())[-(limit // 8) :])
         chosen.update(f"c{seq}" for seq in range(max(0, session.seq - 16), session.seq))
         return [session.cards[i] for i in chosen if i in session.cards]
 
@@ -486,8 +534,11 @@ class DecisionMemory:
         """What the next decision is about: the query, the last few dialogue turns and the arguments
         of the newest tool call (the entity the agent is working on)."""
         recent = self._session.history[-FOCUS_WINDOW * 3 :]
-        turns = [content_text(e.message.get("content")) for e in recent
-                 if e.message.get("role") in ("user", "assistant") and e.message.get("content")]
+        turns = [
+            content_text(e.message.get("content"))
+            for e in recent
+            if e.message.get("role") in ("user", "assistant") and e.message.get("content")
+        ]
         terms = exact_terms("\n".join([query or "", *turns[-FOCUS_WINDOW:]]), limit=512)
         last_call = next((e for e in reversed(recent) if e.message.get("tool_calls")), None)
         if last_call is not None and last_call.card_id in self._session.cards:
@@ -528,6 +579,7 @@ class DecisionMemory:
     def _reload(self) -> None:
         session = self._session
         for card in self.store.cards(self.namespace):
+            self._touch_mentioned(card)
             session.put(card)
             self._index(card)
             session.seq = max(session.seq, card.seq + 1)
@@ -547,9 +599,24 @@ class DecisionMemory:
     aobserve_tool = _to_thread(observe_tool)
 
 
+def _shortlist(scored: list[ScoredCard], budget: int) -> tuple[list[ScoredCard], list[ScoredCard]]:
+    """Split value-sorted cards where their standing cost passes a few budgets: the rest cannot
+    be selected, so they are not rendered for this decision."""
+    ranked = sorted(scored, key=lambda s: -s.value)
+    spent = 0
+    for index, item in enumerate(ranked):
+        spent += item.card.tokens
+        if spent > SHORTLIST_BUDGETS * budget and index >= SHORTLIST_MIN:
+            return ranked[:index], ranked[index:]
+    return ranked, []
+
+
 def _kept_reason(scored: ScoredCard) -> str:
-    top = max((s for s in scored.scores if s.name not in ("decay", "freshness")), key=lambda s: s.value,
-              default=None)
+    top = max(
+        (s for s in scored.all_scores if s.name not in ("decay", "freshness")),
+        key=lambda s: s.value,
+        default=None,
+    )
     return f"kept: {top.name} ({top.provenance})" if top else "kept"
 
 

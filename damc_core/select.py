@@ -9,7 +9,7 @@ source trust breaks ties between cards of the same moment, and the loser is mark
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Protocol
 
 from .errors import ConfigError
@@ -172,7 +172,7 @@ def upgrade_detail(
                 continue
             extra = options[level].tokens - out[i].card.tokens
             if 0 < extra <= budget_left:
-                out[i] = replace(out[i], card=options[level])
+                out[i] = out[i]._replace(card=options[level])
                 budget_left -= extra
     return out
 
@@ -189,7 +189,7 @@ def fit_leaner(
     for item, why in sorted(selection.dropped, key=lambda d: -d[0].value):
         lean = leaner.get(item.card.id)
         if why == OVER_BUDGET and lean is not None and lean.tokens <= budget_left:
-            kept.append(replace(item, card=lean))
+            kept.append(item._replace(card=lean))
             budget_left -= lean.tokens
         else:
             dropped.append((item, why))

@@ -137,14 +137,23 @@ def load_encoding(name: str = "cl100k_base") -> tiktoken.Encoding:
 
 
 class TiktokenCounter:
-    """Exact BPE token counts with an offline encoding (``cl100k_base`` by default)."""
+    """Exact BPE token counts with an offline encoding (``cl100k_base`` by default).
 
-    __slots__ = ("encoding",)
+    Texts longer than ``exact_limit`` characters (a 10 MB tool dump) are estimated at four
+    characters per token instead: encoding them would cost seconds and no budget needs the digit.
+    """
 
-    def __init__(self, encoding: str | tiktoken.Encoding = "cl100k_base") -> None:
+    __slots__ = ("encoding", "exact_limit")
+
+    def __init__(
+        self, encoding: str | tiktoken.Encoding = "cl100k_base", *, exact_limit: int = 200_000
+    ) -> None:
         self.encoding = load_encoding(encoding) if isinstance(encoding, str) else encoding
+        self.exact_limit = exact_limit
 
     def count(self, text: str) -> int:
+        if len(text) > self.exact_limit:
+            return len(text) // 4
         return len(self.encoding.encode(text, disallowed_special=()))
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
+from typing import Any, NamedTuple
 
 from .errors import ConfigError
 
@@ -94,9 +94,11 @@ class Table:
     """Cell values verbatim; ``""`` where a record has no such field."""
 
 
-@dataclass(frozen=True, slots=True)
-class Score:
-    """One valuator's opinion of a card, kept so ``explain()`` can say why a card was kept."""
+class Score(NamedTuple):
+    """One valuator's opinion of a card, kept so ``explain()`` can say why a card was kept.
+
+    A named tuple rather than a dataclass: valuators make several per card per decision.
+    """
 
     name: str
     """What was measured, e.g. ``causal``, ``constraint``, ``state``, ``focus``, ``decay``."""
@@ -152,9 +154,6 @@ class Card:
     """Id of the newer card that replaced every value of this one."""
     used_terms: frozenset[str] = frozenset()
     """Values of this card that later tool calls took as arguments (lower-cased)."""
-    last_used: int = -1
-    """``seq`` of the newest event that mentioned one of this card's identifiers or took one as an
-    argument; decay counts from here, so a card the conversation keeps coming back to stays fresh."""
     prior: float = 0.0
     """Query-independent decision value in [0, 1], set by the encoder's valuation at observe time."""
     scores: tuple[Score, ...] = ()
@@ -181,15 +180,19 @@ class DecisionFocus:
     """Tool names the next step is likely to call."""
 
 
-@dataclass(frozen=True, slots=True)
-class ScoredCard:
-    """A card with the value it has for the current decision."""
+class ScoredCard(NamedTuple):
+    """A card with the value it has for the current decision (a named tuple: made per card per decision)."""
 
     card: Card
     value: float
     """Decision value for the current focus, after decay, in [0, 1]."""
     scores: tuple[Score, ...] = ()
-    """Every component of ``value`` with its provenance."""
+    """Scores of this decision (focus, decay, ...); the card's standing scores are on ``card.scores``."""
+
+    @property
+    def all_scores(self) -> tuple[Score, ...]:
+        """Standing and per-decision scores together, with their provenance."""
+        return (*self.card.scores, *self.scores)
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,7 +16,7 @@ Valuators are pluggable and combine with :class:`WeightedValuators`.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Protocol
@@ -35,6 +35,10 @@ class ValuationContext:
     """Sequence number of the newest observed event."""
     now: float
     """Unix time of the decision."""
+    last_used: Mapping[str, int] = field(default_factory=dict)
+    """Card id -> ``seq`` of the newest event that mentioned one of its identifiers or took one as
+    an argument. Turn decay counts from there, so a card the conversation keeps returning to stays
+    fresh."""
 
 
 class Valuator(Protocol):
@@ -60,13 +64,12 @@ class ModeWeights:
     constraint: float
     state: float
     focus: float
-    prior: float
 
 
 MODE_WEIGHTS: dict[TaskMode, ModeWeights] = {
-    TaskMode.PRECISE_PLANNING: ModeWeights(causal=0.9, constraint=0.85, state=0.8, focus=0.6, prior=1.0),
-    TaskMode.INFORMATION_GATHERING: ModeWeights(causal=0.6, constraint=0.5, state=0.4, focus=0.9, prior=1.0),
-    TaskMode.CREATIVE: ModeWeights(causal=0.3, constraint=0.4, state=0.3, focus=0.8, prior=1.0),
+    TaskMode.PRECISE_PLANNING: ModeWeights(causal=0.9, constraint=0.85, state=0.8, focus=0.6),
+    TaskMode.INFORMATION_GATHERING: ModeWeights(causal=0.6, constraint=0.5, state=0.4, focus=0.9),
+    TaskMode.CREATIVE: ModeWeights(causal=0.3, constraint=0.4, state=0.3, focus=0.8),
 }
 
 COLD_START_PRIOR: dict[CardKind, float] = {
@@ -99,7 +102,7 @@ class Decay:
 
     def factor(self, card: Card, context: ValuationContext) -> float:
         if self.unit == "turns":
-            age = float(context.current_seq - max(card.seq, card.last_used))
+            age = float(context.current_seq - max(card.seq, context.last_used.get(card.id, -1)))
         else:
             age = context.now - card.created_at
         return max(self.floor, math.exp(-self.lam * max(0.0, age)))
@@ -110,6 +113,10 @@ def noisy_or(values: Sequence[float]) -> float:
     for v in values:
         out *= 1.0 - min(1.0, max(0.0, v))
     return 1.0 - out
+
+
+_DECAY_WHY = "time decay since the card was made or last mentioned"
+_FRESH_WHY = "fades with each newer card from the same tool"
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,30 +151,30 @@ class HeuristicValuator:
         return noisy_or([s.value for s in scores])
 
     def value(self, cards: Sequence[Card], *, context: ValuationContext) -> list[ScoredCard]:
-        weights = MODE_WEIGHTS[self.mode]
+        focus_weight = MODE_WEIGHTS[self.mode].focus
         focus_terms = context.focus.terms
-        newer_of_same_source: dict[str, int] = {}
+        focus_tools = context.focus.tools
+        newer_of_same_source: dict[object, int] = {}
         out = []
         for card in sorted(cards, key=lambda c: -c.seq):
-            source = card.tool_name or card.kind.value
+            source = card.tool_name or card.kind
             rank = newer_of_same_source.get(source, 0)
             newer_of_same_source[source] = rank + 1
             overlap = len(card.terms & focus_terms) if focus_terms else 0
-            focus = min(1.0, 0.35 * overlap) * weights.focus
-            if card.tool_name and card.tool_name in context.focus.tools:
-                focus = max(focus, 0.3 * weights.focus)
+            focus = min(1.0, 0.35 * overlap) * focus_weight
+            if focus_tools and card.tool_name in focus_tools:
+                focus = max(focus, 0.3 * focus_weight)
             decay = self.decay.factor(card, context)
             freshness = max(self.rank_floor, self.rank_decay**rank)
-            scores = card.scores
+            scores: tuple[Score, ...] = (
+                Score("decay", decay, _DECAY_WHY),
+                Score("freshness", freshness, _FRESH_WHY),
+            )
             if focus:
                 why = f"shares {overlap} exact terms with the decision focus"
-                scores = (*scores, Score("focus", focus, why))
-            scores = (
-                *scores,
-                Score("decay", decay, f"{self.decay.unit} age"),
-                Score("freshness", freshness, f"{rank} newer cards from {source}"),
-            )
-            out.append(ScoredCard(card, noisy_or([card.prior * decay * freshness, focus]), scores))
+                scores += (Score("focus", focus, why),)
+            aged = card.prior * decay * freshness
+            out.append(ScoredCard(card, 1.0 - (1.0 - aged) * (1.0 - focus), scores))
         return out[::-1]
 
     @staticmethod
