@@ -29,6 +29,27 @@ _DATUM_KEY = re.compile(r"[A-Z]{3,}|.*\d.*\d.*\d.*")
 """A dict key that is itself data: an upper-case code (``SFO``) or an id with 3+ digits."""
 
 
+_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
+_RESTRICTION = re.compile(
+    r"\b(not|no|never|only|don't|do not|can't|cannot|won't|before|after|instead|"
+    r"prefer|must|without|except|cheapest|fastest|earliest|latest)\b",
+    re.I,
+)
+
+
+def _prose(card: Card, detail: Detail) -> str:
+    """User or assistant text: whole in ``full``; in ``key`` only sentences with exact values or a
+    restriction; in ``skeleton`` only the exact values."""
+    if detail == "full" or not card.text:
+        return card.text
+    values = [f.value for f in card.facts]
+    if detail == "skeleton":
+        return ", ".join(values) if values else _clip(card.text, 80)
+    sentences = [s for s in _SENTENCE.split(card.text) if s.strip()]
+    kept = [s.strip() for s in sentences if _RESTRICTION.search(s) or any(v in s for v in values)]
+    return " ".join(kept) if kept else _clip(card.text, 80)
+
+
 def _mentions(value: str, wanted: frozenset[str]) -> bool:
     if not wanted or not value:
         return False
@@ -107,9 +128,9 @@ class TemplateCompressor:
     def render(self, card: Card, *, focus: DecisionFocus | None = None, detail: Detail = "full") -> str:
         head = f"[{card.id}]"
         if card.kind is CardKind.USER_INSTRUCTION:
-            return f"{head} user: {card.text}"
+            return f"{head} user: {_prose(card, detail)}"
         if card.kind is CardKind.ASSISTANT_CONCLUSION:
-            return f"{head} assistant: {card.text}"
+            return f"{head} assistant: {_prose(card, detail)}"
         if card.kind is CardKind.SYSTEM_NOTE:
             return f"{head} {card.source}: {card.text}"
         if card.kind is CardKind.TOOL_CALL:

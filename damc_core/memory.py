@@ -431,9 +431,9 @@ class DecisionMemory:
         A rendering depends on the focus only through the focus terms the card holds, so it is
         cached under those; most cards hold none and render once.
         """
-        if card.kind not in (CardKind.TOOL_RESULT, CardKind.TOOL_ERROR):
+        if card.kind not in _LEVELLED:
             return dict.fromkeys(DETAILS, card)
-        relevant = card.terms & focus.terms
+        relevant = card.terms & focus.terms if card.kind in _FOCUSED else frozenset()
         cache_key = (card.id, relevant, card.used_terms)
         levels = self._render_cache.get(cache_key)
         if levels is None:
@@ -597,6 +597,13 @@ class DecisionMemory:
     aobserve = _to_thread(observe)
     abuild = _to_thread(build)
     aobserve_tool = _to_thread(observe_tool)
+
+
+_LEVELLED = frozenset(
+    {CardKind.TOOL_RESULT, CardKind.TOOL_ERROR, CardKind.USER_INSTRUCTION, CardKind.ASSISTANT_CONCLUSION}
+)
+_FOCUSED = frozenset({CardKind.TOOL_RESULT, CardKind.TOOL_ERROR})
+"""Kinds whose rendering depends on the decision focus (tables cut to the rows in focus)."""
 
 
 def _shortlist(scored: list[ScoredCard], budget: int) -> tuple[list[ScoredCard], list[ScoredCard]]:
