@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Literal, Protocol
 
-from .extract import ID_TOKEN, fact_kind, term_variants
+from .extract import fact_kind, identifiers, term_variants
 from .types import Card, CardKind, DecisionFocus, Table
 
 Detail = Literal["full", "key", "skeleton"]
@@ -287,9 +287,7 @@ class SummarizingCompressor:
             summary = self.summarizer.summarize(card.text, instructions=SUMMARY_INSTRUCTIONS).strip()
         except Exception:  # the summarizer is optional: a failed call falls back to the template
             return self.templates.render(card)
-        missing = [
-            t for t in dict.fromkeys(m.group(0) for m in ID_TOKEN.finditer(card.text)) if t not in summary
-        ]
+        missing = [t for t in dict.fromkeys(identifiers(card.text)) if t not in summary]
         if missing:
             summary += " | also: " + ", ".join(missing)
         return self.templates.render(replace(card, text=summary), focus=focus, detail=detail)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -17,13 +17,13 @@ from .extract import (
     AMOUNT,
     DATE,
     EMAIL,
-    ID_TOKEN,
     NEGATIVE_STATUS,
     exact_terms,
     fact_kind,
+    identifiers,
     term_variants,
 )
-from .tokens import content_text
+from .tokens import call_function, content_text
 from .types import Card, CardKind, Fact, Message, RawRecord, Table
 
 
@@ -105,7 +105,7 @@ def argument_values(arguments: Mapping[str, Any]) -> list[str]:
 class DefaultEncoder:
     """Structural JSON extraction with an extractive text fallback; no model calls."""
 
-    max_parse_chars: int = 2_000_000
+    max_parse_chars: int = 16_000_000
     """Outputs longer than this are not parsed as JSON; they get the text fallback (raw kept)."""
     max_depth: int = 12
     """Deeper JSON is kept as one clipped value instead of being walked."""
@@ -172,7 +172,7 @@ class DefaultEncoder:
         arguments: dict[str, Any] = {}
         terms: set[str] = set()
         for raw_call in calls:
-            function = raw_call.get("function", {}) if isinstance(raw_call, dict) else {}
+            function = call_function(raw_call)
             name = str(function.get("name") or "unknown_tool")
             args = parse_arguments(function.get("arguments"))
             names.append(name)
@@ -377,13 +377,14 @@ def _constraints(facts: list[Fact], tables: list[Table], text: str) -> list[str]
     """Options a result rules out: negative statuses, zero availability, error sentences."""
     found: list[str] = []
     for fact in facts:
-        if NEGATIVE_STATUS.search(fact.value) and fact.kind in ("status", "error", "value"):
+        unavailable = fact.value in ("0", "false", "no") and _COUNT_COLUMN.search(fact.path)
+        if unavailable or (NEGATIVE_STATUS.search(fact.value) and fact.kind in ("status", "error", "value")):
             found.append(f"{fact.path}={_clip(fact.value, 80)}")
     for table in tables:
         label_index = _label_column(table)
         for row in table.rows:
             for column, cell in zip(table.columns, row, strict=False):
-                zero = cell in ("0", "0.0") and _COUNT_COLUMN.search(column)
+                zero = cell in ("0", "0.0", "false", "no") and _COUNT_COLUMN.search(column)
                 if zero or (NEGATIVE_STATUS.search(cell) and len(cell) <= 40):
                     found.append(f"{row[label_index]}: {column}={cell}")
             if len(found) > 40:
@@ -427,33 +428,43 @@ def _entity_keys(
     return tuple(dict.fromkeys(keys))
 
 
+def _exact_values(text: str) -> Iterator[tuple[str, str]]:
+    """(kind, value) for every date, amount, e-mail and identifier in ``text``, in that order."""
+    for kind, pattern in (("date", DATE), ("amount", AMOUNT), ("id", EMAIL)):
+        for match in pattern.finditer(text):
+            yield kind, match.group(0)
+    for token in identifiers(text):
+        yield "id", token
+
+
 def _text_facts(text: str, limit: int) -> list[Fact]:
     facts: list[Fact] = []
     seen: set[str] = set()
-    for kind, pattern in (("date", DATE), ("amount", AMOUNT), ("id", EMAIL), ("id", ID_TOKEN)):
-        for match in pattern.finditer(text):
-            value = match.group(0)
-            if value in seen:
-                continue
-            seen.add(value)
-            facts.append(Fact("text", value, kind))
-            if len(facts) >= limit:
-                return facts
+    for kind, value in _exact_values(text):
+        if value in seen:
+            continue
+        seen.add(value)
+        facts.append(Fact("text", value, kind))
+        if len(facts) >= limit:
+            break
     return facts
 
 
 def extractive_summary(text: str, limit: int) -> str:
-    """Keep the sentences that carry exact values, in order, then list identifiers that did not fit.
+    """Keep the sentences that carry exact values, in order, then list the values that did not fit.
 
-    Sentences are ranked by how many identifiers, numbers, dates and ruled-out options they hold;
-    the first sentence gets a small bonus because it usually states what the text is about.
+    Sentences are ranked by how many identifiers, dates and amounts they hold and whether they rule
+    an option out; the first sentence gets a small bonus because it usually says what the text is
+    about. Values from sentences left out follow verbatim after ``| also:``.
     """
     sentences = [s.strip() for s in _SENTENCE.split(text) if s and s.strip()]
     if not sentences:
         return ""
     scored = []
-    for index, sentence in enumerate(sentences[:2000]):
-        weight = len(ID_TOKEN.findall(sentence)) + 2 * len(DATE.findall(sentence))
+    for index, sentence in enumerate(sentences):
+        if index and not any(c.isdigit() for c in sentence) and not NEGATIVE_STATUS.search(sentence):
+            continue  # no exact value and nothing ruled out: not worth ranking
+        weight = sum(1 for _ in identifiers(sentence)) + 2 * len(DATE.findall(sentence))
         weight += 2 * len(AMOUNT.findall(sentence)) + 3 * bool(NEGATIVE_STATUS.search(sentence))
         scored.append((weight + (1.5 if index == 0 else 0), index, _clip(sentence, limit // 2)))
     chosen: list[tuple[int, str]] = []
@@ -464,7 +475,7 @@ def extractive_summary(text: str, limit: int) -> str:
         chosen.append((index, sentence))
         used += len(sentence) + 1
     kept = " ".join(s for _, s in sorted(chosen))
-    missing = [t for t in dict.fromkeys(m.group(0) for m in ID_TOKEN.finditer(text)) if t not in kept]
+    missing = [v for v in dict.fromkeys(v for _, v in _exact_values(text)) if v not in kept]
     if missing:
-        kept += " | also: " + ", ".join(missing[:40])
+        kept += " | also: " + ", ".join(missing[:60])
     return kept

@@ -17,7 +17,7 @@ from typing import Any
 from .encode import argument_values, parse_arguments
 from .memory import DecisionMemory, MemorySettings
 from .stores import InMemoryStore, MemoryStore
-from .tokens import TokenCounter, count_messages, message_text
+from .tokens import TokenCounter, call_function, count_messages, message_text
 from .types import BuiltContext, Message, Namespace
 
 SKIPPED_TOOLS = frozenset({"think", "calculate", "web_search"})
@@ -85,7 +85,7 @@ def needed_facts(history: Sequence[Message], message: Message) -> list[tuple[str
     user_text = "\n".join(str(m.get("content") or "") for m in history if m.get("role") == "user")
     facts = []
     for call in message.get("tool_calls") or ():
-        function = call.get("function", {})
+        function = call_function(call)
         if function.get("name") in SKIPPED_TOOLS:
             continue
         arguments = parse_arguments(function.get("arguments"))

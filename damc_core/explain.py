@@ -19,6 +19,8 @@ def explain(built: BuiltContext) -> str:
         )
         for score in d.scores:
             lines.append(f"{'':>33}{score.name}={score.value:.2f}: {score.provenance}")
+    if built.unconsidered:
+        lines.append(f"{built.unconsidered} older cards outside the shortlist were not valued")
     lines.append(
         f"\n{len(kept)} of {len(built.decisions)} cards kept; memory {built.memory_tokens} tokens; "
         f"sent {built.total_tokens} of {built.raw_tokens} tokens (ratio {built.compression_ratio:.2f}); "

@@ -6,12 +6,28 @@ Patterns are deliberately conservative: a value is kept verbatim or not at all, 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 
-ID_TOKEN = re.compile(
-    r"#?[A-Za-z]*\d[A-Za-z0-9_\-]*[A-Za-z0-9]|#?[A-Za-z][A-Za-z0-9_\-]*\d[A-Za-z0-9_\-]*|\b[A-Z]{3,}\b"
-)
-"""Identifiers and codes: mixed letters and digits (``HAT136``, ``#W4923227``, ``credit_card_44``),
-numbers, and upper-case codes (``JFK``)."""
+_TOKEN = re.compile(r"#?[A-Za-z0-9][A-Za-z0-9_\-]*")
+"""Word-like tokens; identifiers are picked from these so matching stays linear in the text."""
+
+
+def is_identifier(token: str) -> bool:
+    """Identifiers and codes: anything with a digit (``HAT136``, ``#W4923227``, ``credit_card_44``,
+    ``7447``) or an upper-case code of three or more letters (``JFK``)."""
+    core = token.lstrip("#")
+    if len(core) < 2:
+        return False
+    return any(c.isdigit() for c in core) or (len(core) >= 3 and core.isalpha() and core.isupper())
+
+
+def identifiers(text: str) -> Iterator[str]:
+    """Identifiers in ``text`` in order (see :func:`is_identifier`), trailing ``-``/``_`` stripped."""
+    for match in _TOKEN.finditer(text):
+        token = match.group(0).rstrip("-_")
+        if is_identifier(token):
+            yield token
+
 
 DATE = re.compile(r"\b\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2})?)?\b|\b\d{1,2}:\d{2}(?::\d{2})?\b")
 AMOUNT = re.compile(r"[$€£]\s?\d[\d,]*(?:\.\d+)?|\b\d[\d,]*(?:\.\d+)?\s?(?:USD|EUR|GBP|dollars?)\b", re.I)
@@ -124,7 +140,7 @@ def fact_kind(key: str, value: str) -> str:
         return "status"
     if NAME_KEY.search(leaf):
         return "name"
-    if ID_TOKEN.fullmatch(value) and not value.isdigit():
+    if _TOKEN.fullmatch(value) and is_identifier(value) and not value.isdigit():
         return "id"
     return "value"
 
@@ -145,7 +161,11 @@ def term_variants(term: str) -> list[str]:
 def exact_terms(text: str, *, limit: int = 4096) -> set[str]:
     """Lower-cased identifiers, codes, dates, e-mails and capitalized names found in free text."""
     found: set[str] = set()
-    for pattern in (ID_TOKEN, DATE, EMAIL, CAPITALIZED):
+    for token in identifiers(text):
+        found.update(term_variants(token))
+        if len(found) >= limit:
+            return found
+    for pattern in (DATE, EMAIL, CAPITALIZED):
         for match in pattern.finditer(text):
             found.update(term_variants(match.group(0)))
             if len(found) >= limit:

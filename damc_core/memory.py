@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import functools
 import json
 import logging
 import re
+import threading
 import time
-from collections import defaultdict
+from collections import defaultdict, deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, ParamSpec, TypeVar
@@ -26,7 +28,14 @@ from .errors import ConfigError
 from .extract import exact_terms
 from .select import HybridSelector, Selector, Supersession, fit_leaner, upgrade_detail
 from .stores import MemoryStore, SQLiteStore
-from .tokens import MESSAGE_OVERHEAD, TiktokenCounter, TokenCounter, content_text, count_messages
+from .tokens import (
+    MESSAGE_OVERHEAD,
+    TiktokenCounter,
+    TokenCounter,
+    call_function,
+    content_text,
+    count_messages,
+)
 from .types import (
     BuiltContext,
     Card,
@@ -125,7 +134,8 @@ class _Session:
     by_term: defaultdict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
     """Exact term -> ids of the cards holding it, oldest first."""
     by_entity: defaultdict[tuple[str, str], set[str]] = field(default_factory=lambda: defaultdict(set))
-    pending: dict[str, ToolCall] = field(default_factory=dict)
+    pending: defaultdict[str, deque[ToolCall]] = field(default_factory=lambda: defaultdict(deque))
+    """Call id -> calls still waiting for their result, oldest first (ids may repeat)."""
     goal_terms: set[str] = field(default_factory=set)
     system_prompt: str | None = None
     seq: int = 0
@@ -151,6 +161,17 @@ class _Session:
         if self.last_used.get(card_id, -1) < seq:
             self.last_used[card_id] = seq
             self.seqs[self.positions[card_id]] = seq
+
+
+def _synchronized(method: Callable[P, R]) -> Callable[P, R]:
+    """Run a method under the instance lock: agents observe from callback threads and async tasks."""
+
+    @functools.wraps(method)
+    def run(*args: P.args, **kwargs: P.kwargs) -> R:
+        with args[0]._lock:  # type: ignore[attr-defined]
+            return method(*args, **kwargs)
+
+    return run
 
 
 def _to_thread(fn: Callable[P, R]) -> Callable[P, Any]:
@@ -199,9 +220,11 @@ class DecisionMemory:
         self._session = _Session()
         self._render_cache: dict[tuple[str, frozenset[str], frozenset[str]], dict[Detail, Card]] = {}
         self._line_tokens: dict[str, int] = {}
+        self._lock = threading.RLock()
         self._reload()
 
     # -- observe -------------------------------------------------------------------------------
+    @_synchronized
     def observe(self, event: Mapping[str, Any] | Any) -> Card:
         """Record one event (an OpenAI-style message) and return its card.
 
@@ -219,6 +242,11 @@ class DecisionMemory:
         )
         self.store.append(record)
         session.seq += 1
+        return self._process(record, message)
+
+    def _process(self, record: RawRecord, message: Message) -> Card:
+        """Encode a stored record into a card and update links, supersession and the store."""
+        session = self._session
         card_id = f"c{record.seq}"
         call = self._pending_call(message)
         try:
@@ -242,6 +270,7 @@ class DecisionMemory:
         self.store.put_cards(self.namespace, [card, *changed])
         return card
 
+    @_synchronized
     def observe_tool(
         self,
         name: str,
@@ -271,8 +300,24 @@ class DecisionMemory:
     def _pending_call(self, message: Message) -> ToolCall | None:
         if message.get("role") != "tool":
             return None
-        call_id = str(message.get("tool_call_id") or "")
-        return self._session.pending.pop(call_id, None)
+        waiting = self._session.pending.get(str(message.get("tool_call_id") or ""))
+        return waiting.popleft() if waiting else None
+
+    def _register_calls(self, message: Message, card_id: str) -> list[ToolCall]:
+        """Remember each call of an assistant message until its result arrives."""
+        calls = []
+        for raw in message.get("tool_calls") or ():
+            function = call_function(raw)
+            call_id = str(raw.get("id", "")) if isinstance(raw, dict) else ""
+            call = ToolCall(
+                call_id,
+                str(function.get("name") or "unknown_tool"),
+                parse_arguments(function.get("arguments")),
+                card_id,
+            )
+            self._session.pending[call_id].append(call)
+            calls.append(call)
+        return calls
 
     def _link(self, card: Card, message: Message) -> list[Card]:
         """Record calls as pending and link the earlier cards whose values they take as arguments."""
@@ -286,13 +331,8 @@ class DecisionMemory:
         self._touch_mentioned(card)
         if card.kind is not CardKind.TOOL_CALL:
             return changed
-        for raw in message.get("tool_calls") or ():
-            function = raw.get("function", {}) if isinstance(raw, dict) else {}
-            arguments = parse_arguments(function.get("arguments"))
-            call_id = str(raw.get("id", "")) if isinstance(raw, dict) else ""
-            session.pending[call_id] = ToolCall(
-                call_id, str(function.get("name") or "unknown_tool"), arguments, card.id
-            )
+        for call in self._register_calls(message, card.id):
+            arguments = call.arguments
             used: set[str] = set()
             for value in argument_values(arguments):
                 used.update(session.by_term.get(value.lower().lstrip("#"), ())[-MENTION_FANOUT:])
@@ -347,6 +387,7 @@ class DecisionMemory:
         return changed
 
     # -- build ---------------------------------------------------------------------------------
+    @_synchronized
     def build(
         self, *, system: str | None = None, query: str | None = None, budget: int | None = None
     ) -> BuiltContext:
@@ -373,15 +414,25 @@ class DecisionMemory:
         wide = DecisionFocus(focus.query, focus.terms | session.goal_terms, focus.tools)
         candidates: list[Card] = []
         decisions: list[Decision] = []
-        for card in self._candidates(focus):
-            if card.id in recent_ids or card.source in ("system", "developer"):
+        shortlist = self._candidates(focus)
+        for card in shortlist:
+            if card.source in ("system", "developer"):
+                decisions.append(
+                    Decision(card.id, True, "kept: system prompt, sent as it is", 1.0, 0, card.raw_tokens)
+                )
+                continue
+            if card.id in recent_ids:
+                why = "kept: recent dialogue, sent as a message"
+                decisions.append(Decision(card.id, True, why, 1.0, 0, card.raw_tokens))
                 continue
             if card.superseded_by and self.settings.superseded == "drop":
                 why = f"superseded by {card.superseded_by}"
                 decisions.append(Decision(card.id, False, why, 0.0, 0, card.raw_tokens, card.scores))
                 continue
             if card.kind is CardKind.TOOL_CALL and not card.text:
-                continue  # its arguments head the result card
+                why = "its arguments head the result card"
+                decisions.append(Decision(card.id, False, why, 0.0, 0, card.raw_tokens))
+                continue
             candidates.append(card)
         context = ValuationContext(
             focus=focus, current_seq=session.seq, now=self.clock(), last_used=session.last_used
@@ -422,6 +473,7 @@ class DecisionMemory:
             decisions=tuple(sorted(decisions, key=lambda d: int(d.card_id[1:]))),
             memory_tokens=self.counter.count(memory) if memory else 0,
             total_tokens=count_messages(messages, self.counter),
+            unconsidered=len(session.cards) - len(shortlist),
             raw_tokens=session.raw_tokens + (self.counter.count(system) + MESSAGE_OVERHEAD if system else 0),
         )
 
@@ -528,6 +580,8 @@ class DecisionMemory:
             "function",
         ):
             return {"role": "user", "content": self._session.cards[entry.card_id].summary}
+        if message.get("content") is None and not message.get("tool_calls"):
+            return {**message, "content": ""}  # chat APIs reject a null content without tool calls
         return message
 
     def _focus(self, query: str | None) -> DecisionFocus:
@@ -577,22 +631,31 @@ class DecisionMemory:
         self._session = _Session(seq=self._session.seq)
 
     def _reload(self) -> None:
+        """Rebuild the in-process view from the store; records that never got a card (the process
+        stopped between storing and encoding) are encoded now."""
         session = self._session
         for card in self.store.cards(self.namespace):
             self._touch_mentioned(card)
             session.put(card)
             self._index(card)
-            session.seq = max(session.seq, card.seq + 1)
         for record in self.store.records(self.namespace):
             session.seq = max(session.seq, record.seq + 1)
             message = json.loads(record.body)
+            card_id = f"c{record.seq}"
+            if card_id not in session.cards:
+                self._process(record, message)
+                continue
             if message.get("role") in ("system", "developer"):
                 session.system_prompt = content_text(message.get("content"))
-            elif f"c{record.seq}" in session.cards:
-                session.history.append(_Entry(message, f"c{record.seq}"))
-                session.raw_tokens += count_messages([message], self.counter)
-            if message.get("role") == "user":
-                session.goal_terms |= session.cards.get(f"c{record.seq}", _EMPTY).terms
+            else:
+                session.history.append(_Entry(message, card_id))
+                session.raw_tokens += session.cards[card_id].raw_tokens
+            if message.get("tool_calls"):
+                self._register_calls(message, card_id)
+            elif message.get("role") == "tool":
+                self._pending_call(message)
+            elif message.get("role") == "user":
+                session.goal_terms |= session.cards[card_id].terms
 
     aobserve = _to_thread(observe)
     abuild = _to_thread(build)
@@ -646,15 +709,23 @@ def normalize_event(event: Mapping[str, Any] | Any) -> tuple[Message, str]:
         try:
             message["content"] = json.dumps(content, ensure_ascii=False)
         except (TypeError, ValueError, RecursionError):
-            message["content"] = repr(content)
+            message["content"] = _safe_repr(content)
     role = message.get("role")
     if not isinstance(role, str):
         message["role"] = "unknown" if role is None else str(role)
     try:
-        body = json.dumps(message, ensure_ascii=False, default=repr)
+        body = json.dumps(message, ensure_ascii=False, default=_safe_repr)
     except (ValueError, RecursionError):
-        body = json.dumps({"role": message["role"], "content": repr(message.get("content"))})
+        body = json.dumps({"role": message["role"], "content": _safe_repr(message.get("content"))})
     return message, body
+
+
+def _safe_repr(value: object) -> str:
+    """``repr`` that cannot fail: a structure too deep to print is named, not raised."""
+    try:
+        return repr(value)
+    except (RecursionError, ValueError, TypeError) as exc:
+        return f"[unprintable {type(value).__name__}: {type(exc).__name__}]"
 
 
 def _is_content_parts(content: object) -> bool:
@@ -682,6 +753,3 @@ def _fallback_card(message: Message, record: RawRecord, card_id: str, exc: Excep
         tool_name=str(message.get("name") or "") or None,
         source=str(message.get("role")),
     )
-
-
-_EMPTY = Card(id="", record_id="", seq=-1, created_at=0.0, kind=CardKind.SYSTEM_NOTE, summary="")

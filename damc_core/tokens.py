@@ -8,17 +8,18 @@ o200k_base) or from tiktoken's own cache, and checks each file's sha256 before u
 
 from __future__ import annotations
 
+import base64
 import functools
+import hashlib
 import os
 import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib import util as importlib_util
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import tiktoken
-from tiktoken.load import load_tiktoken_bpe
 
 from .errors import TokenizerUnavailableError
 from .types import Message
@@ -88,6 +89,24 @@ _SPECS: dict[str, _BpeSpec] = {
 }
 
 
+def _read_bpe(path: Path, sha256: str) -> dict[bytes, int] | None:
+    """Ranks of a ``.tiktoken`` file (``base64-token rank`` per line) if it exists and its hash
+    matches. Read directly: tiktoken's loader copies every file into its cache directory first,
+    which fails when that directory is not writable."""
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None
+    if hashlib.sha256(data).hexdigest() != sha256:
+        return None  # a stale or corrupted copy: try the next place
+    ranks: dict[bytes, int] = {}
+    for line in data.splitlines():
+        if line:
+            token, rank = line.split()
+            ranks[base64.b64decode(token)] = int(rank)
+    return ranks
+
+
 def _package_dirs(package: str) -> list[Path]:
     spec = importlib_util.find_spec(package)
     if spec is None or spec.submodule_search_locations is None:
@@ -120,11 +139,8 @@ def load_encoding(name: str = "cl100k_base") -> tiktoken.Encoding:
     searched = []
     for path in _candidate_files(spec):
         searched.append(str(path))
-        if not path.is_file():
-            continue
-        try:
-            ranks = load_tiktoken_bpe(str(path), expected_hash=spec.sha256)
-        except ValueError:  # hash mismatch: a stale or corrupted cache file, try the next one
+        ranks = _read_bpe(path, spec.sha256)
+        if ranks is None:
             continue
         return tiktoken.Encoding(
             name=name, pat_str=spec.pat_str, mergeable_ranks=ranks, special_tokens=spec.special_tokens
@@ -170,9 +186,15 @@ def message_text(message: Message) -> str:
     """The text a model reads from a message: its content plus its tool calls as ``name(args)``."""
     parts = [content_text(message.get("content"))]
     for call in message.get("tool_calls") or ():
-        function = call.get("function", {}) if isinstance(call, dict) else {}
+        function = call_function(call)
         parts.append(f"{function.get('name')}({function.get('arguments')})")
     return "\n".join(parts)
+
+
+def call_function(call: object) -> dict[str, Any]:
+    """The ``function`` part of an OpenAI tool call, ``{}`` when it is missing or malformed."""
+    function = call.get("function") if isinstance(call, dict) else None
+    return function if isinstance(function, dict) else {}
 
 
 def content_text(content: object) -> str:

@@ -224,6 +224,8 @@ class BuiltContext:
     """Tokens of every message sent, system prompt included."""
     raw_tokens: int
     """Tokens the same history would cost sent verbatim."""
+    unconsidered: int = 0
+    """Cards left out before valuation because a long memory is first cut to a shortlist."""
 
     @property
     def compression_ratio(self) -> float:
