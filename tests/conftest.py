@@ -1,0 +1,280 @@
+"""Shared fixtures for the damc_core tests.
+
+* ``msg``: builders for OpenAI-style messages (user turns, tool calls, tool results).
+* ``airline_messages``: a scripted tau-bench-like airline conversation (user details, a flight
+  search with a sold-out option, a booking).
+* ``memory`` / ``make_memory``: ``DecisionMemory`` on a real SQLite file with the real offline
+  tiktoken counter and a clock that only moves when a test moves it.
+* ``assert_valid_context``: checks a message list the way an OpenAI-style chat API would.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from damc_core import DecisionMemory, Namespace, SQLiteStore, TiktokenCounter
+
+T0 = 1_715_785_200.0
+"""2024-05-15 15:00 UTC, the "current time" of the tau-bench airline domain."""
+
+
+class ManualClock:
+    """A clock that stands still until the test advances it (so builds are reproducible)."""
+
+    def __init__(self, now: float = T0) -> None:
+        self.now = now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Msg:
+    """Builders for OpenAI-style chat messages."""
+
+    @staticmethod
+    def system(text: str) -> dict[str, Any]:
+        return {"role": "system", "content": text}
+
+    @staticmethod
+    def user(text: str | None) -> dict[str, Any]:
+        return {"role": "user", "content": text}
+
+    @staticmethod
+    def assistant(text: str | None) -> dict[str, Any]:
+        return {"role": "assistant", "content": text}
+
+    @staticmethod
+    def call(call_id: str, name: str, arguments: dict[str, Any] | str) -> dict[str, Any]:
+        """An assistant message requesting one tool call."""
+        args = arguments if isinstance(arguments, str) else json.dumps(arguments)
+        return {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": call_id, "type": "function", "function": {"name": name, "arguments": args}}
+            ],
+        }
+
+    @staticmethod
+    def result(call_id: str, name: str, payload: Any) -> dict[str, Any]:
+        """A tool message; dicts and lists are sent as JSON text, as agents do."""
+        content = payload if isinstance(payload, (str, bytes)) or payload is None else json.dumps(payload)
+        return {"role": "tool", "tool_call_id": call_id, "name": name, "content": content}
+
+
+USER_DETAILS = {
+    "user_id": "mia_li_3668",
+    "name": {"first_name": "Mia", "last_name": "Li"},
+    "email": "mia.li3818@example.com",
+    "dob": "1990-04-05",
+    "membership": "gold",
+    "payment_methods": {
+        "credit_card_4421486": {
+            "source": "credit_card",
+            "brand": "visa",
+            "last_four": "7447",
+            "id": "credit_card_4421486",
+        },
+        "certificate_7504069": {"source": "certificate", "amount": 250, "id": "certificate_7504069"},
+    },
+    "reservations": ["NO6JO3", "AIXC49"],
+}
+
+FLIGHTS = [
+    {
+        "flight_number": "HAT069",
+        "origin": "JFK",
+        "destination": "SEA",
+        "scheduled_departure_time_est": "06:00:00",
+        "status": "available",
+        "available_seats": {"basic_economy": 17, "economy": 12, "business": 3},
+        "prices": {"basic_economy": 51, "economy": 121, "business": 239},
+    },
+    {
+        "flight_number": "HAT083",
+        "origin": "JFK",
+        "destination": "SEA",
+        "scheduled_departure_time_est": "01:00:00",
+        "status": "available",
+        "available_seats": {"basic_economy": 0, "economy": 0, "business": 5},
+        "prices": {"basic_economy": 87, "economy": 100, "business": 470},
+    },
+]
+
+BOOKING = {
+    "reservation_id": "HATHAT",
+    "user_id": "mia_li_3668",
+    "origin": "JFK",
+    "destination": "SEA",
+    "flight_type": "one_way",
+    "cabin": "economy",
+    "flights": [{"flight_number": "HAT069", "date": "2024-05-20", "price": 121}],
+    "payment_history": [{"payment_id": "credit_card_4421486", "amount": 121}],
+    "created_at": "2024-05-15T15:00:00",
+    "status": "confirmed",
+}
+
+
+def airline_conversation() -> list[dict[str, Any]]:
+    """System prompt, user request, get_user_details, search_direct_flight, book_reservation."""
+    m = Msg
+    return copy.deepcopy(
+        [
+            m.system("You are an airline agent. Follow the airline policy."),
+            m.user("Hi, I'm mia_li_3668. I want a one-way flight from JFK to SEA on 2024-05-20 in economy."),
+            m.call("call_1", "get_user_details", {"user_id": "mia_li_3668"}),
+            m.result("call_1", "get_user_details", USER_DETAILS),
+            m.call(
+                "call_2",
+                "search_direct_flight",
+                {"origin": "JFK", "destination": "SEA", "date": "2024-05-20"},
+            ),
+            m.result("call_2", "search_direct_flight", FLIGHTS),
+            m.assistant(
+                "HAT069 departs 06:00 and costs $121 in economy; HAT083 is sold out in economy. Book HAT069?"
+            ),
+            m.user("Yes, book HAT069 and pay with my credit card."),
+            m.call(
+                "call_3",
+                "book_reservation",
+                {
+                    "user_id": "mia_li_3668",
+                    "origin": "JFK",
+                    "destination": "SEA",
+                    "flight_type": "one_way",
+                    "cabin": "economy",
+                    "flights": [{"flight_number": "HAT069", "date": "2024-05-20"}],
+                    "payment_methods": [{"payment_id": "credit_card_4421486", "amount": 121}],
+                },
+            ),
+            m.result("call_3", "book_reservation", BOOKING),
+            m.assistant("Booked: reservation HATHAT on HAT069, $121 charged to credit_card_4421486."),
+        ]
+    )
+
+
+@pytest.fixture
+def msg() -> type[Msg]:
+    return Msg
+
+
+@pytest.fixture
+def airline_messages() -> list[dict[str, Any]]:
+    return airline_conversation()
+
+
+@pytest.fixture(scope="session")
+def counter() -> TiktokenCounter:
+    return TiktokenCounter()
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock()
+
+
+@pytest.fixture
+def db_path(tmp_path: Path) -> Path:
+    return tmp_path / "memory.sqlite3"
+
+
+@pytest.fixture
+def store(db_path: Path) -> Iterator[SQLiteStore]:
+    with SQLiteStore(db_path) as opened:
+        yield opened
+
+
+@pytest.fixture
+def make_memory(
+    store: SQLiteStore, counter: TiktokenCounter, clock: ManualClock
+) -> Callable[..., DecisionMemory]:
+    """``make_memory(**overrides)``: DecisionMemory on the test's SQLite file, real counter, manual clock."""
+
+    def make(**overrides: Any) -> DecisionMemory:
+        options: dict[str, Any] = {
+            "namespace": Namespace(user="mia_li_3668", session="trip-1"),
+            "store": store,
+            "counter": counter,
+            "clock": clock,
+        }
+        options.update(overrides)
+        return DecisionMemory(**options)
+
+    return make
+
+
+@pytest.fixture
+def memory(make_memory: Callable[..., DecisionMemory]) -> DecisionMemory:
+    return make_memory()
+
+
+KNOWN_ROLES = {"system", "developer", "user", "assistant", "tool"}
+
+
+def check_context(messages: Sequence[dict[str, Any]], *, content: bool = True) -> None:
+    """Raise AssertionError when an OpenAI-style chat API would reject ``messages``.
+
+    Always checked: known roles; every tool message answers an open call of the assistant message
+    right before it (only tool messages in between); every tool call gets its result.
+    With ``content=True`` also: no null content except on an assistant message that calls tools.
+    """
+    assert isinstance(messages, list), f"messages must be a list, got {type(messages).__name__}"
+    open_calls: list[str] = []
+    in_tool_block = False
+    for index, message in enumerate(messages):
+        where = f"message {index} ({message.get('role')!r})"
+        role = message.get("role")
+        assert role in KNOWN_ROLES, f"{where}: unknown role"
+        if role == "tool":
+            assert in_tool_block, f"{where}: tool result without an assistant tool call right before it"
+            call_id = message.get("tool_call_id")
+            assert call_id in open_calls, (
+                f"{where}: tool_call_id {call_id!r} answers no open call {open_calls}"
+            )
+            open_calls.remove(call_id)
+            if content:
+                assert isinstance(message.get("content"), (str, list)), f"{where}: content must be text"
+            continue
+        assert not open_calls, f"{where}: tool calls {open_calls} got no result"
+        in_tool_block = False
+        calls = message.get("tool_calls")
+        if role == "assistant" and calls:
+            for call in calls:
+                assert isinstance(call, dict) and call.get("id"), f"{where}: malformed tool call {call!r}"
+                function = call.get("function")
+                assert isinstance(function, dict) and function.get("name"), f"{where}: call without a name"
+                open_calls.append(call["id"])
+            in_tool_block = True
+        elif content:
+            assert isinstance(message.get("content"), (str, list)), (
+                f"{where}: content is {message.get('content')!r}"
+            )
+    assert not open_calls, f"tool calls {open_calls} at the end got no result"
+
+
+@pytest.fixture
+def assert_valid_context() -> Callable[..., None]:
+    return check_context
+
+
+def memory_section(messages: Sequence[dict[str, Any]]) -> str:
+    """The fenced memory text of a built context ("" when there is none)."""
+    for message in messages:
+        text = message.get("content")
+        if isinstance(text, str) and "<memory>" in text:
+            return text[text.index("<memory>") :]
+    return ""
+
+
+@pytest.fixture
+def memory_text() -> Callable[[Sequence[dict[str, Any]]], str]:
+    return memory_section

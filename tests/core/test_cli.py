@@ -1,0 +1,149 @@
+"""The ``damc`` command: replay, eval and inspect on a small tau-bench-shaped trace."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from damc_core.cli import main
+
+
+@pytest.fixture(autouse=True)
+def wide_terminal(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")  # keep rich from wrapping table cells
+
+
+@pytest.fixture
+def trace(tmp_path, airline_messages, msg):
+    """Three trajectories as tau-bench writes them: [{"task_id", "reward", "traj": [...]}, ...]."""
+    cancel = [
+        msg.system("You are an airline agent."),
+        msg.user("Cancel reservation ZFA04Y, I'm mia_li_3668."),
+        msg.call("call_1", "get_reservation_details", {"reservation_id": "ZFA04Y"}),
+        msg.result("call_1", "get_reservation_details", {"reservation_id": "ZFA04Y", "status": "confirmed"}),
+        msg.call("call_2", "cancel_reservation", {"reservation_id": "ZFA04Y"}),
+        msg.result("call_2", "cancel_reservation", {"reservation_id": "ZFA04Y", "status": "cancelled"}),
+        msg.assistant("ZFA04Y is cancelled."),
+    ]
+    chat_only = [
+        msg.system("You are an airline agent."),
+        msg.user("Hi"),
+        msg.assistant("Hello! How can I help?"),
+    ]
+    items = [
+        {"task_id": 0, "reward": 1.0, "traj": airline_messages},
+        {"task_id": 1, "reward": 1.0, "traj": cancel},
+        {"task_id": 2, "reward": 0.0, "traj": chat_only},
+    ]
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(items), encoding="utf-8")
+    return path, [item["traj"] for item in items]
+
+
+def decision_steps(trajectories):
+    return [
+        (t, s)
+        for t, messages in enumerate(trajectories)
+        for s, m in enumerate(messages)
+        if m["role"] == "assistant" and m.get("tool_calls")
+    ]
+
+
+def test_replay_writes_one_line_per_tool_calling_assistant_message(
+    trace, tmp_path, capsys, assert_valid_context
+):
+    path, trajectories = trace
+    out = tmp_path / "out" / "contexts.jsonl"
+
+    code = main(["replay", str(path), "--budget", "500", "--out", str(out)])
+
+    assert code == 0
+    lines = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert (
+        [(line["traj"], line["step"]) for line in lines]
+        == decision_steps(trajectories)
+        == [(0, 2), (0, 4), (0, 8), (1, 2), (1, 4)]
+    )
+    for line in lines:
+        assert set(line) == {"traj", "step", "messages"}
+        assert_valid_context(line["messages"])
+        assert line["messages"][0]["role"] == "system"
+    assert f"wrote 5 decision points from 3 trajectories to {out}" in capsys.readouterr().out.replace(
+        "\n", " "
+    )
+
+
+def test_replay_context_holds_what_the_booking_needs(trace, tmp_path):
+    path, _ = trace
+    out = tmp_path / "contexts.jsonl"
+
+    main(["replay", str(path), "--budget", "500", "--out", str(out)])
+
+    booking = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()][2]
+    assert booking["step"] == 8
+    sent = json.dumps(booking["messages"])
+    for value in ("mia_li_3668", "HAT069", "credit_card_4421486", "2024-05-20"):
+        assert value in sent
+
+
+def test_eval_prints_damc_beside_the_baselines(trace, capsys):
+    path, _ = trace
+
+    code = main(["eval", str(path), "--budget", "500"])
+
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "damc" in out
+    assert "full history" in out
+    assert "token buffer @500" in out
+    assert "decision points: 5" in out
+
+
+def test_inspect_shows_the_cards_at_one_decision(trace, capsys):
+    path, _ = trace
+
+    code = main(["inspect", str(path), "--traj", "0", "--step", "8", "--budget", "500"])
+
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "cards kept; memory" in out
+    assert "assembled messages:" in out
+
+
+def test_inspect_with_a_step_that_is_no_decision_returns_2(trace, capsys):
+    path, _ = trace
+
+    code = main(["inspect", str(path), "--traj", "0", "--step", "3"])
+
+    assert code == 2
+    err = capsys.readouterr().err.replace("\n", " ")
+    assert "damc: error: step 3 of trajectory 0 is not a tool-calling assistant message" in err
+    assert "decision steps are [2, 4, 8]" in err
+
+
+def test_inspect_with_a_trajectory_out_of_range_returns_2(trace, capsys):
+    path, _ = trace
+
+    assert main(["inspect", str(path), "--traj", "7", "--step", "2"]) == 2
+    assert "--traj 7 is out of range" in capsys.readouterr().err
+
+
+def test_truncated_trace_returns_2_and_names_the_line(tmp_path, airline_messages, capsys):
+    path = tmp_path / "cut.jsonl"
+    text = "".join(json.dumps(m) + "\n" for m in airline_messages)
+    path.write_text(text[:-30], encoding="utf-8")
+
+    code = main(["eval", str(path)])
+
+    assert code == 2
+    assert f"cut.jsonl:{len(airline_messages)}: invalid JSON line" in capsys.readouterr().err.replace(
+        "\n", " "
+    )
+
+
+def test_unknown_command_is_a_usage_error(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["compress"])
+
+    assert exit_info.value.code == 2

@@ -1,0 +1,263 @@
+"""Encoding: tool outputs become cards with exact facts, compact tables, errors and constraints."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from damc_core import CardKind, Fact, Table
+
+RESERVATION = {
+    "reservation_id": "ZFA04Y",
+    "user_id": "mia_li_3668",
+    "created_at": "2024-05-05T23:00:15",
+    "flight_date": "2024-05-20",
+    "total_price": 1234.56,
+    "payment_id": "gift_card_7219486",
+    "status": "confirmed",
+    "cabin": "economy",
+}
+
+
+def observe_result(memory, msg, name, payload, arguments=None):
+    memory.observe(msg.call("call_1", name, arguments or {}))
+    return memory.observe(msg.result("call_1", name, payload))
+
+
+def test_json_object_becomes_facts_with_verbatim_ids_dates_amounts(memory, msg):
+    card = observe_result(memory, msg, "get_reservation_details", RESERVATION, {"reservation_id": "ZFA04Y"})
+
+    assert card.kind is CardKind.TOOL_RESULT
+    assert card.tool_name == "get_reservation_details"
+    assert card.arguments == {"reservation_id": "ZFA04Y"}
+    facts = {f.path: f for f in card.facts}
+    assert facts["reservation_id"] == Fact("reservation_id", "ZFA04Y", "id")
+    assert facts["payment_id"] == Fact("payment_id", "gift_card_7219486", "id")
+    assert facts["created_at"] == Fact("created_at", "2024-05-05T23:00:15", "date")
+    assert facts["flight_date"] == Fact("flight_date", "2024-05-20", "date")
+    assert facts["total_price"] == Fact("total_price", "1234.56", "amount")
+    assert facts["status"] == Fact("status", "confirmed", "status")
+    for value in ("ZFA04Y", "gift_card_7219486", "2024-05-05T23:00:15", "2024-05-20", "1234.56", "confirmed"):
+        assert value in card.summary
+    assert card.summary.startswith(f"[{card.id}] get_reservation_details(reservation_id=ZFA04Y) -> ")
+
+
+def test_prices_and_statuses_make_a_card_volatile_with_an_as_of_time(memory, msg, clock):
+    card = observe_result(memory, msg, "get_reservation_details", RESERVATION)
+
+    assert card.volatile
+    assert card.as_of == clock.now
+
+
+def test_nested_objects_keep_their_paths_and_keyed_collections_become_tables(memory, msg, airline_messages):
+    memory.observe(airline_messages[2])
+    card = memory.observe(airline_messages[3])  # get_user_details
+
+    facts = {f.path: f.value for f in card.facts}
+    assert facts["name.first_name"] == "Mia"
+    assert facts["email"] == "mia.li3818@example.com"
+    assert facts["reservations"] == "[NO6JO3, AIXC49]"
+    (methods,) = [t for t in card.tables if t.path == "payment_methods"]
+    cells = {cell for row in methods.rows for cell in row}
+    assert {"credit_card_4421486", "certificate_7504069", "7447", "250"} <= cells
+
+
+def test_list_of_records_becomes_a_table(memory, msg, airline_messages):
+    memory.observe(airline_messages[4])
+    card = memory.observe(airline_messages[5])  # search_direct_flight
+
+    assert card.facts == ()
+    (table,) = card.tables
+    assert isinstance(table, Table)
+    assert table.path == ""
+    assert table.columns[0] == "flight_number"
+    assert {"prices.economy", "available_seats.economy", "scheduled_departure_time_est"} <= set(table.columns)
+    rows = {row[0]: dict(zip(table.columns, row, strict=True)) for row in table.rows}
+    assert rows["HAT069"]["prices.economy"] == "121"
+    assert rows["HAT069"]["scheduled_departure_time_est"] == "06:00:00"
+    assert rows["HAT083"]["available_seats.economy"] == "0"
+    assert "HAT069" in card.summary and "HAT083" in card.summary
+
+
+def test_long_table_shows_some_rows_and_says_how_to_recall_the_rest(memory, msg):
+    rows = [{"item_id": f"{1000000000 + i}", "color": "red", "price": 10 + i} for i in range(100)]
+
+    card = observe_result(memory, msg, "list_items", rows)
+
+    assert len(card.tables[0].rows) == 100
+    assert f"more rows: recall {card.id}" in card.summary
+    assert "1000000000" in card.summary
+    assert json.loads(memory.handle_recall({"card_id": card.id})) == rows
+
+
+@pytest.mark.parametrize(
+    "payload",
+    ["Error: order #W4923227 not found", "Traceback (most recent call last): KeyError: '#W4923227'"],
+)
+def test_error_text_becomes_a_tool_error_with_a_constraint(memory, msg, payload):
+    card = observe_result(memory, msg, "get_order_details", payload, {"order_id": "#W4923227"})
+
+    assert card.kind is CardKind.TOOL_ERROR
+    assert card.constraints[0] == f"get_order_details failed: {payload}"
+    assert " FAILED -> " in card.summary
+    assert "#W4923227" in card.summary
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        {"error": "Insufficient gift card balance: $12.50 left on gift_card_1234567"},
+        {"status": "failed", "message": "Insufficient gift card balance: $12.50 left on gift_card_1234567"},
+    ],
+    ids=["error key", "failed status"],
+)
+def test_error_json_becomes_a_tool_error_with_a_constraint(memory, msg, payload):
+    card = observe_result(memory, msg, "exchange_delivered_order_items", payload)
+
+    assert card.kind is CardKind.TOOL_ERROR
+    assert card.constraints[0].startswith("exchange_delivered_order_items failed: ")
+    assert "Insufficient gift card balance: $12.50 left on gift_card_1234567" in card.constraints[0]
+    assert "$12.50" in card.summary and "gift_card_1234567" in card.summary
+
+
+def test_observe_tool_can_flag_an_error(memory):
+    card = memory.observe_tool(
+        "cancel_reservation", {"reservation_id": "ZFA04Y"}, "cannot cancel", error=True
+    )
+
+    assert card.kind is CardKind.TOOL_ERROR
+    assert card.constraints[0] == "cancel_reservation failed: cannot cancel"
+
+
+def test_successful_result_is_not_an_error(memory, msg):
+    card = observe_result(
+        memory, msg, "book_reservation", {"reservation_id": "HATHAT", "status": "confirmed"}
+    )
+
+    assert card.kind is CardKind.TOOL_RESULT
+    assert card.constraints == ()
+
+
+def test_sold_out_and_zero_seats_become_constraints(memory, msg):
+    flights = [
+        {"flight_number": "HAT083", "status": "sold out", "available_seats": {"economy": 0, "business": 4}},
+        {"flight_number": "HAT069", "status": "available", "available_seats": {"economy": 12, "business": 3}},
+    ]
+
+    card = observe_result(memory, msg, "search_direct_flight", flights)
+
+    assert "HAT083: status=sold out" in card.constraints
+    assert "HAT083: available_seats.economy=0" in card.constraints
+    assert not any("HAT069" in c for c in card.constraints)
+
+
+def test_sold_out_in_free_text_becomes_a_constraint(memory, msg):
+    card = observe_result(
+        memory, msg, "check_stock", "The Blue Bottle is sold out. The Red Bottle ships today."
+    )
+
+    assert card.constraints == ("The Blue Bottle is sold out.",)
+
+
+def test_negative_status_field_becomes_a_constraint(memory, msg):
+    card = observe_result(
+        memory, msg, "get_flight_status", {"flight_number": "HAT045", "status": "cancelled"}
+    )
+
+    assert "status=cancelled" in card.constraints
+
+
+def test_unavailable_variant_becomes_a_constraint(memory, msg):
+    product = {
+        "product_id": "8310926033",
+        "name": "Water Bottle",
+        "variants": {
+            "1434748144": {
+                "item_id": "1434748144",
+                "options": {"color": "red"},
+                "available": False,
+                "price": 49.72,
+            },
+            "4579334072": {
+                "item_id": "4579334072",
+                "options": {"color": "blue"},
+                "available": True,
+                "price": 54.85,
+            },
+        },
+    }
+
+    card = observe_result(memory, msg, "get_product_details", product)
+
+    assert any("1434748144" in c for c in card.constraints)
+
+
+FILLER = "We reviewed the general store policy with the customer and explained the usual process. "
+KEY_SENTENCE = "Order #W4923227 was refunded $154.30 on 2024-05-14 to paypal_7732922. "
+
+
+def test_free_text_fallback_keeps_the_sentence_with_exact_values(memory, msg):
+    text = FILLER * 10 + KEY_SENTENCE + FILLER * 10
+
+    card = observe_result(memory, msg, "read_notes", text)
+
+    assert card.kind is CardKind.TOOL_RESULT
+    assert len(card.text) < len(text)
+    assert KEY_SENTENCE.strip() in card.text
+    for value in ("#W4923227", "$154.30", "2024-05-14", "paypal_7732922"):
+        assert value in card.summary
+    assert {f.value for f in card.facts} >= {"#W4923227", "$154.30", "2024-05-14", "paypal_7732922"}
+
+
+def test_free_text_fallback_lists_identifiers_it_could_not_fit(memory, msg):
+    sentences = [
+        f"Ticket T{i:05d} was reissued after a long explanation of the fare rules. " for i in range(30)
+    ]
+    text = "".join(sentences)
+    assert len(text) > 2_000
+
+    card = observe_result(memory, msg, "read_log", text)
+
+    assert len(card.text) < len(text)
+    for i in range(30):
+        assert f"T{i:05d}" in card.text
+
+
+def test_free_text_fallback_keeps_values_late_in_a_long_text(memory, msg):
+    text = FILLER * 2_500 + KEY_SENTENCE + FILLER * 10
+
+    card = observe_result(memory, msg, "read_notes", text)
+
+    assert "$154.30" in card.summary
+    assert "#W4923227" in card.summary
+
+
+def test_user_turn_is_kept_whole(memory, msg):
+    text = "Hi, I'm mia_li_3668. Please cancel ZFA04Y but not NO6JO3; refund to credit_card_4421486."
+
+    card = memory.observe(msg.user(text))
+
+    assert card.kind is CardKind.USER_INSTRUCTION
+    assert card.text == text
+    assert card.summary == f"[{card.id}] user: {text}"
+    assert {"mia_li_3668", "zfa04y", "no6jo3", "credit_card_4421486"} <= card.terms
+
+
+def test_tool_call_card_records_the_parsed_arguments(memory, msg):
+    card = memory.observe(msg.call("call_9", "cancel_reservation", {"reservation_id": "ZFA04Y"}))
+
+    assert card.kind is CardKind.TOOL_CALL
+    assert card.tool_name == "cancel_reservation"
+    assert card.tool_call_id == "call_9"
+    assert card.arguments == {"reservation_id": "ZFA04Y"}
+    assert card.summary == f"[{card.id}] assistant called cancel_reservation(reservation_id=ZFA04Y)"
+
+
+def test_a_value_reused_by_a_later_call_links_the_cards(memory, airline_messages):
+    cards = [memory.observe(m) for m in airline_messages]
+    user_details, booking_call = cards[3], cards[8]
+
+    assert booking_call.kind is CardKind.TOOL_CALL
+    assert booking_call.id in memory.card(user_details.id).decision_links
+    assert any(s.name == "causal" for s in memory.card(user_details.id).scores)

@@ -1,0 +1,159 @@
+"""Namespaces and persistence: tenants sharing one SQLite file never see each other's memory, and a
+reopened file restores cards and history."""
+
+from __future__ import annotations
+
+import pytest
+
+from damc_core import (
+    ConfigError,
+    DecisionMemory,
+    InMemoryStore,
+    MemorySettings,
+    Namespace,
+    SQLiteStore,
+    StoreClosedError,
+)
+
+
+def test_two_tenants_on_one_sqlite_file_never_see_each_other(db_path, counter, clock, msg, memory_text):
+    with SQLiteStore(db_path) as first_handle, SQLiteStore(db_path) as second_handle:
+        mia = DecisionMemory(
+            namespace=Namespace(user="mia", session="trip"), store=first_handle, counter=counter, clock=clock
+        )
+        omar = DecisionMemory(
+            namespace=Namespace(user="omar", session="trip"),
+            store=second_handle,
+            counter=counter,
+            clock=clock,
+        )
+        mia.observe(msg.user("My reservation is ZFA04Y, pay with credit_card_4421486."))
+        mia.observe(msg.call("call_1", "get_reservation_details", {"reservation_id": "ZFA04Y"}))
+        mia_card = mia.observe(msg.result("call_1", "get_reservation_details", {"reservation_id": "ZFA04Y"}))
+        omar.observe(msg.user("My reservation is 5RJ7UH."))
+
+        assert [c.id for c in mia.cards()] == ["c0", "c1", "c2"]
+        assert [c.id for c in omar.cards()] == ["c0"]
+        assert omar.recall(mia_card.id) is None
+        assert omar.recall("c0")["content"] == "My reservation is 5RJ7UH."
+        assert mia.recall("c0")["content"].startswith("My reservation is ZFA04Y")
+        assert "No memory card 'c2'" in omar.handle_recall({"card_id": "c2"})
+        omar_sent = str(omar.build().messages)
+        assert "ZFA04Y" not in omar_sent and "credit_card_4421486" not in omar_sent
+        assert "5RJ7UH" not in str(mia.build().messages)
+
+
+def test_sessions_of_one_user_are_separate(store, counter, clock, msg):
+    morning = DecisionMemory(
+        namespace=Namespace(user="mia", session="morning"), store=store, counter=counter, clock=clock
+    )
+    evening = DecisionMemory(
+        namespace=Namespace(user="mia", session="evening"), store=store, counter=counter, clock=clock
+    )
+
+    morning.observe(msg.user("Cancel ZFA04Y."))
+
+    assert evening.cards() == []
+    assert evening.recall("c0") is None
+
+
+def test_slashes_in_names_cannot_make_two_namespaces_collide(store, counter, clock, msg):
+    left = DecisionMemory(
+        namespace=Namespace(user="a/b", session="c"), store=store, counter=counter, clock=clock
+    )
+    right = DecisionMemory(
+        namespace=Namespace(user="a", session="b/c"), store=store, counter=counter, clock=clock
+    )
+
+    left.observe(msg.user("secret of a/b"))
+
+    assert Namespace(user="a/b", session="c").key != Namespace(user="a", session="b/c").key
+    assert right.recall("c0") is None
+
+
+def test_in_memory_store_isolates_namespaces_too(counter, clock, msg):
+    store = InMemoryStore()
+    one = DecisionMemory(namespace=Namespace(user="u1"), store=store, counter=counter, clock=clock)
+    two = DecisionMemory(namespace=Namespace(user="u2"), store=store, counter=counter, clock=clock)
+
+    one.observe(msg.user("Order #W4923227"))
+
+    assert two.cards() == [] and two.recall("c0") is None
+    assert one.recall("c0") == msg.user("Order #W4923227")
+
+
+@pytest.mark.parametrize(("user", "session"), [("", "s"), ("u", ""), (None, "s")])
+def test_empty_namespace_parts_are_rejected(user, session):
+    with pytest.raises(ConfigError, match="must be a non-empty string"):
+        Namespace(user=user, session=session)  # type: ignore[arg-type]
+
+
+def test_reopening_the_sqlite_file_restores_cards_and_history(db_path, counter, clock, airline_messages, msg):
+    namespace = Namespace(user="mia_li_3668", session="trip-1")
+    settings = MemorySettings(budget=900)
+    with SQLiteStore(db_path) as store:
+        memory = DecisionMemory(
+            namespace=namespace, store=store, counter=counter, clock=clock, settings=settings
+        )
+        for message in airline_messages:
+            memory.observe(message)
+        before = memory.build()
+        cards_before = memory.cards()
+
+    with SQLiteStore(db_path) as store:
+        reopened = DecisionMemory(
+            namespace=namespace, store=store, counter=counter, clock=clock, settings=settings
+        )
+        after = reopened.build()
+
+        assert reopened.cards() == cards_before
+        assert after.messages == before.messages
+        assert after.decisions == before.decisions
+        assert after.raw_tokens == before.raw_tokens
+        assert reopened.recall("c5") == airline_messages[5]
+
+        card = reopened.observe(msg.user("One more thing."))
+        assert card.id == f"c{len(airline_messages)}"
+
+
+def test_supersession_survives_reopening(db_path, counter, clock, msg):
+    namespace = Namespace(user="mia", session="s")
+    reservation = {"reservation_id": "ZFA04Y", "cabin": "economy", "status": "confirmed"}
+    with SQLiteStore(db_path) as store:
+        memory = DecisionMemory(namespace=namespace, store=store, counter=counter, clock=clock)
+        memory.observe(msg.call("call_1", "get_reservation_details", {"reservation_id": "ZFA04Y"}))
+        old = memory.observe(msg.result("call_1", "get_reservation_details", reservation))
+        memory.observe(msg.call("call_2", "get_reservation_details", {"reservation_id": "ZFA04Y"}))
+        new = memory.observe(
+            msg.result("call_2", "get_reservation_details", {**reservation, "cabin": "business"})
+        )
+
+    with SQLiteStore(db_path) as store:
+        reopened = DecisionMemory(namespace=namespace, store=store, counter=counter, clock=clock)
+
+        assert reopened.card(old.id).superseded_by == new.id
+
+
+def test_reopening_between_a_tool_call_and_its_result_keeps_the_pairing(db_path, counter, clock, msg):
+    namespace = Namespace(user="mia", session="s")
+    with SQLiteStore(db_path) as store:
+        memory = DecisionMemory(namespace=namespace, store=store, counter=counter, clock=clock)
+        memory.observe(msg.call("call_1", "search_direct_flight", {"origin": "JFK", "destination": "SEA"}))
+
+    with SQLiteStore(db_path) as store:
+        reopened = DecisionMemory(namespace=namespace, store=store, counter=counter, clock=clock)
+        card = reopened.observe(
+            {"role": "tool", "tool_call_id": "call_1", "content": '[{"flight_number": "HAT069"}]'}
+        )
+
+        assert card.tool_name == "search_direct_flight"
+        assert dict(card.arguments) == {"origin": "JFK", "destination": "SEA"}
+
+
+def test_closed_store_raises_store_closed_error(db_path, counter, clock, msg):
+    store = SQLiteStore(db_path)
+    memory = DecisionMemory(store=store, counter=counter, clock=clock)
+    store.close()
+
+    with pytest.raises(StoreClosedError):
+        memory.observe(msg.user("Hello"))

@@ -1,0 +1,86 @@
+"""The recall tool: an agent can expand any card back to its raw record."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from damc_core import RECALL_TOOL, DecisionMemory
+
+
+def test_recall_tool_is_a_valid_openai_function_tool():
+    assert json.loads(json.dumps(RECALL_TOOL)) == RECALL_TOOL
+    assert set(RECALL_TOOL) == {"type", "function"}
+    assert RECALL_TOOL["type"] == "function"
+    function = RECALL_TOOL["function"]
+    assert re.fullmatch(r"[A-Za-z0-9_-]{1,64}", function["name"])
+    assert function["name"] == "recall"
+    assert isinstance(function["description"], str) and function["description"]
+    parameters = function["parameters"]
+    assert parameters["type"] == "object"
+    assert parameters["properties"]["card_id"]["type"] == "string"
+    assert parameters["required"] == ["card_id"]
+    assert set(parameters["required"]) <= set(parameters["properties"])
+
+
+@pytest.fixture
+def remembered(memory: DecisionMemory, airline_messages) -> DecisionMemory:
+    for message in airline_messages:
+        memory.observe(message)
+    return memory
+
+
+def test_handle_recall_returns_the_raw_tool_output(remembered, airline_messages):
+    assert remembered.card("c3").tool_name == "get_user_details"
+
+    assert remembered.handle_recall('{"card_id": "c3"}') == airline_messages[3]["content"]
+
+
+@pytest.mark.parametrize(
+    "arguments", [{"card_id": "c5"}, '{"card_id": " [c5] "}', {"card_id": "[c5]"}], ids=repr
+)
+def test_handle_recall_accepts_a_dict_and_a_bracketed_id(remembered, airline_messages, arguments):
+    assert remembered.handle_recall(arguments) == airline_messages[5]["content"]
+
+
+def test_handle_recall_of_a_user_turn_returns_its_text(remembered, airline_messages):
+    assert remembered.handle_recall({"card_id": "c1"}) == airline_messages[1]["content"]
+
+
+@pytest.mark.parametrize("card_id", ["c99", "nope", ""])
+def test_unknown_card_id_gives_a_clear_message(remembered, card_id):
+    assert remembered.handle_recall({"card_id": card_id}) == f"No memory card {card_id!r} in this session."
+    assert remembered.recall(card_id) is None
+
+
+def test_recall_with_invalid_json_arguments_does_not_raise(remembered):
+    answer = remembered.handle_recall('{"card_id": c3')
+
+    assert answer.startswith("No memory card")
+
+
+def test_recall_returns_the_whole_message(remembered, airline_messages):
+    for card in remembered.cards():
+        assert remembered.recall(card.id) == airline_messages[int(card.id[1:])]
+
+
+def test_recall_still_works_after_the_in_process_view_is_cleared(remembered, airline_messages):
+    remembered.clear()
+
+    assert remembered.recall("c3") == airline_messages[3]
+
+
+def test_agent_can_recall_the_rows_a_card_left_out(memory, msg):
+    rows = [{"item_id": f"{4000000000 + i}", "color": "blue", "price": 20 + i} for i in range(80)]
+    memory.observe(msg.user("Which items are there?"))
+    memory.observe(msg.call("call_1", "list_items", {"product_id": "8310926033"}))
+    card = memory.observe(msg.result("call_1", "list_items", rows))
+    assert "4000000079" not in card.summary
+    hint = re.search(r"\(\+(\d+) more rows: recall (c\d+)\)", card.summary)
+    assert hint is not None and hint.group(2) == card.id
+
+    answer = memory.handle_recall(json.dumps({"card_id": hint.group(2)}))
+
+    assert json.loads(answer) == rows

@@ -1,0 +1,248 @@
+"""Bad input never crashes ``DecisionMemory.observe``; the raw event is stored first and recallable,
+and ``build()`` still returns a context an OpenAI-style API accepts."""
+
+from __future__ import annotations
+
+import base64
+import functools
+import json
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from damc_core import Card, CardKind, DecisionMemory, MemorySettings
+
+DEEP_JSON = "[" * 10_000 + "]" * 10_000
+
+CASES: dict[str, Callable[[Any], list[Any]]] = {  # msg builders -> events
+    "invalid JSON tool output": lambda m: [
+        m.call("call_1", "get_order_details", {"order_id": "#W4923227"}),
+        m.result("call_1", "get_order_details", '{"order_id": "#W4923227", "status": '),
+    ],
+    "10,000-deep nested JSON text": lambda m: [
+        m.call("call_1", "get_tree", {}),
+        m.result("call_1", "get_tree", DEEP_JSON),
+    ],
+    "unknown role": lambda m: [
+        {"role": "critic", "content": "The plan forgot the refund for order #W2378156."}
+    ],
+    "event without a role": lambda m: [{"content": "stray text"}],
+    "empty event": lambda m: [{}],
+    "tool result whose tool_call_id matches no call": lambda m: [
+        m.user("What is my balance?"),
+        m.result("call_nowhere", "get_balance", {"balance": 1200}),
+    ],
+    "tool call with invalid JSON arguments": lambda m: [
+        m.call("call_1", "book_reservation", '{"flight_number": "HAT0'),
+        m.result("call_1", "book_reservation", {"reservation_id": "HATHAT", "status": "confirmed"}),
+    ],
+    "tool output given as a Python object": lambda m: [
+        m.call("call_1", "list_orders", {}),
+        {"role": "tool", "tool_call_id": "call_1", "content": [{"order_id": "#W1", "total": 12.5}]},
+    ],
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_bad_event_is_stored_and_build_still_works(memory, msg, case, assert_valid_context):
+    for event in CASES[case](msg):
+        card = memory.observe(event)
+
+        assert isinstance(card, Card)
+        stored = memory.recall(card.id)
+        if isinstance(event.get("content"), list):  # JSON payloads are stored as their JSON text
+            assert json.loads(stored["content"]) == event["content"]
+            assert {k: v for k, v in stored.items() if k != "content"} == {
+                k: v for k, v in event.items() if k != "content"
+            }
+        elif "role" in event:
+            assert stored == event
+        else:
+            assert stored == {"role": "unknown", **event}
+
+    built = memory.build()
+    assert_valid_context(built.messages)
+    assert built.total_tokens > 0
+
+
+@pytest.mark.parametrize("event", ["just a string", 42, None, ["a", "list"]], ids=repr)
+def test_non_dict_event_becomes_a_note_and_is_stored(memory, event, assert_valid_context):
+    card = memory.observe(event)
+
+    assert card.kind is CardKind.SYSTEM_NOTE
+    stored = memory.recall(card.id)
+    assert stored["role"] == "unknown"
+    if event is None or isinstance(event, str):
+        assert stored["content"] == event
+    else:
+        assert json.loads(stored["content"]) == event
+    assert_valid_context(memory.build().messages)
+
+
+def test_deep_json_text_is_kept_as_text_not_parsed(memory, msg):
+    memory.observe(msg.call("call_1", "get_tree", {}))
+    card = memory.observe(msg.result("call_1", "get_tree", DEEP_JSON))
+
+    assert card.kind is CardKind.TOOL_RESULT
+    assert card.tables == ()
+    assert memory.handle_recall({"card_id": card.id}) == DEEP_JSON
+
+
+def test_invalid_json_arguments_are_kept_raw(memory):
+    card = memory.observe(
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "call_1", "type": "function", "function": {"name": "book", "arguments": "{not json"}}
+            ],
+        }
+    )
+
+    assert card.kind is CardKind.TOOL_CALL
+    assert card.arguments == {"_raw": "{not json"}
+
+
+def test_orphan_tool_result_is_remembered_but_not_sent_as_a_tool_message(memory, msg, assert_valid_context):
+    memory.observe(msg.user("What is my balance?"))
+    card = memory.observe(msg.result("call_nowhere", "get_balance", {"balance": 1200}))
+
+    assert card.tool_name == "get_balance"
+    assert "balance=1200" in card.summary
+    built = memory.build()
+    assert_valid_context(built.messages)
+    assert all(m["role"] != "tool" for m in built.messages)
+
+
+def test_binary_content_is_stored_as_base64_of_the_original_bytes(memory, msg, assert_valid_context):
+    payload = b"\x89PNG\r\n\x1a\n\xff\xfe\xfd" + bytes(range(256)) * 4
+    memory.observe(msg.call("call_1", "download_receipt", {"order_id": "#W4923227"}))
+
+    card = memory.observe(msg.result("call_1", "download_receipt", payload))
+
+    stored = memory.recall(card.id)["content"]
+    prefix = f"[binary content, {len(payload)} bytes, base64] "
+    assert stored.startswith(prefix)
+    assert base64.b64decode(stored[len(prefix) :]) == payload
+    assert_valid_context(memory.build().messages)
+
+
+def test_utf8_bytes_are_decoded(memory, msg):
+    memory.observe(msg.call("call_1", "get_note", {}))
+    card = memory.observe(msg.result("call_1", "get_note", "Café ☕ order #W1".encode()))
+
+    assert memory.recall(card.id)["content"] == "Café ☕ order #W1"
+
+
+@pytest.mark.parametrize("role", ["user", "assistant", "tool"])
+def test_none_content_is_stored_and_build_does_not_crash(memory, msg, role, assert_valid_context):
+    if role == "tool":
+        memory.observe(msg.call("call_1", "ping", {}))
+        event = {"role": "tool", "tool_call_id": "call_1", "name": "ping", "content": None}
+    else:
+        event = {"role": role, "content": None}
+
+    card = memory.observe(event)
+
+    assert memory.recall(card.id) == event
+    assert_valid_context(memory.build().messages, content=False)
+
+
+@pytest.mark.parametrize(
+    "role",
+    [
+        pytest.param(
+            "user",
+        ),
+        pytest.param(
+            "assistant",
+        ),
+        "tool",
+    ],
+)
+def test_none_content_never_reaches_the_model_as_null(memory, msg, role, assert_valid_context):
+    memory.observe(msg.user("Hello"))
+    if role == "tool":
+        memory.observe(msg.call("call_1", "ping", {}))
+        memory.observe({"role": "tool", "tool_call_id": "call_1", "name": "ping", "content": None})
+    else:
+        memory.observe({"role": role, "content": None})
+
+    assert_valid_context(memory.build().messages)
+
+
+def test_deeply_nested_python_object_does_not_crash(memory, assert_valid_context):
+    nested = functools.reduce(lambda inner, _: [inner], range(10_000), [])
+
+    card = memory.observe_tool("get_tree", {}, nested)
+
+    assert memory.recall(card.id) is not None
+    assert_valid_context(memory.build().messages)
+
+
+def test_tool_call_with_null_function_does_not_crash(memory, assert_valid_context):
+    event = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [{"id": "call_1", "type": "function", "function": None}],
+    }
+
+    card = memory.observe(event)
+
+    assert memory.recall(card.id) == event
+    assert_valid_context(memory.build().messages)
+
+
+def test_long_single_word_output_is_encoded_quickly(memory, msg):
+    memory.observe(msg.call("call_1", "get_sequence", {"gene": "BRCA1"}))
+    sequence = "acgt" * 1_000  # a DNA read, a minified slug, a lowercase hash: no digit, no space
+
+    started = time.perf_counter()
+    card = memory.observe(msg.result("call_1", "get_sequence", sequence))
+    elapsed = time.perf_counter() - started
+
+    assert memory.recall(card.id)["content"] == sequence
+    assert elapsed < 0.3, f"observe took {elapsed:.2f} s for a 4,000-character output"
+
+
+# -- 10 MB outputs: one observe each (they take seconds) -------------------------------------------
+
+
+def test_ten_megabyte_json_list_is_stored_and_compressed(make_memory, msg, assert_valid_context):
+    memory: DecisionMemory = make_memory(settings=MemorySettings(budget=1500))
+    records = [
+        {"order_id": f"#W{i:07d}", "status": "delivered", "total": 12.5 + i % 90, "item": "Water Bottle"}
+        for i in range(130_000)
+    ]
+    payload = json.dumps(records)
+    assert len(payload) >= 10_000_000
+    memory.observe(msg.user("List my orders."))
+    memory.observe(msg.call("call_1", "list_orders", {"user_id": "mia_li_3668"}))
+
+    card = memory.observe(msg.result("call_1", "list_orders", payload))
+
+    assert memory.recall(card.id)["content"] == payload
+    assert card.raw_tokens > 1_000_000
+    built = memory.build()
+    assert_valid_context(built.messages)
+    assert built.total_tokens < 2_000
+
+
+def test_ten_megabyte_plain_text_is_stored_and_compressed(make_memory, msg, assert_valid_context):
+    memory: DecisionMemory = make_memory(settings=MemorySettings(budget=1500))
+    filler = "The warehouse log continues with routine scans and nothing of note happened here. "
+    key = "Refund R-88213 of $154.30 for order #W4923227 was approved on 2024-05-14. "
+    payload = filler * 62_000 + key + filler * 62_000
+    assert len(payload) >= 10_000_000
+    memory.observe(msg.call("call_1", "read_warehouse_log", {"day": "2024-05-14"}))
+
+    card = memory.observe(msg.result("call_1", "read_warehouse_log", payload))
+
+    assert memory.recall(card.id)["content"] == payload
+    for value in ("R-88213", "#W4923227", "2024-05-14"):  # identifiers survive even from the middle
+        assert value in card.summary
+    built = memory.build()
+    assert_valid_context(built.messages)
+    assert built.total_tokens < 2_000

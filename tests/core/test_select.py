@@ -1,0 +1,201 @@
+"""Selection: every selector keeps within the token budget and gives a reason for every drop; bad
+settings fail at construction with ConfigError."""
+
+from __future__ import annotations
+
+import pytest
+
+from damc_core import (
+    Card,
+    CardKind,
+    ConfigError,
+    Decay,
+    DefaultAssembler,
+    HybridSelector,
+    MemorySettings,
+    ScoredCard,
+    ThresholdSelector,
+    TopKSelector,
+)
+from damc_core.tokens import count_messages
+
+
+def scored(values_and_tokens):
+    """ScoredCards c0, c1, ... with the given (value, tokens)."""
+    return [
+        ScoredCard(
+            Card(
+                id=f"c{i}",
+                record_id=f"r{i}",
+                seq=i,
+                created_at=0.0,
+                kind=CardKind.TOOL_RESULT,
+                summary=f"[c{i}] result",
+                tokens=tokens,
+            ),
+            value,
+        )
+        for i, (value, tokens) in enumerate(values_and_tokens)
+    ]
+
+
+CANDIDATES = scored([(0.9, 120), (0.8, 40), (0.7, 300), (0.6, 20), (0.3, 60), (0.04, 10), (0.55, 90)])
+SELECTORS = [
+    TopKSelector(k=3),
+    ThresholdSelector(min_value=0.5),
+    HybridSelector(),
+    HybridSelector(token_exponent=1.0),
+]
+
+
+@pytest.mark.parametrize("selector", SELECTORS, ids=repr)
+@pytest.mark.parametrize("budget", [0, 50, 200, 1_000])
+def test_selectors_obey_the_budget_and_explain_every_drop(selector, budget):
+    selection = selector.select(CANDIDATES, budget=budget)
+
+    assert sum(s.card.tokens for s in selection.kept) <= budget
+    kept_ids = [s.card.id for s in selection.kept]
+    dropped_ids = [s.card.id for s, _ in selection.dropped]
+    assert sorted(kept_ids + dropped_ids) == sorted(s.card.id for s in CANDIDATES)
+    assert len(set(kept_ids + dropped_ids)) == len(CANDIDATES)
+    for _, reason in selection.dropped:
+        assert isinstance(reason, str) and reason
+
+
+def test_top_k_keeps_the_k_most_valuable_that_fit():
+    selection = TopKSelector(k=3).select(CANDIDATES, budget=1_000)
+
+    assert [s.card.id for s in selection.kept] == ["c0", "c1", "c2"]
+    assert {reason for _, reason in selection.dropped} == {"outside the top 3"}
+
+
+def test_top_k_skips_a_card_that_does_not_fit_and_says_so():
+    selection = TopKSelector(k=3).select(CANDIDATES, budget=200)
+
+    assert [s.card.id for s in selection.kept] == ["c0", "c1", "c3"]
+    assert dict((s.card.id, r) for s, r in selection.dropped)["c2"] == "over the token budget"
+
+
+def test_threshold_keeps_every_card_above_the_value_floor():
+    selection = ThresholdSelector(min_value=0.5).select(CANDIDATES, budget=1_000)
+
+    assert sorted(s.card.id for s in selection.kept) == ["c0", "c1", "c2", "c3", "c6"]
+    reasons = dict((s.card.id, r) for s, r in selection.dropped)
+    assert reasons["c4"] == "value 0.30 below threshold 0.5"
+    assert reasons["c5"] == "value 0.04 below threshold 0.5"
+
+
+def test_hybrid_drops_cards_below_its_floor_and_over_the_budget():
+    selection = HybridSelector(min_value=0.05).select(CANDIDATES, budget=200)
+
+    reasons = dict((s.card.id, r) for s, r in selection.dropped)
+    assert reasons["c5"] == "value 0.04 below floor 0.05"
+    assert "over the token budget" in reasons.values()
+    assert "c0" in [s.card.id for s in selection.kept]
+
+
+def test_hybrid_value_per_token_prefers_small_decisive_cards():
+    candidates = scored([(0.9, 400), (0.6, 20), (0.5, 20)])
+
+    by_value = HybridSelector(token_exponent=0.0).select(candidates, budget=400)
+    by_density = HybridSelector(token_exponent=1.0).select(candidates, budget=400)
+
+    assert [s.card.id for s in by_value.kept] == ["c0"]
+    assert [s.card.id for s in by_density.kept] == ["c1", "c2"]
+
+
+def test_nothing_to_select_is_fine():
+    for selector in SELECTORS:
+        selection = selector.select([], budget=100)
+        assert selection.kept == [] and selection.dropped == []
+
+
+@pytest.mark.parametrize("selector", SELECTORS, ids=repr)
+def test_negative_budget_is_a_config_error(selector):
+    with pytest.raises(ConfigError, match="budget must be >= 0"):
+        selector.select(CANDIDATES, budget=-1)
+
+
+@pytest.mark.parametrize(
+    ("make", "match"),
+    [
+        (lambda: TopKSelector(k=0), "TopKSelector.k must be > 0"),
+        (lambda: TopKSelector(k=-3), "TopKSelector.k must be > 0"),
+        (lambda: ThresholdSelector(min_value=1.5), r"ThresholdSelector.min_value must be in \[0, 1\]"),
+        (lambda: ThresholdSelector(min_value=-0.1), r"ThresholdSelector.min_value must be in \[0, 1\]"),
+        (lambda: HybridSelector(min_value=2.0), r"HybridSelector.min_value must be in \[0, 1\]"),
+        (lambda: HybridSelector(token_exponent=1.5), r"HybridSelector.token_exponent must be in \[0, 1\]"),
+        (lambda: MemorySettings(budget=0), "MemorySettings.budget must be > 0"),
+        (lambda: MemorySettings(budget=-100), "MemorySettings.budget must be > 0"),
+        (lambda: MemorySettings(recent_messages=-1), "MemorySettings.recent_messages must be >= 0"),
+        (lambda: MemorySettings(superseded="keep"), "MemorySettings.superseded must be 'drop' or 'mark'"),
+        (lambda: Decay(lam=-0.1), "Decay.lam must be >= 0"),
+        (lambda: Decay(unit="days"), "Decay.unit"),
+    ],
+    ids=[
+        "k=0",
+        "k<0",
+        "threshold>1",
+        "threshold<0",
+        "hybrid floor>1",
+        "hybrid exponent>1",
+        "budget=0",
+        "budget<0",
+        "recent<0",
+        "superseded=keep",
+        "decay lam<0",
+        "decay unit",
+    ],
+)
+def test_bad_settings_raise_config_error(make, match):
+    with pytest.raises(ConfigError, match=match):
+        make()
+
+
+def test_config_error_is_a_value_error():
+    with pytest.raises(ValueError):
+        MemorySettings(budget=0)
+
+
+def test_build_with_a_non_positive_budget_is_a_config_error(memory, msg):
+    memory.observe(msg.user("Hello"))
+
+    with pytest.raises(ConfigError, match="budget must be > 0"):
+        memory.build(budget=0)
+
+
+def long_conversation(airline_messages, msg):
+    messages = list(airline_messages)
+    for i in range(6):
+        messages.append(msg.user(f"Also check SEA to C{i:02d} on 2024-05-2{i}."))
+        messages.append(
+            msg.call(f"s{i}", "search_direct_flight", {"origin": "SEA", "destination": f"C{i:02d}"})
+        )
+        flights = [
+            {"flight_number": f"HAT{100 + 10 * i + j}", "status": "available", "price": 90 + j}
+            for j in range(8)
+        ]
+        messages.append(msg.result(f"s{i}", "search_direct_flight", flights))
+    messages.append(msg.assistant("Here are the options."))
+    return messages
+
+
+@pytest.mark.parametrize(
+    "selector", [HybridSelector(), TopKSelector(k=4), ThresholdSelector(min_value=0.3)], ids=repr
+)
+@pytest.mark.parametrize("budget", [250, 600, 1_200])
+def test_built_context_stays_within_the_budget(make_memory, msg, airline_messages, counter, selector, budget):
+    memory = make_memory(selector=selector, assembler=DefaultAssembler(placement="user"))
+    for message in long_conversation(airline_messages, msg):
+        memory.observe(message)
+
+    built = memory.build(budget=budget)
+
+    system = [m for m in built.messages if m["role"] == "system"]
+    assert built.total_tokens - count_messages(system, counter) <= budget
+    assert built.total_tokens < built.raw_tokens
+    for decision in built.decisions:
+        assert decision.reason
+        if not decision.kept:
+            assert decision.tokens == 0
+    assert sum(d.tokens for d in built.decisions if d.kept) <= budget

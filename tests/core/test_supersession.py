@@ -1,0 +1,115 @@
+"""Supersession: a newer result about the same entity replaces the older card's values."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from damc_core import MemorySettings, Supersession
+
+BEFORE = {
+    "reservation_id": "ZFA04Y",
+    "user_id": "mia_li_3668",
+    "origin": "JFK",
+    "destination": "SEA",
+    "cabin": "basic_economy",
+    "total_baggages": 1,
+    "status": "confirmed",
+}
+AFTER = {**BEFORE, "cabin": "business", "total_baggages": 2}
+
+
+def look_up_twice(memory, msg):
+    """Fetch ZFA04Y, upgrade it, fetch it again, then talk a bit so both results leave the recent window."""
+    memory.observe(msg.user("What is in reservation ZFA04Y?"))
+    memory.observe(msg.call("call_1", "get_reservation_details", {"reservation_id": "ZFA04Y"}))
+    old = memory.observe(msg.result("call_1", "get_reservation_details", BEFORE))
+    memory.observe(msg.user("Upgrade it to business and add a bag."))
+    memory.observe(msg.call("call_2", "get_reservation_details", {"reservation_id": "ZFA04Y"}))
+    new = memory.observe(msg.result("call_2", "get_reservation_details", AFTER))
+    memory.observe(msg.assistant("Your reservation is now in business with 2 bags."))
+    memory.observe(msg.user("Thanks! Anything else I should know?"))
+    memory.observe(msg.assistant("No, that is all."))
+    return old, new
+
+
+def test_newer_result_for_the_same_reservation_supersedes_the_older_card(memory, msg):
+    old, new = look_up_twice(memory, msg)
+
+    assert memory.card(old.id).superseded_by == new.id
+    assert memory.card(new.id).superseded_by is None
+    assert ("ZFA04Y", "cabin") in new.entity_keys
+
+
+def test_superseded_card_is_dropped_and_the_newer_value_is_sent(memory, msg, memory_text):
+    old, new = look_up_twice(memory, msg)
+
+    built = memory.build()
+
+    fenced = memory_text(built.messages)
+    assert f"[{new.id}]" in fenced
+    assert "cabin=business" in fenced
+    assert f"[{old.id}]" not in fenced
+    assert "basic_economy" not in str(built.messages)
+    (decision,) = [d for d in built.decisions if d.card_id == old.id]
+    assert not decision.kept
+    assert decision.reason == f"superseded by {new.id}"
+    assert memory.recall(old.id)["content"]  # still recallable
+
+
+def test_mark_mode_shows_the_superseded_card_marked(make_memory, msg, memory_text):
+    memory = make_memory(settings=MemorySettings(superseded="mark"))
+    old, new = look_up_twice(memory, msg)
+
+    built = memory.build()
+
+    fenced = memory_text(built.messages)
+    assert "cabin=business" in fenced
+    old_lines = [line for line in fenced.splitlines() if f"[{old.id}]" in line]
+    for line in old_lines:
+        assert line.startswith(f"(superseded by {new.id}) [{old.id}]")
+    (decision,) = [d for d in built.decisions if d.card_id == old.id]
+    assert decision.kept == bool(old_lines)
+
+
+def test_result_about_another_reservation_supersedes_nothing(memory, msg):
+    memory.observe(msg.call("call_1", "get_reservation_details", {"reservation_id": "ZFA04Y"}))
+    first = memory.observe(msg.result("call_1", "get_reservation_details", BEFORE))
+    memory.observe(msg.call("call_2", "get_reservation_details", {"reservation_id": "NO6JO3"}))
+    memory.observe(msg.result("call_2", "get_reservation_details", {**BEFORE, "reservation_id": "NO6JO3"}))
+
+    assert memory.card(first.id).superseded_by is None
+
+
+def test_result_with_fewer_fields_does_not_supersede_a_fuller_one(memory, msg):
+    memory.observe(msg.call("call_1", "get_reservation_details", {"reservation_id": "ZFA04Y"}))
+    full = memory.observe(msg.result("call_1", "get_reservation_details", BEFORE))
+    memory.observe(msg.call("call_2", "update_reservation_baggages", {"reservation_id": "ZFA04Y"}))
+    memory.observe(
+        msg.result("call_2", "update_reservation_baggages", {"reservation_id": "ZFA04Y", "total_baggages": 2})
+    )
+
+    assert memory.card(full.id).superseded_by is None
+
+
+def test_repeated_search_with_the_same_arguments_supersedes_the_earlier_one(memory, msg, airline_messages):
+    search_call, search_result = airline_messages[4], airline_messages[5]
+    memory.observe(search_call)
+    first = memory.observe(search_result)
+    memory.observe({**search_call, "tool_calls": [{**search_call["tool_calls"][0], "id": "call_again"}]})
+    second = memory.observe({**search_result, "tool_call_id": "call_again"})
+
+    assert memory.card(first.id).superseded_by == second.id
+
+
+@pytest.mark.parametrize(("newer_trust", "superseded"), [(0.9, True), (0.8, True), (0.1, False)])
+def test_trust_breaks_ties_between_cards_of_the_same_moment(memory, msg, newer_trust, superseded):
+    memory.observe(msg.call("call_1", "get_reservation_details", {"reservation_id": "ZFA04Y"}))
+    old = memory.observe(msg.result("call_1", "get_reservation_details", BEFORE))
+    newer = memory.observe(msg.result("call_1", "get_reservation_details", AFTER))  # same clock reading
+    assert old.trust == 0.8
+
+    chosen = Supersession().superseded(replace(newer, trust=newer_trust), [old])
+
+    assert (chosen == [old]) is superseded

@@ -1,0 +1,123 @@
+"""Reading traces: the three file shapes load; truncated or mis-shaped files give a TraceError that
+says where; a trajectory cut after a tool call still builds a valid context."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from damc_core import TraceError
+from damc_core.trace import load_trajectories
+
+
+def write_jsonl(path, items):
+    path.write_text("".join(json.dumps(item) + "\n" for item in items), encoding="utf-8")
+    return path
+
+
+def test_json_list_of_messages_is_one_trajectory(tmp_path, airline_messages):
+    path = tmp_path / "trace.json"
+    path.write_text(json.dumps(airline_messages), encoding="utf-8")
+
+    assert load_trajectories(path) == [airline_messages]
+
+
+def test_jsonl_of_messages_is_one_trajectory(tmp_path, airline_messages):
+    path = write_jsonl(tmp_path / "trace.jsonl", airline_messages)
+
+    assert load_trajectories(path) == [airline_messages]
+
+
+def test_tau_bench_results_give_one_trajectory_per_item(tmp_path, airline_messages):
+    path = tmp_path / "results.json"
+    items = [
+        {"task_id": 0, "reward": 1.0, "traj": airline_messages},
+        {"task_id": 1, "reward": 0.0, "traj": airline_messages[:4]},
+    ]
+    path.write_text(json.dumps(items), encoding="utf-8")
+
+    assert load_trajectories(str(path)) == [airline_messages, airline_messages[:4]]
+
+
+def test_jsonl_of_traj_objects_gives_one_trajectory_per_line(tmp_path, airline_messages):
+    path = write_jsonl(
+        tmp_path / "results.jsonl", [{"traj": airline_messages}, {"traj": airline_messages[:3]}]
+    )
+
+    assert load_trajectories(path) == [airline_messages, airline_messages[:3]]
+
+
+def test_single_traj_object_is_accepted(tmp_path, airline_messages):
+    path = tmp_path / "one.json"
+    path.write_text(json.dumps({"task_id": 3, "traj": airline_messages}), encoding="utf-8")
+
+    assert load_trajectories(path) == [airline_messages]
+
+
+def test_jsonl_with_a_truncated_last_line_names_the_line(tmp_path, airline_messages):
+    path = write_jsonl(tmp_path / "cut.jsonl", airline_messages)
+    text = path.read_text(encoding="utf-8")
+    path.write_text(text[: len(text) - 25], encoding="utf-8")  # the writer died mid-line
+    last_line = len(airline_messages)
+
+    with pytest.raises(TraceError, match=rf"cut\.jsonl:{last_line}: invalid JSON line \(truncated trace\?\)"):
+        load_trajectories(path)
+
+
+def test_trace_error_is_a_value_error(tmp_path):
+    path = tmp_path / "cut.jsonl"
+    path.write_text('{"role": "user", "content": "hi"}\n{"role": "assis', encoding="utf-8")
+
+    with pytest.raises(ValueError, match=r":2:"):
+        load_trajectories(path)
+
+
+def test_dict_without_traj_is_rejected(tmp_path):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"model": "gpt-4o", "messages_file": "elsewhere.json"}), encoding="utf-8")
+
+    with pytest.raises(TraceError, match="expected a non-empty list"):
+        load_trajectories(path)
+
+
+@pytest.mark.parametrize(
+    ("content", "match"),
+    [
+        ("", "non-empty list"),
+        ("[]", "non-empty list"),
+        ("not json at all", "neither JSON nor JSONL"),
+        (json.dumps([{"traj": "not a list"}]), "item 0 has no message list"),
+        (json.dumps([[{"role": "user", "content": "hi"}, "oops"]]), "message 1 is str"),
+    ],
+    ids=["empty file", "empty list", "not JSON", "traj not a list", "non-object message"],
+)
+def test_malformed_traces_raise_trace_error(tmp_path, content, match):
+    path = tmp_path / "bad.json"
+    path.write_text(content, encoding="utf-8")
+
+    with pytest.raises(TraceError, match=match):
+        load_trajectories(path)
+
+
+def test_missing_file_raises_trace_error(tmp_path):
+    with pytest.raises(TraceError, match="cannot read trace"):
+        load_trajectories(tmp_path / "nowhere.json")
+
+
+def test_trajectory_ending_with_an_unanswered_tool_call_builds_a_valid_context(
+    tmp_path, memory, airline_messages, assert_valid_context
+):
+    path = tmp_path / "cut.json"
+    path.write_text(json.dumps(airline_messages[:9]), encoding="utf-8")  # ends with book_reservation call
+    (trajectory,) = load_trajectories(path)
+    assert trajectory[-1]["tool_calls"][0]["function"]["name"] == "book_reservation"
+
+    for message in trajectory:
+        memory.observe(message)
+    built = memory.build()
+
+    assert_valid_context(built.messages)
+    sent_calls = [c["id"] for m in built.messages for c in m.get("tool_calls") or ()]
+    assert "call_3" not in sent_calls
+    assert "HAT069" in json.dumps(built.messages)
