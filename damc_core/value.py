@@ -73,14 +73,16 @@ MODE_WEIGHTS: dict[TaskMode, ModeWeights] = {
 }
 
 COLD_START_PRIOR: dict[CardKind, float] = {
-    CardKind.USER_INSTRUCTION: 0.55,
+    CardKind.USER_INSTRUCTION: 0.3,
     CardKind.TOOL_ERROR: 0.5,
     CardKind.TOOL_RESULT: 0.35,
-    CardKind.ASSISTANT_CONCLUSION: 0.1,
+    CardKind.ASSISTANT_CONCLUSION: 0.05,
     CardKind.TOOL_CALL: 0.05,
     CardKind.SYSTEM_NOTE: 0.2,
 }
-"""Value of a card before anything is known about its use; user instructions start highest."""
+"""Value of a card before anything is known about its use. Errors rule options out and results
+hold the exact values calls reuse; user turns gain value through the values and restrictions
+they state (causal and constraint scores), not by default; assistant text mostly restates."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +117,7 @@ def noisy_or(values: Sequence[float]) -> float:
     return 1.0 - out
 
 
+_VIEWS = frozenset({CardKind.TOOL_RESULT, CardKind.TOOL_ERROR})
 _DECAY_WHY = "time decay since the card was made or last mentioned"
 _FRESH_WHY = "fades with each newer card from the same tool"
 
@@ -154,12 +157,13 @@ class HeuristicValuator:
         focus_weight = MODE_WEIGHTS[self.mode].focus
         focus_terms = context.focus.terms
         focus_tools = context.focus.tools
-        newer_of_same_source: dict[object, int] = {}
+        newer_of_same_source: dict[str | None, int] = {}
         out = []
         for card in sorted(cards, key=lambda c: -c.seq):
-            source = card.tool_name or card.kind
-            rank = newer_of_same_source.get(source, 0)
-            newer_of_same_source[source] = rank + 1
+            rank = 0
+            if card.kind in _VIEWS:  # a newer result of the same tool is the agent's current view
+                rank = newer_of_same_source.get(card.tool_name, 0)
+                newer_of_same_source[card.tool_name] = rank + 1
             overlap = len(card.terms & focus_terms) if focus_terms else 0
             focus = min(1.0, 0.35 * overlap) * focus_weight
             if focus_tools and card.tool_name in focus_tools:
