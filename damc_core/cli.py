@@ -18,9 +18,14 @@ from .memory import MemorySettings
 from .tokens import TiktokenCounter
 from .trace import load_trajectories
 
+CLI_BUDGET = 500
+CLI_RECENT = 0
+"""Replays measure memory alone by default: every earlier message reaches the model as a card."""
+
 
 def _settings(args: argparse.Namespace) -> MemorySettings:
-    return MemorySettings(budget=args.budget, recent_messages=args.recent)
+    budget = args.budget[0] if isinstance(args.budget, list) else args.budget
+    return MemorySettings(budget=budget, recent_messages=args.recent)
 
 
 def _count_points(trajectories: Sequence[Sequence[dict[str, object]]]) -> int:
@@ -57,13 +62,19 @@ def cmd_replay(args: argparse.Namespace, console: Console) -> int:
 def cmd_eval(args: argparse.Namespace, console: Console) -> int:
     trajectories = load_trajectories(args.trace)
     with _progress(console) as progress:
-        task = progress.add_task("evaluating", total=_count_points(trajectories))
+        task = progress.add_task("evaluating", total=_count_points(trajectories) * len(args.budget))
 
         def advance(_: ReplayPoint) -> None:
             progress.advance(task)
 
-        rows = evaluate(trajectories, settings=_settings(args), counter=TiktokenCounter(), on_point=advance)
-    table = Table(title=f"Decision-fact retention on {args.trace} (budget {args.budget} tokens)")
+        rows = evaluate(
+            trajectories,
+            settings=_settings(args),
+            counter=TiktokenCounter(),
+            budgets=args.budget,
+            on_point=advance,
+        )
+    table = Table(title=f"Decision-fact retention on {args.trace}")
     for column in ("strategy", "mean tokens", "token ratio", "tool facts", "user facts"):
         table.add_column(column, justify="left" if column == "strategy" else "right")
     for row in rows:
@@ -104,19 +115,21 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="damc", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
-    def common(p: argparse.ArgumentParser) -> None:
+    def common(p: argparse.ArgumentParser, *, many_budgets: bool = False) -> None:
         p.add_argument("trace", help="JSON list of messages, JSONL of messages, or [{'traj': [...]}, ...]")
         p.add_argument(
             "--budget",
             type=int,
-            default=MemorySettings().budget,
-            help="tokens for memory plus recent dialogue (default %(default)s)",
+            nargs="+" if many_budgets else None,
+            default=[CLI_BUDGET] if many_budgets else CLI_BUDGET,
+            help="tokens for memory plus recent dialogue (default %(default)s)"
+            + ("; several budgets give one row each" if many_budgets else ""),
         )
         p.add_argument(
             "--recent",
             type=int,
-            default=MemorySettings().recent_messages,
-            help="newest messages sent as they are (default %(default)s)",
+            default=CLI_RECENT,
+            help="newest messages sent verbatim; 0 sends everything as cards (default %(default)s)",
         )
 
     p_replay = sub.add_parser("replay", help="write the context DAMC would send before every tool call")
@@ -124,7 +137,7 @@ def build_parser() -> argparse.ArgumentParser:
     p_replay.add_argument("--out", required=True, help="output JSONL: {traj, step, messages} per line")
     p_replay.set_defaults(run=cmd_replay)
     p_eval = sub.add_parser("eval", help="retention of decision facts beside baselines")
-    common(p_eval)
+    common(p_eval, many_budgets=True)
     p_eval.set_defaults(run=cmd_eval)
     p_inspect = sub.add_parser("inspect", help="cards, scores and assembled context at one decision")
     common(p_inspect)

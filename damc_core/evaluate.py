@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .encode import argument_values, parse_arguments
@@ -177,13 +177,16 @@ def clear_old_tool_results(keep: int) -> Baseline:
     return run
 
 
-def baselines(budget: int) -> dict[str, Baseline]:
-    return {
+def baselines(budgets: Sequence[int]) -> dict[str, Baseline]:
+    """The usual memories to compare with: everything, a window, a token buffer per budget, and
+    clearing old tool results (what LangChain's ContextEditingMiddleware does)."""
+    out: dict[str, Baseline] = {
         "full history": lambda history, counter: history,
         "window (last 10)": window(10),
-        f"token buffer @{budget}": token_buffer(budget),
         "clear old tool results (keep 2)": clear_old_tool_results(2),
     }
+    out.update({f"token buffer @{budget}": token_buffer(budget) for budget in budgets})
+    return out
 
 
 def evaluate(
@@ -191,23 +194,32 @@ def evaluate(
     *,
     settings: MemorySettings,
     counter: TokenCounter,
+    budgets: Sequence[int] = (),
     on_point: Callable[[ReplayPoint], None] | None = None,
 ) -> list[Retention]:
-    """DAMC and the baselines on every decision point of the trajectories."""
-    damc = Retention("damc")
-    others = {name: Retention(name) for name in baselines(settings.budget)}
-    strategies = baselines(settings.budget)
-    for point in replay(trajectories, settings=settings, counter=counter):
-        message = trajectories[point.traj][point.step]
-        facts = needed_facts(point.history, message)
-        full = count_messages(point.history, counter)
-        system = _system_prompt(trajectories[point.traj])
-        damc.add(point.built.messages, facts, full, counter, system)
-        for name, strategy in strategies.items():
-            others[name].add(strategy(point.history, counter), facts, full, counter)
-        if on_point is not None:
-            on_point(point)
-    return [damc, *others.values()]
+    """DAMC at each budget (``settings.budget`` when none are given) and the baselines, on every
+    decision point of the trajectories."""
+    budgets = list(budgets) or [settings.budget]
+    rows = []
+    for budget in budgets:
+        damc = Retention(f"damc @{budget}")
+        for point in replay(trajectories, settings=replace(settings, budget=budget), counter=counter):
+            facts = needed_facts(point.history, trajectories[point.traj][point.step])
+            full = count_messages(point.history, counter)
+            damc.add(point.built.messages, facts, full, counter, _system_prompt(trajectories[point.traj]))
+            if on_point is not None:
+                on_point(point)
+        rows.append(damc)
+    for name, strategy in baselines(budgets).items():
+        row = Retention(name)
+        for messages in trajectories:
+            for step, message in enumerate(messages):
+                if message.get("role") == "assistant" and message.get("tool_calls"):
+                    history = [m for m in messages[:step] if m.get("role") != "system"]
+                    full = count_messages(history, counter)
+                    row.add(strategy(history, counter), needed_facts(history, message), full, counter)
+        rows.append(row)
+    return rows
 
 
 def _system_prompt(messages: Sequence[Message]) -> str | None:
