@@ -50,6 +50,26 @@ def _prose(card: Card, detail: Detail) -> str:
     return " ".join(kept) if kept else _clip(card.text, 80)
 
 
+def _point_stale_rows(table: Table, stale: tuple[tuple[str, str], ...]) -> Table:
+    """Replace the volatile cells of re-quoted rows by ``see cN`` so no outdated price is shown."""
+    volatile = [
+        i
+        for i, c in enumerate(table.columns)
+        if fact_kind(c, "") in ("amount", "status") or _VOLATILE_COLUMN.search(c)
+    ]
+    newer = {entity: card_id for entity, card_id in stale}
+    rows = []
+    for row in table.rows:
+        pointer = next((newer[cell.lower()] for cell in row if cell.lower() in newer), None)
+        if pointer is not None:
+            row = tuple(f"see {pointer}" if i in volatile and cell else cell for i, cell in enumerate(row))
+        rows.append(row)
+    return Table(table.path, table.columns, tuple(rows))
+
+
+_VOLATILE_COLUMN = re.compile(r"(avail|seat|stock|remaining|quantity|inventory|left|price|fare|rate)", re.I)
+
+
 def _mentions(value: str, wanted: frozenset[str]) -> bool:
     if not wanted or not value:
         return False
@@ -148,11 +168,14 @@ class TemplateCompressor:
         parts: list[str] = []
         groups: dict[str, list[str]] = {}
         echoed = {(k, str(v)) for k, v in card.arguments.items()}
+        newer = dict(card.stale_facts)
         wanted = card.used_terms | (focus.terms if focus is not None else frozenset())
         omitted = False
         for fact in () if card.text else card.facts:
             if (fact.path, fact.value) in echoed:
                 continue  # already in the call header
+            if fact.path in newer:
+                fact = replace(fact, value=f"see {newer[fact.path]}")  # a newer card changed it
             telling = fact.kind in ("status", "error") or _mentions(fact.value, wanted)
             if detail == "skeleton" and not telling:
                 omitted = True
@@ -171,6 +194,8 @@ class TemplateCompressor:
             omitted = omitted or text != card.text
             body = f"{body} {text}".strip()
         for table in card.tables:
+            if card.stale_rows:
+                table = _point_stale_rows(table, card.stale_rows)
             if detail == "skeleton":
                 rows = self.matching_rows(table, wanted)
                 omitted = omitted or len(rows) < len(table.rows)

@@ -25,8 +25,8 @@ from .assemble import Assembler, DefaultAssembler, fence_memory
 from .compress import DETAILS, Compressor, Detail, TemplateCompressor
 from .encode import DefaultEncoder, Encoder, ToolCall, argument_values, parse_arguments
 from .errors import ConfigError
-from .extract import exact_terms
-from .select import HybridSelector, Selector, Supersession, fit_leaner, upgrade_detail
+from .extract import exact_terms, is_identifier
+from .select import HybridSelector, Selector, Supersession, fit_leaner, follow_refreshes, upgrade_detail
 from .stores import MemoryStore, SQLiteStore
 from .tokens import (
     MESSAGE_OVERHEAD,
@@ -46,6 +46,7 @@ from .types import (
     Namespace,
     RawRecord,
     ScoredCard,
+    Table,
 )
 from .value import HeuristicValuator, ValuationContext, Valuator
 
@@ -218,7 +219,7 @@ class DecisionMemory:
         self.supersession = Supersession()
         self.clock = clock
         self._session = _Session()
-        self._render_cache: dict[tuple[str, frozenset[str], frozenset[str]], dict[Detail, Card]] = {}
+        self._render_cache: dict[tuple[str, frozenset[str], frozenset[str], int], dict[Detail, Card]] = {}
         self._line_tokens: dict[str, int] = {}
         self._lock = threading.RLock()
         self._reload()
@@ -258,7 +259,12 @@ class DecisionMemory:
         raw_tokens = count_messages([message], self.counter)
         card = replace(card, summary=summary, tokens=self.counter.count(summary) + 1, raw_tokens=raw_tokens)
         changed = self._link(card, message)
-        card = self._score(card)
+        refreshed = self._refreshed(card)
+        card = self._score(replace(card, refreshes=tuple(dict.fromkeys(i for i, _ in refreshed))))
+        for other_id, name in refreshed:
+            other = session.cards[other_id]
+            session.put(replace(other, stale_rows=(*other.stale_rows, (name, card.id))))
+            changed.append(session.cards[other_id])
         session.put(card)
         self._index(card)
         if message.get("role") in ("system", "developer"):
@@ -373,6 +379,21 @@ class DecisionMemory:
         for key in card.entity_keys:
             self._session.by_entity[key].add(card.id)
 
+    def _refreshed(self, card: Card) -> list[tuple[str, str]]:
+        """(older card id, entity) for each table row this card re-quotes: it names the entity (by an
+        id in its arguments or at its top level) and states prices, statuses or availability."""
+        if card.kind is not CardKind.TOOL_RESULT or not card.volatile:
+            return []
+        names = {v.lower() for v in argument_values(card.arguments) if is_identifier(v)}
+        names |= {f.value.lower() for f in card.facts if f.kind == "id" and "." not in f.path}
+        found = []
+        for name in sorted(names):
+            for other_id in self._session.by_term.get(name, ())[-MENTION_FANOUT:]:
+                other = self._session.cards[other_id]
+                if other.volatile and any(_row_holds(t, name) for t in other.tables):
+                    found.append((other_id, name))
+        return sorted(found, key=lambda pair: int(pair[0][1:]))
+
     def _supersede(self, card: Card) -> list[Card]:
         session = self._session
         older_ids = (
@@ -380,8 +401,15 @@ class DecisionMemory:
         )
         older = [session.cards[i] for i in older_ids if i != card.id]
         changed = []
-        for old in self.supersession.superseded(card, older):
-            updated = replace(old, superseded_by=card.id)
+        superseded = {c.id for c in self.supersession.superseded(card, older)}
+        for old in older:
+            if old.id in superseded:
+                updated = replace(old, superseded_by=card.id)
+            else:
+                outdated = _changed_facts(old, card)
+                if not outdated:
+                    continue
+                updated = replace(old, stale_facts=(*old.stale_facts, *((p, card.id) for p in outdated)))
             session.put(updated)
             changed.append(updated)
         return changed
@@ -439,7 +467,8 @@ class DecisionMemory:
         )
         header = self.counter.count(fence_memory([])) + MESSAGE_OVERHEAD
         memory_budget = max(0, budget - recent_tokens - header)
-        scored, beyond = _shortlist(self.valuator.value(candidates, context=context), memory_budget)
+        valued = follow_refreshes(self.valuator.value(candidates, context=context))
+        scored, beyond = _shortlist(valued, memory_budget)
         richer: dict[str, list[Card]] = {}
         leaner: dict[str, Card] = {}
         rendered = []
@@ -486,7 +515,7 @@ class DecisionMemory:
         if card.kind not in _LEVELLED:
             return dict.fromkeys(DETAILS, card)
         relevant = card.terms & focus.terms if card.kind in _FOCUSED else frozenset()
-        cache_key = (card.id, relevant, card.used_terms)
+        cache_key = (card.id, relevant, card.used_terms, len(card.stale_rows) + len(card.stale_facts))
         levels = self._render_cache.get(cache_key)
         if levels is None:
             if len(self._render_cache) > RENDER_CACHE_SIZE:
@@ -667,6 +696,27 @@ _LEVELLED = frozenset(
 )
 _FOCUSED = frozenset({CardKind.TOOL_RESULT, CardKind.TOOL_ERROR})
 """Kinds whose rendering depends on the decision focus (tables cut to the rows in focus)."""
+
+
+def _changed_facts(old: Card, new: Card) -> list[str]:
+    """Paths of ``old``'s facts that ``new`` states differently for the same entity."""
+    shared = {attribute for _, attribute in set(old.entity_keys) & set(new.entity_keys)}
+    if not shared:
+        return []
+    current = {f.path: f.value for f in new.facts}
+    marked = {path for path, _ in old.stale_facts}
+    return [
+        f.path
+        for f in old.facts
+        if f.path.split(".")[0] in shared
+        and f.path in current
+        and current[f.path] != f.value
+        and f.path not in marked
+    ]
+
+
+def _row_holds(table: Table, name: str) -> bool:
+    return any(name in (cell.lower() for cell in row) for row in table.rows)
 
 
 def _shortlist(scored: list[ScoredCard], budget: int) -> tuple[list[ScoredCard], list[ScoredCard]]:
