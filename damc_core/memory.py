@@ -26,7 +26,7 @@ from .compress import DETAILS, Compressor, Detail, TemplateCompressor
 from .encode import DefaultEncoder, Encoder, ToolCall, argument_values, parse_arguments
 from .errors import ConfigError
 from .extract import exact_terms, is_identifier
-from .select import HybridSelector, Selector, Supersession, fit_leaner, follow_refreshes, upgrade_detail
+from .select import HybridSelector, Selector, Supersession, fit_leaner, upgrade_detail
 from .stores import MemoryStore, SQLiteStore
 from .tokens import (
     MESSAGE_OVERHEAD,
@@ -259,9 +259,8 @@ class DecisionMemory:
         raw_tokens = count_messages([message], self.counter)
         card = replace(card, summary=summary, tokens=self.counter.count(summary) + 1, raw_tokens=raw_tokens)
         changed = self._link(card, message)
-        refreshed = self._refreshed(card)
-        card = self._score(replace(card, refreshes=tuple(dict.fromkeys(i for i, _ in refreshed))))
-        for other_id, name in refreshed:
+        card = self._score(card)
+        for other_id, name in self._refreshed(card):
             other = session.cards[other_id]
             session.put(replace(other, stale_rows=(*other.stale_rows, (name, card.id))))
             changed.append(session.cards[other_id])
@@ -467,8 +466,7 @@ class DecisionMemory:
         )
         header = self.counter.count(fence_memory([])) + MESSAGE_OVERHEAD
         memory_budget = max(0, budget - recent_tokens - header)
-        valued = follow_refreshes(self.valuator.value(candidates, context=context))
-        scored, beyond = _shortlist(valued, memory_budget)
+        scored, beyond = _shortlist(self.valuator.value(candidates, context=context), memory_budget)
         richer: dict[str, list[Card]] = {}
         leaner: dict[str, Card] = {}
         rendered = []

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from .errors import ConfigError
-from .types import Card, Score, ScoredCard
+from .types import Card, ScoredCard
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,22 +194,3 @@ def fit_leaner(
         else:
             dropped.append((item, why))
     return Selection(kept, dropped), budget_left
-
-
-def follow_refreshes(scored: Sequence[ScoredCard]) -> list[ScoredCard]:
-    """Value a card that re-quotes older rows at least as high as those rows' cards.
-
-    Otherwise a search list could be kept while the newer fare for one of its flights is dropped,
-    and the model would see only the stale price.
-    """
-    values = {s.card.id: s.value for s in scored}
-    out = []
-    for item in scored:
-        inherited = max((values.get(i, 0.0) for i in item.card.refreshes), default=0.0)
-        if inherited > item.value:
-            why = f"re-quotes values of {', '.join(item.card.refreshes[:3])}"
-            item = item._replace(
-                value=min(1.0, inherited + 1e-3), scores=(*item.scores, Score("refresh", inherited, why))
-            )
-        out.append(item)
-    return out

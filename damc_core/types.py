@@ -150,9 +150,6 @@ class Card:
     """Whether the values can change over time (prices, availability, balances)."""
     entity_keys: tuple[tuple[str, str], ...] = ()
     """(entity, attribute) pairs this card states a value for; a newer card on the same pair wins."""
-    refreshes: tuple[str, ...] = ()
-    """Older cards that list an entity this card gives newer volatile values for (a fare re-quoted
-    after a search); such a card is valued at least as high as what it refreshes."""
     stale_rows: tuple[tuple[str, str], ...] = ()
     """(entity, newer card id) for table rows whose prices or statuses a newer card re-quoted;
     those cells are rendered as a pointer to the newer card instead of the old value."""
