@@ -7,6 +7,7 @@ output is checked: any identifier it dropped is appended, so a summary never los
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -52,11 +53,7 @@ def _prose(card: Card, detail: Detail) -> str:
 
 def _point_stale_rows(table: Table, stale: tuple[tuple[str, str], ...]) -> Table:
     """Replace the volatile cells of re-quoted rows by ``see cN`` so no outdated price is shown."""
-    volatile = [
-        i
-        for i, c in enumerate(table.columns)
-        if fact_kind(c, "") in ("amount", "status") or _VOLATILE_COLUMN.search(c)
-    ]
+    volatile = _volatile_columns(table.columns)
     newer = {entity: card_id for entity, card_id in stale}
     rows = []
     for row in table.rows:
@@ -65,6 +62,15 @@ def _point_stale_rows(table: Table, stale: tuple[tuple[str, str], ...]) -> Table
             row = tuple(f"see {pointer}" if i in volatile and cell else cell for i, cell in enumerate(row))
         rows.append(row)
     return Table(table.path, table.columns, tuple(rows))
+
+
+@functools.lru_cache(maxsize=4096)
+def _volatile_columns(columns: tuple[str, ...]) -> frozenset[int]:
+    return frozenset(
+        i
+        for i, c in enumerate(columns)
+        if fact_kind(c, "") in ("amount", "status") or _VOLATILE_COLUMN.search(c)
+    )
 
 
 _VOLATILE_COLUMN = re.compile(r"(avail|seat|stock|remaining|quantity|inventory|left|price|fare|rate)", re.I)
@@ -96,6 +102,10 @@ class Compressor(Protocol):
     """
 
     def render(self, card: Card, *, focus: DecisionFocus | None = None, detail: Detail = "full") -> str: ...
+
+    def depends_on_focus(self, card: Card, *, detail: Detail) -> bool:
+        """Whether ``render`` at this detail can change with the focus (lets callers cache)."""
+        ...
 
 
 class Summarizer(Protocol):
@@ -159,6 +169,11 @@ class TemplateCompressor:
         status = " FAILED" if card.kind is CardKind.TOOL_ERROR else ""
         body = self._body(card, focus, detail)
         return f"{head} {self._call(card)}{status} -> {body}"
+
+    def depends_on_focus(self, card: Card, *, detail: Detail) -> bool:
+        if detail == "skeleton":
+            return bool(card.facts or card.tables)
+        return any(len(t.rows) > self.focus_min_rows for t in card.tables)
 
     @staticmethod
     def _call(card: Card) -> str:
@@ -242,7 +257,8 @@ class TemplateCompressor:
         if focus is not None and len(rows) > self.focus_min_rows:
             rows = self.focused_rows(table, focus)
         rows = rows[: self.max_rows]
-        shown = [i for i in range(len(table.columns)) if not _derivable_column(table, i)]
+        derivable = _derivable_columns(table)
+        shown = [i for i in range(len(table.columns)) if i not in derivable]
         if detail == "key":
             shown = [
                 i
@@ -276,9 +292,14 @@ class TemplateCompressor:
         return "\n".join(lines)
 
 
-def _derivable_column(table: Table, index: int) -> bool:
-    """A column whose every value starts another value of its row (``certificate`` of
-    ``certificate_8544743``): repeating it adds tokens, not facts."""
+@functools.lru_cache(maxsize=4096)
+def _derivable_columns(table: Table) -> frozenset[int]:
+    """Columns whose every value starts another value of its row (``certificate`` of
+    ``certificate_8544743``): repeating them adds tokens, not facts."""
+    return frozenset(i for i in range(len(table.columns)) if _derivable(table, i))
+
+
+def _derivable(table: Table, index: int) -> bool:
     for row in table.rows:
         cell = row[index]
         if not cell:
@@ -316,3 +337,6 @@ class SummarizingCompressor:
         if missing:
             summary += " | also: " + ", ".join(missing)
         return self.templates.render(replace(card, text=summary), focus=focus, detail=detail)
+
+    def depends_on_focus(self, card: Card, *, detail: Detail) -> bool:
+        return self.templates.depends_on_focus(card, detail=detail)

@@ -5,6 +5,7 @@ Patterns are deliberately conservative: a value is kept verbatim or not at all, 
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterator
 
@@ -125,6 +126,7 @@ STOPWORDS = frozenset(
 )
 
 
+@functools.lru_cache(maxsize=65536)
 def fact_kind(key: str, value: str) -> str:
     """Classify a keyed value: ``id``, ``date``, ``amount``, ``status``, ``error``, ``name`` or ``value``."""
     leaf = key.rsplit(".", 1)[-1]
@@ -148,14 +150,15 @@ def fact_kind(key: str, value: str) -> str:
 _PART_SPLIT = re.compile(r"[_\-./:]")
 
 
-def term_variants(term: str) -> list[str]:
+@functools.lru_cache(maxsize=65536)
+def term_variants(term: str) -> tuple[str, ...]:
     """A lower-cased term plus its digit-bearing parts, so ``certificate_7504069`` also matches a
     text that says ``certificate 7504069``."""
     term = term.lower().lstrip("#")
-    variants = [term]
-    if _PART_SPLIT.search(term):
-        variants.extend(p for p in _PART_SPLIT.split(term) if len(p) >= 3 and any(c.isdigit() for c in p))
-    return variants
+    if not _PART_SPLIT.search(term):
+        return (term,)
+    parts = (p for p in _PART_SPLIT.split(term) if len(p) >= 3 and any(c.isdigit() for c in p))
+    return (term, *parts)
 
 
 def exact_terms(text: str, *, limit: int = 4096) -> set[str]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import functools
+import itertools
 import json
 import logging
 import re
@@ -22,7 +23,7 @@ from typing import Any, ParamSpec, TypeVar
 import numpy as np
 
 from .assemble import Assembler, DefaultAssembler, fence_memory
-from .compress import DETAILS, Compressor, Detail, TemplateCompressor
+from .compress import Compressor, Detail, TemplateCompressor
 from .encode import DefaultEncoder, Encoder, ToolCall, argument_values, parse_arguments
 from .errors import ConfigError
 from .extract import exact_terms, is_identifier
@@ -62,6 +63,8 @@ SHORTLIST_BUDGETS = 4
 """Cards are rendered for a decision only while their standing cost, in value order, stays within
 this many budgets (and at least ``SHORTLIST_MIN`` cards)."""
 SHORTLIST_MIN = 32
+LINK_FANOUT = 4
+"""Newest cards per argument value that a call links to (the holders it most likely read)."""
 FOCUS_WINDOW = 4
 """Dialogue turns (user or assistant text) that the decision focus is read from."""
 MENTION_FANOUT = 24
@@ -219,7 +222,7 @@ class DecisionMemory:
         self.supersession = Supersession()
         self.clock = clock
         self._session = _Session()
-        self._render_cache: dict[tuple[str, frozenset[str], frozenset[str], int], dict[Detail, Card]] = {}
+        self._render_cache: dict[tuple[str, Detail, frozenset[str], frozenset[str], int], Card] = {}
         self._line_tokens: dict[str, int] = {}
         self._lock = threading.RLock()
         self._reload()
@@ -246,8 +249,7 @@ class DecisionMemory:
         return self._process(record, message)
 
     def _process(self, record: RawRecord, message: Message) -> Card:
-        """Encode a stored record into a card and update links, supersession and the store."""
-        session = self._session
+        """Encode a stored record into a card, derive what it changes, and store the card."""
         card_id = f"c{record.seq}"
         call = self._pending_call(message)
         try:
@@ -258,22 +260,31 @@ class DecisionMemory:
         summary = self.compressor.render(card)
         raw_tokens = count_messages([message], self.counter)
         card = replace(card, summary=summary, tokens=self.counter.count(summary) + 1, raw_tokens=raw_tokens)
-        changed = self._link(card, message)
+        self.store.put_cards(self.namespace, [card])
+        return self._derive(card, message)
+
+    def _derive(self, card: Card, message: Message) -> Card:
+        """Apply a new card to the in-memory state: links, last use, scores, the indexes, and the
+        older values it supersedes or re-quotes.
+
+        Everything here follows from the cards in order, so reopening a store replays it instead
+        of storing it: one event costs one card write however many older cards it touches.
+        """
+        session = self._session
+        self._link(card, message)
         card = self._score(card)
         for other_id, name in self._refreshed(card):
             other = session.cards[other_id]
             session.put(replace(other, stale_rows=(*other.stale_rows, (name, card.id))))
-            changed.append(session.cards[other_id])
         session.put(card)
         self._index(card)
         if message.get("role") in ("system", "developer"):
             session.system_prompt = content_text(message.get("content"))
         else:
             session.history.append(_Entry(message, card.id))
-            session.raw_tokens += raw_tokens
-        changed.extend(self._supersede(card))
-        self.store.put_cards(self.namespace, [card, *changed])
-        return card
+            session.raw_tokens += card.raw_tokens
+        self._supersede(card)
+        return session.cards[card.id]
 
     @_synchronized
     def observe_tool(
@@ -324,36 +335,44 @@ class DecisionMemory:
             calls.append(call)
         return calls
 
-    def _link(self, card: Card, message: Message) -> list[Card]:
-        """Record calls as pending and link the earlier cards whose values they take as arguments."""
+    def _link(self, card: Card, message: Message) -> None:
+        """Update the derived state a new card changes: goal terms, last use, pending calls and the
+        decision links from earlier cards to the calls that take their values.
+
+        Derived state lives in memory and is rebuilt from the record stream on reload, so an
+        event costs one card write however many older cards it touches.
+        """
         session = self._session
-        changed: list[Card] = []
         if card.kind is CardKind.USER_INSTRUCTION:
             new_terms = set(card.terms) - session.goal_terms
             session.goal_terms |= card.terms
             for named in {i for t in new_terms for i in session.by_term.get(t, ())[-MENTION_FANOUT:]}:
-                self._rescore(named)  # derived state: kept in memory, recomputed on reload
+                self._rescore(named)
         self._touch_mentioned(card)
-        if card.kind is not CardKind.TOOL_CALL:
-            return changed
-        for call in self._register_calls(message, card.id):
-            arguments = call.arguments
+        if card.kind is CardKind.TOOL_CALL:
+            self._link_sources(card.id, self._register_calls(message, card.id))
+
+    def _link_sources(self, call_card_id: str, calls: list[ToolCall]) -> None:
+        """Link each call to the newest earlier cards holding one of its argument values."""
+        session = self._session
+        call_seq = int(call_card_id[1:])
+        for call in calls:
+            values = {v.lower().lstrip("#") for v in argument_values(call.arguments)}
             used: set[str] = set()
-            for value in argument_values(arguments):
-                used.update(session.by_term.get(value.lower().lstrip("#"), ())[-MENTION_FANOUT:])
+            for value in values:
+                earlier = (i for i in reversed(session.by_term.get(value, ())) if int(i[1:]) < call_seq)
+                used.update(itertools.islice(earlier, LINK_FANOUT))
             for source_id in used:
                 source = session.cards[source_id]
-                if card.id not in source.decision_links:
-                    taken = source.terms & {v.lower().lstrip("#") for v in argument_values(arguments)}
+                if call_card_id not in source.decision_links:
                     session.put(
                         replace(
                             source,
-                            decision_links=(*source.decision_links, card.id),
-                            used_terms=source.used_terms | taken,
+                            decision_links=(*source.decision_links, call_card_id),
+                            used_terms=source.used_terms | (source.terms & values),
                         )
                     )
-                    changed.append(self._rescore(source_id))
-        return changed
+                    self._rescore(source_id)
 
     def _touch_mentioned(self, card: Card) -> None:
         """Note that older cards whose identifiers this card mentions were used now (decay restarts)."""
@@ -393,25 +412,18 @@ class DecisionMemory:
                     found.append((other_id, name))
         return sorted(found, key=lambda pair: int(pair[0][1:]))
 
-    def _supersede(self, card: Card) -> list[Card]:
+    def _supersede(self, card: Card) -> None:
         session = self._session
         older_ids = (
             set().union(*(session.by_entity[k] for k in card.entity_keys)) if card.entity_keys else set()
         )
         older = [session.cards[i] for i in older_ids if i != card.id]
-        changed = []
         superseded = {c.id for c in self.supersession.superseded(card, older)}
         for old in older:
             if old.id in superseded:
-                updated = replace(old, superseded_by=card.id)
-            else:
-                outdated = _changed_facts(old, card)
-                if not outdated:
-                    continue
-                updated = replace(old, stale_facts=(*old.stale_facts, *((p, card.id) for p in outdated)))
-            session.put(updated)
-            changed.append(updated)
-        return changed
+                session.put(replace(old, superseded_by=card.id))
+            elif outdated := _changed_facts(old, card):
+                session.put(replace(old, stale_facts=(*old.stale_facts, *((p, card.id) for p in outdated))))
 
     # -- build ---------------------------------------------------------------------------------
     @_synchronized
@@ -468,19 +480,18 @@ class DecisionMemory:
         memory_budget = max(0, budget - recent_tokens - header)
         scored, beyond = _shortlist(self.valuator.value(candidates, context=context), memory_budget)
         richer: dict[str, list[Card]] = {}
-        leaner: dict[str, Card] = {}
-        rendered = []
+        keyed = []
         for item in scored:
-            levels = self._levels(item.card, wide)
-            if levels["full"].tokens > levels["key"].tokens:
-                richer[item.card.id] = [levels["full"]]
-            if levels["skeleton"].tokens < levels["key"].tokens:
-                leaner[item.card.id] = levels["skeleton"]
-            rendered.append(item._replace(card=levels["key"]))
-        selection = self.selector.select(rendered, budget=memory_budget)
+            key, full = self._rendered(item.card, wide, "key"), self._rendered(item.card, wide, "full")
+            if full.tokens > key.tokens:
+                richer[item.card.id] = [full]
+            keyed.append(item._replace(card=key))
+        selection = self.selector.select(keyed, budget=memory_budget)
         selection.dropped.extend((item, "far outside the budget in value order") for item in beyond)
         left = memory_budget - sum(s.card.tokens for s in selection.kept)
-        selection, left = fit_leaner(selection, leaner, budget_left=left)
+        selection, left = fit_leaner(
+            selection, lambda card: self._rendered(card, wide, "skeleton"), budget_left=left
+        )
         kept = sorted(upgrade_detail(selection.kept, richer, budget_left=left), key=lambda s: s.card.seq)
         lines = [self._line(s.card, context.now) for s in kept]
         memory = fence_memory(lines) if lines else ""
@@ -504,39 +515,34 @@ class DecisionMemory:
             raw_tokens=session.raw_tokens + (self.counter.count(system) + MESSAGE_OVERHEAD if system else 0),
         )
 
-    def _levels(self, card: Card, focus: DecisionFocus) -> dict[Detail, Card]:
-        """The card rendered at each detail level for this decision (see ``Detail``).
+    def _rendered(self, card: Card, focus: DecisionFocus, detail: Detail) -> Card:
+        """The card rendered at ``detail`` for this decision (see ``Detail``), cached.
 
-        A rendering depends on the focus only through the focus terms the card holds, so it is
-        cached under those; most cards hold none and render once.
+        A rendering that depends on the focus depends on it only through the focus terms the
+        card holds, so it is cached under those; the others are cached once per card state.
         """
         if card.kind not in _LEVELLED:
-            return dict.fromkeys(DETAILS, card)
-        relevant = card.terms & focus.terms if card.kind in _FOCUSED else frozenset()
-        cache_key = (card.id, relevant, card.used_terms, len(card.stale_rows) + len(card.stale_facts))
-        levels = self._render_cache.get(cache_key)
-        if levels is None:
+            return card
+        relevant: frozenset[str] = frozenset()
+        if self.compressor.depends_on_focus(card, detail=detail):
+            relevant = card.terms & focus.terms
+        cache_key = (card.id, detail, relevant, card.used_terms, len(card.stale_rows) + len(card.stale_facts))
+        rendered = self._render_cache.get(cache_key)
+        if rendered is None:
             if len(self._render_cache) > RENDER_CACHE_SIZE:
                 self._render_cache.clear()
             local = DecisionFocus(focus.query, relevant)
-            levels = {
-                detail: self._with_summary(card, self.compressor.render(card, focus=local, detail=detail))
-                for detail in DETAILS
-            }
-            self._render_cache[cache_key] = levels
-        if levels["full"].scores is not card.scores:  # rescored since rendered: refresh once
-            levels = {
-                d: replace(
-                    c,
-                    prior=card.prior,
-                    scores=card.scores,
-                    decision_links=card.decision_links,
-                    superseded_by=card.superseded_by,
-                )
-                for d, c in levels.items()
-            }
-            self._render_cache[cache_key] = levels
-        return levels
+            rendered = self._with_summary(card, self.compressor.render(card, focus=local, detail=detail))
+        if rendered.scores is not card.scores:  # rescored or relinked since rendered
+            rendered = replace(
+                rendered,
+                prior=card.prior,
+                scores=card.scores,
+                decision_links=card.decision_links,
+                superseded_by=card.superseded_by,
+            )
+        self._render_cache[cache_key] = rendered
+        return rendered
 
     def _with_summary(self, card: Card, summary: str) -> Card:
         if summary == card.summary:
@@ -658,31 +664,18 @@ class DecisionMemory:
         self._session = _Session(seq=self._session.seq)
 
     def _reload(self) -> None:
-        """Rebuild the in-process view from the store; records that never got a card (the process
-        stopped between storing and encoding) are encoded now."""
-        session = self._session
-        for card in self.store.cards(self.namespace):
-            self._touch_mentioned(card)
-            session.put(card)
-            self._index(card)
+        """Rebuild the in-process view by replaying the stored cards in order; records that never
+        got a card (the process stopped between storing and encoding) are encoded now."""
+        stored = {card.id: card for card in self.store.cards(self.namespace)}
         for record in self.store.records(self.namespace):
-            session.seq = max(session.seq, record.seq + 1)
+            self._session.seq = max(self._session.seq, record.seq + 1)
             message = json.loads(record.body)
-            card_id = f"c{record.seq}"
-            if card_id not in session.cards:
+            card = stored.get(f"c{record.seq}")
+            if card is None:
                 self._process(record, message)
                 continue
-            if message.get("role") in ("system", "developer"):
-                session.system_prompt = content_text(message.get("content"))
-            else:
-                session.history.append(_Entry(message, card_id))
-                session.raw_tokens += session.cards[card_id].raw_tokens
-            if message.get("tool_calls"):
-                self._register_calls(message, card_id)
-            elif message.get("role") == "tool":
-                self._pending_call(message)
-            elif message.get("role") == "user":
-                session.goal_terms |= session.cards[card_id].terms
+            self._pending_call(message)
+            self._derive(card, message)
 
     aobserve = _to_thread(observe)
     abuild = _to_thread(build)

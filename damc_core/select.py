@@ -8,7 +8,7 @@ source trust breaks ties between cards of the same moment, and the loser is mark
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -178,19 +178,21 @@ def upgrade_detail(
 
 
 def fit_leaner(
-    selection: Selection, leaner: Mapping[str, Card], *, budget_left: int
+    selection: Selection, leaner: Callable[[Card], Card], *, budget_left: int, min_tokens: int = 8
 ) -> tuple[Selection, int]:
     """Give cards dropped for the budget a second chance in a leaner rendering, most valuable first.
 
-    Returns the new selection and the budget still left.
+    ``leaner`` renders a card more compactly; it is called only while at least ``min_tokens``
+    of budget is left. Returns the new selection and the budget still left.
     """
     kept = list(selection.kept)
     dropped = []
     for item, why in sorted(selection.dropped, key=lambda d: -d[0].value):
-        lean = leaner.get(item.card.id)
-        if why == OVER_BUDGET and lean is not None and lean.tokens <= budget_left:
-            kept.append(item._replace(card=lean))
-            budget_left -= lean.tokens
-        else:
-            dropped.append((item, why))
+        if why == OVER_BUDGET and budget_left >= min_tokens:
+            lean = leaner(item.card)
+            if lean.tokens < item.card.tokens and lean.tokens <= budget_left:
+                kept.append(item._replace(card=lean))
+                budget_left -= lean.tokens
+                continue
+        dropped.append((item, why))
     return Selection(kept, dropped), budget_left
