@@ -178,17 +178,23 @@ def upgrade_detail(
 
 
 def fit_leaner(
-    selection: Selection, leaner: Callable[[Card], Card], *, budget_left: int, min_tokens: int = 8
+    selection: Selection,
+    leaner: Callable[[Card], Card],
+    *,
+    budget_left: int,
+    min_tokens: int = 8,
+    tries: int = 8,
 ) -> tuple[Selection, int]:
     """Give cards dropped for the budget a second chance in a leaner rendering, most valuable first.
 
-    ``leaner`` renders a card more compactly; it is called only while at least ``min_tokens``
-    of budget is left. Returns the new selection and the budget still left.
+    ``leaner`` renders a card more compactly; it is called for at most ``tries`` cards and only
+    while at least ``min_tokens`` of budget is left. Returns the new selection and the budget left.
     """
     kept = list(selection.kept)
     dropped = []
     for item, why in sorted(selection.dropped, key=lambda d: -d[0].value):
-        if why == OVER_BUDGET and budget_left >= min_tokens:
+        if why == OVER_BUDGET and budget_left >= min_tokens and tries > 0:
+            tries -= 1
             lean = leaner(item.card)
             if lean.tokens < item.card.tokens and lean.tokens <= budget_left:
                 kept.append(item._replace(card=lean))
