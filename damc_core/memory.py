@@ -140,12 +140,15 @@ class _Session:
     by_entity: defaultdict[tuple[str, str], set[str]] = field(default_factory=lambda: defaultdict(set))
     pending: defaultdict[str, deque[ToolCall]] = field(default_factory=lambda: defaultdict(deque))
     """Call id -> calls still waiting for their result, oldest first (ids may repeat)."""
-    goal_terms: set[str] = field(default_factory=set)
+    goal_terms: frozenset[str] = frozenset()
+    """Exact terms of every user turn so far (the user's goal)."""
     system_prompt: str | None = None
     seq: int = 0
     raw_tokens: int = 0
     """Tokens of the dialogue history sent verbatim, kept as a running sum."""
     positions: dict[str, int] = field(default_factory=dict)
+    order: list[str] = field(default_factory=list)
+    """Card ids by position in the arrays below."""
     last_used: dict[str, int] = field(default_factory=dict)
     """Card id -> seq of the newest event that mentioned it (see ``ValuationContext.last_used``)."""
     priors: np.ndarray = field(default_factory=lambda: np.zeros(1024))
@@ -154,7 +157,10 @@ class _Session:
     def put(self, card: Card) -> None:
         """Store the card and keep the arrays used to shortlist candidates at scale in step."""
         self.cards[card.id] = card
-        position = self.positions.setdefault(card.id, len(self.positions))
+        position = self.positions.get(card.id)
+        if position is None:
+            position = self.positions[card.id] = len(self.order)
+            self.order.append(card.id)
         if position >= len(self.priors):
             self.priors = np.concatenate([self.priors, np.zeros(len(self.priors))])
             self.seqs = np.concatenate([self.seqs, np.zeros(len(self.seqs))])
@@ -222,7 +228,7 @@ class DecisionMemory:
         self.supersession = Supersession()
         self.clock = clock
         self._session = _Session()
-        self._render_cache: dict[tuple[str, Detail, frozenset[str], frozenset[str], int], Card] = {}
+        self._render_cache: dict[tuple[str, Detail, bool, frozenset[str], frozenset[str], int], Card] = {}
         self._line_tokens: dict[str, int] = {}
         self._lock = threading.RLock()
         self._reload()
@@ -344,8 +350,8 @@ class DecisionMemory:
         """
         session = self._session
         if card.kind is CardKind.USER_INSTRUCTION:
-            new_terms = set(card.terms) - session.goal_terms
-            session.goal_terms |= card.terms
+            new_terms = card.terms - session.goal_terms
+            session.goal_terms = session.goal_terms | new_terms
             for named in {i for t in new_terms for i in session.by_term.get(t, ())[-MENTION_FANOUT:]}:
                 self._rescore(named)
         self._touch_mentioned(card)
@@ -388,7 +394,7 @@ class DecisionMemory:
         return card
 
     def _score(self, card: Card) -> Card:
-        scores = self.heuristics.static_scores(card, goal_terms=frozenset(self._session.goal_terms))
+        scores = self.heuristics.static_scores(card, goal_terms=self._session.goal_terms)
         return replace(card, scores=scores, prior=self.heuristics.prior(scores))
 
     def _index(self, card: Card) -> None:
@@ -481,8 +487,11 @@ class DecisionMemory:
         scored, beyond = _shortlist(self.valuator.value(candidates, context=context), memory_budget)
         richer: dict[str, list[Card]] = {}
         keyed = []
+        newest = next((e.card_id for e in reversed(session.history) if e.message.get("role") == "tool"), None)
         for item in scored:
-            key, full = self._rendered(item.card, wide, "key"), self._rendered(item.card, wide, "full")
+            table_focus = None if item.card.id == newest else wide  # the agent picks from it next
+            key = self._rendered(item.card, table_focus, "key")
+            full = self._rendered(item.card, table_focus, "full")
             if full.tokens > key.tokens:
                 richer[item.card.id] = [full]
             keyed.append(item._replace(card=key))
@@ -515,23 +524,31 @@ class DecisionMemory:
             raw_tokens=session.raw_tokens + (self.counter.count(system) + MESSAGE_OVERHEAD if system else 0),
         )
 
-    def _rendered(self, card: Card, focus: DecisionFocus, detail: Detail) -> Card:
+    def _rendered(self, card: Card, focus: DecisionFocus | None, detail: Detail) -> Card:
         """The card rendered at ``detail`` for this decision (see ``Detail``), cached.
 
         A rendering that depends on the focus depends on it only through the focus terms the
         card holds, so it is cached under those; the others are cached once per card state.
+        ``focus=None`` renders long tables whole (the result the agent is about to pick from).
         """
         if card.kind not in _LEVELLED:
             return card
         relevant: frozenset[str] = frozenset()
-        if self.compressor.depends_on_focus(card, detail=detail):
+        if focus is not None and self.compressor.depends_on_focus(card, detail=detail):
             relevant = card.terms & focus.terms
-        cache_key = (card.id, detail, relevant, card.used_terms, len(card.stale_rows) + len(card.stale_facts))
+        cache_key = (
+            card.id,
+            detail,
+            focus is None,
+            relevant,
+            card.used_terms,
+            len(card.stale_rows) + len(card.stale_facts),
+        )
         rendered = self._render_cache.get(cache_key)
         if rendered is None:
             if len(self._render_cache) > RENDER_CACHE_SIZE:
                 self._render_cache.clear()
-            local = DecisionFocus(focus.query, relevant)
+            local = DecisionFocus(focus.query, relevant) if focus is not None else None
             rendered = self._with_summary(card, self.compressor.render(card, focus=local, detail=detail))
         if rendered.scores is not card.scores:  # rescored or relinked since rendered
             rendered = replace(
@@ -575,8 +592,7 @@ class DecisionMemory:
         ages = session.seq - session.seqs[:count]
         score = session.priors[:count] * np.maximum(decay.floor, np.exp(-decay.lam * ages))
         best = np.argpartition(-score, limit)[:limit]
-        order = list(session.positions)
-        chosen = {order[i] for i in best.tolist()}
+        chosen = {session.order[i] for i in best.tolist()}
         for term in focus.terms:
             if len(chosen) >= limit + limit // 2:
                 break

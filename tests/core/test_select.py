@@ -199,3 +199,20 @@ def test_built_context_stays_within_the_budget(make_memory, msg, airline_message
         if not decision.kept:
             assert decision.tokens == 0
     assert sum(d.tokens for d in built.decisions if d.kept) <= budget
+
+
+def test_budget_ratio_caps_the_memory_to_a_share_of_the_raw_history(airline_messages):
+    from damc_core import DecisionMemory, InMemoryStore, MemorySettings
+
+    settings = MemorySettings(budget=4000, recent_messages=0)
+    loose = DecisionMemory(store=InMemoryStore(), settings=settings)
+    tight = DecisionMemory(
+        store=InMemoryStore(), settings=MemorySettings(budget=4000, recent_messages=0, budget_ratio=0.2)
+    )
+    for message in airline_messages:
+        loose.observe(message)
+        tight.observe(message)
+
+    share = tight.build()
+    assert share.memory_tokens <= max(settings.min_budget, int(0.2 * share.raw_tokens))
+    assert share.memory_tokens < loose.build().memory_tokens

@@ -1,0 +1,117 @@
+"""Compression: templates per card kind, detail levels, focused tables, the LLM summarizer option."""
+
+from __future__ import annotations
+
+from damc_core import DecisionFocus, SummarizingCompressor, TemplateCompressor
+
+LONG_TEXT = (
+    "The hotel Maris Lodge offers rooms from 2024-06-01 to 2024-06-05. "
+    "Breakfast is served daily and the staff is friendly. "
+    "Booking reference HX-88213 must be quoted at check-in. "
+    "The lobby was renovated recently and guests enjoy the view. " * 3
+)
+
+
+class RecordingSummarizer:
+    """A fake LLM: returns a fixed summary and records every request it received."""
+
+    def __init__(self, reply: str) -> None:
+        self.reply = reply
+        self.requests: list[tuple[str, str]] = []
+
+    def summarize(self, text: str, *, instructions: str) -> str:
+        self.requests.append((text, instructions))
+        return self.reply
+
+
+def test_every_rendering_starts_with_the_card_id(memory, airline_messages):
+    for message in airline_messages:
+        memory.observe(message)
+    compressor = TemplateCompressor()
+
+    for card in memory.cards():
+        for detail in ("full", "key", "skeleton"):
+            assert compressor.render(card, detail=detail).startswith(f"[{card.id}]")
+
+
+def test_key_detail_drops_free_text_but_keeps_identifiers(memory, msg):
+    memory.observe(msg.call("c1", "get_user_details", {"user_id": "mia_li_3668"}))
+    card = memory.observe(
+        msg.result(
+            "c1",
+            "get_user_details",
+            {
+                "address": {"address1": "975 Sunset Drive", "city": "Austin"},
+                "dob": "1990-04-05",
+                "reservations": ["NO6JO3", "AIXC49"],
+            },
+        )
+    )
+    compressor = TemplateCompressor()
+
+    full, key = compressor.render(card), compressor.render(card, detail="key")
+    assert "975 Sunset Drive" in full and "975 Sunset Drive" not in key
+    assert all(v in key for v in ("1990-04-05", "NO6JO3", "AIXC49"))
+
+
+def test_a_long_table_is_cut_to_the_rows_in_focus_with_a_recall_hint(memory, msg):
+    rows = [{"flight_number": f"HAT{100 + i}", "price": 100 + i} for i in range(20)]
+    memory.observe(msg.call("c1", "search", {"date": "2024-05-20"}))
+    card = memory.observe(msg.result("c1", "search", rows))
+
+    text = TemplateCompressor().render(card, focus=DecisionFocus(terms=frozenset({"hat113"})))
+
+    assert "HAT113" in text and "HAT101" not in text
+    assert f"recall {card.id}" in text
+
+
+def test_summarizer_is_used_for_long_free_text_and_cannot_drop_identifiers(memory, msg):
+    memory.observe(msg.call("c1", "web_search", {"query": "Maris Lodge"}))
+    card = memory.observe(msg.result("c1", "web_search", LONG_TEXT))
+    llm = RecordingSummarizer("Maris Lodge has rooms 2024-06-01 to 2024-06-05.")
+
+    text = SummarizingCompressor(llm, min_chars=100).render(card)
+
+    assert len(llm.requests) == 1
+    sent, instructions = llm.requests[0]
+    assert "HX-88213" in sent and "exactly" in instructions
+    assert "HX-88213" in text  # dropped by the summary, appended back from the source
+    assert text.startswith(f"[{card.id}]")
+
+
+def test_structured_results_never_reach_the_summarizer(memory, msg, airline_messages):
+    for message in airline_messages:
+        memory.observe(message)
+    llm = RecordingSummarizer("unused")
+    compressor = SummarizingCompressor(llm, min_chars=10)
+
+    for card in memory.cards():
+        if card.tables:
+            assert compressor.render(card) == TemplateCompressor().render(card)
+    assert all("{" not in text[:1] for text, _ in llm.requests)
+
+
+def test_a_failing_summarizer_falls_back_to_the_template(memory, msg):
+    class Broken:
+        def summarize(self, text: str, *, instructions: str) -> str:
+            raise TimeoutError("provider down")
+
+    memory.observe(msg.call("c1", "web_search", {"query": "Maris Lodge"}))
+    card = memory.observe(msg.result("c1", "web_search", LONG_TEXT))
+
+    assert SummarizingCompressor(Broken(), min_chars=100).render(card) == TemplateCompressor().render(card)
+
+
+def test_volatile_cards_older_than_the_threshold_show_as_of(make_memory, msg, clock):
+    from damc_core import MemorySettings
+
+    memory = make_memory(settings=MemorySettings(as_of_after=300, recent_messages=0))
+    memory.observe(msg.call("c1", "get_price", {"sku": "SKU123"}))
+    memory.observe(msg.result("c1", "get_price", {"sku": "SKU123", "price": 19.99}))
+
+    fresh = memory.build().messages[0]["content"]
+    clock.advance(3600)
+    stale = memory.build().messages[0]["content"]
+
+    assert "as of" not in fresh
+    assert "(as of 2024-05-15 15:00)" in stale

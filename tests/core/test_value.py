@@ -1,0 +1,155 @@
+"""Valuation: the three decision-value dimensions, task modes, decay, focus and combination."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from damc_core import (
+    ConfigError,
+    Decay,
+    DecisionFocus,
+    HeuristicValuator,
+    TaskMode,
+    ValuationContext,
+    WeightedValuators,
+)
+
+
+def scored_by_id(memory, valuator, *, focus=DecisionFocus(), now=None):
+    context = ValuationContext(
+        focus=focus,
+        current_seq=len(memory.cards()),
+        now=now if now is not None else memory.clock(),
+        last_used=memory._session.last_used,
+    )
+    return {s.card.id: s for s in valuator.value(memory.cards(), context=context)}
+
+
+def names(scored):
+    return {s.name for s in scored.all_scores}
+
+
+def test_a_value_taken_as_argument_makes_its_source_causally_necessary(memory, msg):
+    memory.observe(msg.call("c1", "get_user_details", {"user_id": "mia_li_3668"}))
+    profile = memory.observe(
+        msg.result("c1", "get_user_details", {"user_id": "mia_li_3668", "payment_id": "gift_card_7"})
+    )
+    before = memory.card(profile.id).prior
+    memory.observe(msg.call("c2", "pay", {"payment_id": "gift_card_7"}))
+
+    linked = memory.card(profile.id)
+    assert linked.decision_links == ("c2",)
+    assert "gift_card_7" in linked.used_terms
+    assert linked.prior > before
+    assert any(s.name == "causal" and "used by later calls c2" in s.provenance for s in linked.scores)
+
+
+def test_errors_and_sold_out_options_carry_option_constraint(memory, msg):
+    memory.observe(msg.call("c1", "book", {"flight": "HAT083"}))
+    error = memory.observe(msg.result("c1", "book", "Error: not enough seats on flight HAT083"))
+    memory.observe(msg.call("c2", "search", {"date": "2024-05-20"}))
+    search = memory.observe(
+        msg.result(
+            "c2",
+            "search",
+            [
+                {"flight_number": "HAT069", "status": "available"},
+                {"flight_number": "HAT083", "status": "sold out"},
+            ],
+        )
+    )
+
+    assert {s.name for s in memory.card(error.id).scores} >= {"constraint"}
+    assert any(s.name == "constraint" and "HAT083" in s.provenance for s in memory.card(search.id).scores)
+
+
+def test_a_state_changing_tool_result_scores_state_change(memory, msg):
+    memory.observe(msg.call("c1", "cancel_reservation", {"reservation_id": "NO6JO3"}))
+    done = memory.observe(
+        msg.result("c1", "cancel_reservation", {"reservation_id": "NO6JO3", "status": "cancelled"})
+    )
+
+    state = [s for s in memory.card(done.id).scores if s.name == "state"]
+    assert state and "cancel_reservation changed state" in state[0].provenance
+
+
+def test_task_mode_changes_how_much_the_same_evidence_is_worth(memory, msg):
+    memory.observe(msg.call("c1", "book", {"flight": "HAT083"}))
+    error = memory.observe(msg.result("c1", "book", "Error: seat unavailable"))
+
+    def constraint(mode):
+        scores = HeuristicValuator(mode=mode).static_scores(memory.card(error.id))
+        return next(s.value for s in scores if s.name == "constraint")
+
+    assert constraint(TaskMode.PRECISE_PLANNING) > constraint(TaskMode.INFORMATION_GATHERING)
+    assert constraint(TaskMode.INFORMATION_GATHERING) > constraint(TaskMode.CREATIVE)
+
+
+def test_decay_is_exponential_in_turns_with_a_floor(memory, msg):
+    for i in range(30):
+        memory.observe(msg.user(f"note {i}"))
+    decay = Decay(lam=0.1, floor=0.05)
+    context = ValuationContext(focus=DecisionFocus(), current_seq=30, now=0.0)
+
+    assert decay.factor(memory.card("c20"), context) == pytest.approx(math.exp(-0.1 * 10))
+    assert decay.factor(memory.card("c0"), context) == pytest.approx(0.05)
+
+
+def test_decay_in_seconds_uses_the_clock(memory, msg, clock):
+    card = memory.observe(msg.user("hello"))
+    clock.advance(600)
+    context = ValuationContext(focus=DecisionFocus(), current_seq=1, now=clock())
+
+    assert Decay(lam=0.001, unit="seconds", floor=0).factor(card, context) == pytest.approx(math.exp(-0.6))
+
+
+def test_bad_decay_settings_are_refused():
+    with pytest.raises(ConfigError, match="lam"):
+        Decay(lam=-1)
+    with pytest.raises(ConfigError, match="unit"):
+        Decay(unit="hours")
+
+
+def test_cards_sharing_the_decision_focus_gain_value(memory, msg):
+    memory.observe(msg.user("my reservations are NO6JO3 and AIXC49"))
+    memory.observe(msg.user("and I like window seats"))
+    valuator = HeuristicValuator()
+
+    focused = scored_by_id(memory, valuator, focus=DecisionFocus(terms=frozenset({"aixc49"})))
+    plain = scored_by_id(memory, valuator)
+
+    assert focused["c0"].value > plain["c0"].value
+    assert "focus" in names(focused["c0"]) and "focus" not in names(plain["c0"])
+
+
+def test_a_newer_result_of_the_same_tool_is_the_fresher_view(memory, msg):
+    for i, date in enumerate(("2024-05-20", "2024-05-21")):
+        memory.observe(msg.call(f"s{i}", "search_direct_flight", {"date": date}))
+        memory.observe(msg.result(f"s{i}", "search_direct_flight", [{"flight_number": f"HAT00{i}"}]))
+    scored = scored_by_id(memory, HeuristicValuator())
+
+    freshness = {
+        cid: next(s.value for s in scored[cid].scores if s.name == "freshness") for cid in ("c1", "c3")
+    }
+    assert freshness["c3"] == 1.0 and freshness["c1"] < 1.0
+
+
+def test_weighted_valuators_average_values_and_keep_every_score(memory, msg):
+    memory.observe(msg.user("book HAT069 for mia_li_3668"))
+    planning = HeuristicValuator(mode=TaskMode.PRECISE_PLANNING)
+    creative = HeuristicValuator(mode=TaskMode.CREATIVE, decay=Decay(lam=1.0, floor=0.0))
+    both = WeightedValuators(((planning, 3.0), (creative, 1.0)))
+
+    a = scored_by_id(memory, planning)["c0"]
+    b = scored_by_id(memory, creative)["c0"]
+    mixed = scored_by_id(memory, both)["c0"]
+
+    assert mixed.value == pytest.approx((3 * a.value + b.value) / 4)
+    assert len(mixed.scores) == len(a.scores) + len(b.scores)
+
+
+def test_weighted_valuators_need_positive_weights():
+    with pytest.raises(ConfigError):
+        WeightedValuators(((HeuristicValuator(), 0.0),))
