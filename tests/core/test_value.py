@@ -16,8 +16,10 @@ from damc_core import (
     WeightedValuators,
 )
 
+NO_FOCUS = DecisionFocus()
 
-def scored_by_id(memory, valuator, *, focus=DecisionFocus(), now=None):
+
+def scored_by_id(memory, valuator, *, focus=NO_FOCUS, now=None):
     context = ValuationContext(
         focus=focus,
         current_seq=len(memory.cards()),
