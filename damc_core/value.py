@@ -193,7 +193,9 @@ class HeuristicValuator:
             len(t.rows) for t in card.tables
         )
         if ids and card.kind in (CardKind.TOOL_RESULT, CardKind.USER_INSTRUCTION):
-            score = max(score, 0.45)
+            score = max(
+                score, min(0.75, 0.3 + 0.1 * math.log2(1 + ids))
+            )  # more exact values, likelier needed
             reasons.append(f"{ids} exact identifiers, dates or amounts")
         named = (
             len(card.terms & goal_terms) if goal_terms and card.kind is not CardKind.USER_INSTRUCTION else 0
