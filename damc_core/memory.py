@@ -105,7 +105,7 @@ class MemorySettings:
     """Send tool results inside the recent window as their card text instead of the raw output."""
     as_of_after: float = 300.0
     """Volatile cards older than this many seconds are shown with ``(as of <time>)``."""
-    max_candidates: int = 160
+    max_candidates: int = 96
     """Past this many cards, only a shortlist (best prior x decay, focus matches, newest) is valued."""
     superseded: str = "drop"
     """``drop`` superseded cards, or ``mark`` them and let them compete for the budget."""
