@@ -32,6 +32,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from people import FIRST, LAST
+
 CHARS_PER_TOKEN = 3.4
 """Rough cl100k characters per token for this JSON-heavy text (measured: 3.2-3.6)."""
 
@@ -69,53 +71,6 @@ AIRLINES = [
 ]
 AIRCRAFT = ["A320", "A321neo", "B737-800", "B737 MAX 8", "B757-200", "E175", "A220-300", "B787-9"]
 CABINS = ["basic_economy", "economy", "premium_economy", "business"]
-FIRST = [
-    "Mia",
-    "Omar",
-    "Sofia",
-    "Yusuf",
-    "Lucas",
-    "Chen",
-    "Aarav",
-    "Emma",
-    "Noah",
-    "Ivan",
-    "Fatima",
-    "Raj",
-    "Lena",
-    "Mateo",
-    "Ava",
-    "Kenji",
-    "Amelia",
-    "Daiki",
-    "Olivia",
-    "Ethan",
-    "Harper",
-    "Liam",
-]
-LAST = [
-    "Li",
-    "Rossi",
-    "Garcia",
-    "Kim",
-    "Brown",
-    "Nguyen",
-    "Patel",
-    "Smith",
-    "Ahmed",
-    "Silva",
-    "Muller",
-    "Lopez",
-    "Sato",
-    "Khan",
-    "Davis",
-    "Moore",
-    "Wilson",
-    "Taylor",
-    "Thomas",
-    "Lee",
-    "Martin",
-]
 HOTEL_WORDS = [
     "Grand",
     "Harbor",

@@ -48,6 +48,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from people import FIRST, LAST
+
 from damc_core import DecisionMemory, InMemoryStore, MemorySettings, SQLiteStore, TiktokenCounter
 
 TARGETS_MS = {1_000: 5.0, 100_000: 50.0}
@@ -57,53 +59,6 @@ BUDGET = 1000
 
 # -- realistic event stream ------------------------------------------------------------------------
 
-FIRST = [
-    "Mia",
-    "Omar",
-    "Sofia",
-    "Yusuf",
-    "Lucas",
-    "Chen",
-    "Aarav",
-    "Emma",
-    "Noah",
-    "Ivan",
-    "Fatima",
-    "Raj",
-    "Lena",
-    "Mateo",
-    "Ava",
-    "Kenji",
-    "Amelia",
-    "Daiki",
-    "Olivia",
-    "Ethan",
-    "Harper",
-    "Liam",
-]
-LAST = [
-    "Li",
-    "Rossi",
-    "Garcia",
-    "Kim",
-    "Brown",
-    "Nguyen",
-    "Patel",
-    "Smith",
-    "Ahmed",
-    "Silva",
-    "Muller",
-    "Lopez",
-    "Sato",
-    "Khan",
-    "Davis",
-    "Moore",
-    "Wilson",
-    "Taylor",
-    "Thomas",
-    "Lee",
-    "Martin",
-]
 AIRPORTS = [
     "JFK",
     "SEA",

@@ -8,7 +8,7 @@ source trust breaks ties between cards of the same moment, and the loser is mark
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -32,9 +32,26 @@ class Selector(Protocol):
 OVER_BUDGET = "over the token budget"
 
 
-def _check_budget(budget: int) -> None:
+def _fill(
+    ordered: Iterable[ScoredCard], budget: int, refuse: Callable[[ScoredCard, int], str | None]
+) -> Selection:
+    """Keep cards in the given order while the budget lasts; ``refuse(card, kept_so_far)`` may give a
+    reason to drop one regardless."""
     if budget < 0:
         raise ConfigError(f"budget must be >= 0 tokens, got {budget}")
+    kept: list[ScoredCard] = []
+    dropped: list[tuple[ScoredCard, str]] = []
+    used = 0
+    for item in ordered:
+        reason = refuse(item, len(kept))
+        if reason is None and used + item.card.tokens > budget:
+            reason = OVER_BUDGET
+        if reason is None:
+            kept.append(item)
+            used += item.card.tokens
+        else:
+            dropped.append((item, reason))
+    return Selection(kept, dropped)
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,19 +65,11 @@ class TopKSelector:
             raise ConfigError(f"TopKSelector.k must be > 0, got {self.k}")
 
     def select(self, scored: Sequence[ScoredCard], *, budget: int) -> Selection:
-        _check_budget(budget)
-        kept: list[ScoredCard] = []
-        dropped: list[tuple[ScoredCard, str]] = []
-        used = 0
-        for item in sorted(scored, key=lambda s: (-s.value, -s.card.seq)):
-            if len(kept) >= self.k:
-                dropped.append((item, f"outside the top {self.k}"))
-            elif used + item.card.tokens > budget:
-                dropped.append((item, OVER_BUDGET))
-            else:
-                kept.append(item)
-                used += item.card.tokens
-        return Selection(kept, dropped)
+        return _fill(
+            sorted(scored, key=lambda s: (-s.value, -s.card.seq)),
+            budget,
+            lambda item, kept: f"outside the top {self.k}" if kept >= self.k else None,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,19 +83,14 @@ class ThresholdSelector:
             raise ConfigError(f"ThresholdSelector.min_value must be in [0, 1], got {self.min_value}")
 
     def select(self, scored: Sequence[ScoredCard], *, budget: int) -> Selection:
-        _check_budget(budget)
-        kept: list[ScoredCard] = []
-        dropped: list[tuple[ScoredCard, str]] = []
-        used = 0
-        for item in sorted(scored, key=lambda s: (-s.value, -s.card.seq)):
-            if item.value < self.min_value:
-                dropped.append((item, f"value {item.value:.2f} below threshold {self.min_value}"))
-            elif used + item.card.tokens > budget:
-                dropped.append((item, OVER_BUDGET))
-            else:
-                kept.append(item)
-                used += item.card.tokens
-        return Selection(kept, dropped)
+        def below(item: ScoredCard, kept: int) -> str | None:
+            return (
+                f"value {item.value:.2f} below threshold {self.min_value}"
+                if item.value < self.min_value
+                else None
+            )
+
+        return _fill(sorted(scored, key=lambda s: (-s.value, -s.card.seq)), budget, below)
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,23 +113,17 @@ class HybridSelector:
             raise ConfigError(f"HybridSelector.token_exponent must be in [0, 1], got {self.token_exponent}")
 
     def select(self, scored: Sequence[ScoredCard], *, budget: int) -> Selection:
-        _check_budget(budget)
-        kept: list[ScoredCard] = []
-        dropped: list[tuple[ScoredCard, str]] = []
-        used = 0
-
         def density(item: ScoredCard) -> float:
             return float(item.value / max(1, item.card.tokens) ** self.token_exponent)
 
-        for item in sorted(scored, key=lambda s: (-density(s), -s.card.seq)):
-            if item.value < self.min_value:
-                dropped.append((item, f"value {item.value:.2f} below floor {self.min_value}"))
-            elif used + item.card.tokens > budget:
-                dropped.append((item, OVER_BUDGET))
-            else:
-                kept.append(item)
-                used += item.card.tokens
-        return Selection(kept, dropped)
+        def below(item: ScoredCard, kept: int) -> str | None:
+            return (
+                f"value {item.value:.2f} below floor {self.min_value}"
+                if item.value < self.min_value
+                else None
+            )
+
+        return _fill(sorted(scored, key=lambda s: (-density(s), -s.card.seq)), budget, below)
 
 
 @dataclass(frozen=True, slots=True)
