@@ -1,0 +1,125 @@
+"""Conformance checks every ``MemoryStore`` backend must pass.
+
+A backend's test suite runs them in a few lines::
+
+    def test_my_store_conforms(tmp_path):
+        run_store_conformance(lambda: MyStore(tmp_path / "db"))
+
+``make_store`` is called once per check and must return a new, empty store each time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from .errors import StoreClosedError
+from .stores import MemoryStore
+from .types import Card, CardKind, Fact, Namespace, RawRecord, Score, Table
+
+ALICE = Namespace(user="alice", session="trip-1")
+BOB = Namespace(user="bob", session="trip-1")
+
+
+def sample_card(seq: int, **fields: object) -> Card:
+    """A card with every field set to something other than its default."""
+    values: dict[str, object] = {
+        "id": f"c{seq}",
+        "record_id": f"r{seq}",
+        "seq": seq,
+        "created_at": 1_715_785_200.0 + seq,
+        "kind": CardKind.TOOL_RESULT,
+        "summary": f"[c{seq}] search(date=2024-05-20) -> HAT069 | 121",
+        "facts": (Fact("status", "available", "status"),),
+        "tables": (Table("rows", ("flight_number", "price"), (("HAT069", "121"),)),),
+        "text": "extract",
+        "tool_name": "search",
+        "tool_call_id": "call_1",
+        "arguments": {"date": "2024-05-20", "cabin": ["economy"]},
+        "decision_links": ("c9",),
+        "used_terms": frozenset({"hat069"}),
+        "constraints": ("HAT083: status=sold out",),
+        "source": "tool:search",
+        "trust": 0.8,
+        "as_of": 1_715_785_200.0,
+        "volatile": True,
+        "entity_keys": (("HAT069", "price"),),
+        "stale_rows": (("hat069", "c12"),),
+        "stale_facts": (("price", "c12"),),
+        "superseded_by": "c12",
+        "prior": 0.7,
+        "scores": (Score("causal", 0.5, "used by c9"),),
+        "tokens": 17,
+        "raw_tokens": 90,
+        "terms": frozenset({"hat069", "121"}),
+    }
+    values.update(fields)
+    return Card(**values)  # type: ignore[arg-type]
+
+
+def _record(namespace: Namespace, seq: int, body: str = '{"role": "user", "content": "hi"}') -> RawRecord:
+    return RawRecord(id=f"r{seq}", namespace=namespace, seq=seq, created_at=1_715_785_200.0 + seq, body=body)
+
+
+def check_records_round_trip_verbatim(store: MemoryStore) -> None:
+    body = '{"role": "tool", "content": "Error: ünïcode \\u0000 kept", "tool_call_id": "x"}'
+    store.append(_record(ALICE, 0, body))
+    got = store.record(ALICE, "r0")
+    assert got is not None and got.body == body and got.seq == 0
+    assert store.record(ALICE, "r404") is None
+
+
+def check_records_come_back_in_sequence_order(store: MemoryStore) -> None:
+    for seq in (2, 0, 1):
+        store.append(_record(ALICE, seq))
+    assert [r.seq for r in store.records(ALICE)] == [0, 1, 2]
+
+
+def check_cards_round_trip_every_field(store: MemoryStore) -> None:
+    card = sample_card(3)
+    store.put_cards(ALICE, [card])
+    assert store.cards(ALICE) == [card]
+
+
+def check_put_cards_replaces_by_id(store: MemoryStore) -> None:
+    store.put_cards(ALICE, [sample_card(1, prior=0.1), sample_card(0)])
+    store.put_cards(ALICE, [sample_card(1, prior=0.9)])
+    assert [(c.id, c.prior) for c in store.cards(ALICE)] == [("c0", 0.7), ("c1", 0.9)]
+
+
+def check_namespaces_never_leak(store: MemoryStore) -> None:
+    store.append(_record(ALICE, 0))
+    store.put_cards(ALICE, [sample_card(0)])
+    assert store.record(ALICE, "r0") is not None and store.cards(ALICE) == [sample_card(0)]
+    assert store.records(BOB) == [] and store.cards(BOB) == []
+    assert store.record(BOB, "r0") is None
+
+
+def check_closed_store_refuses_work(store: MemoryStore) -> None:
+    store.close()
+    try:
+        store.records(ALICE)
+    except StoreClosedError:
+        return
+    raise AssertionError("a closed store must raise StoreClosedError")
+
+
+CHECKS: tuple[Callable[[MemoryStore], None], ...] = (
+    check_records_round_trip_verbatim,
+    check_records_come_back_in_sequence_order,
+    check_cards_round_trip_every_field,
+    check_put_cards_replaces_by_id,
+    check_namespaces_never_leak,
+    check_closed_store_refuses_work,
+)
+
+
+def run_store_conformance(make_store: Callable[[], MemoryStore]) -> None:
+    """Run every check on a fresh store; raises ``AssertionError`` naming the first that fails."""
+    for check in CHECKS:
+        store = make_store()
+        try:
+            check(store)
+        except AssertionError as exc:
+            raise AssertionError(f"{check.__name__}: {exc}") from exc
+        finally:
+            store.close()
