@@ -228,7 +228,7 @@ class DecisionMemory:
         self.supersession = Supersession()
         self.clock = clock
         self._session = _Session()
-        self._render_cache: dict[tuple[str, Detail, bool, frozenset[str], frozenset[str], int], Card] = {}
+        self._render_cache: dict[tuple[str, Detail, frozenset[str] | None, frozenset[str], int], Card] = {}
         self._line_tokens: dict[str, int] = {}
         self._lock = threading.RLock()
         self._reload()
@@ -267,7 +267,11 @@ class DecisionMemory:
         raw_tokens = count_messages([message], self.counter)
         card = replace(card, summary=summary, tokens=self.counter.count(summary) + 1, raw_tokens=raw_tokens)
         self.store.put_cards(self.namespace, [card])
-        return self._derive(card, message)
+        card = self._derive(card, message)
+        self._rendered(
+            card, None, "key"
+        )  # warm the cache: a decision then renders only what the focus changes
+        return card
 
     def _derive(self, card: Card, message: Message) -> Card:
         """Apply a new card to the in-memory state: links, last use, scores, the indexes, and the
@@ -412,7 +416,7 @@ class DecisionMemory:
         names |= {f.value.lower() for f in card.facts if f.kind == "id" and "." not in f.path}
         found = []
         for name in sorted(names):
-            for other_id in self._session.by_term.get(name, ())[-MENTION_FANOUT:]:
+            for other_id in self._session.by_term.get(name, ())[-LINK_FANOUT:]:
                 other = self._session.cards[other_id]
                 if other.volatile and any(_row_holds(t, name) for t in other.tables):
                     found.append((other_id, name))
@@ -533,22 +537,18 @@ class DecisionMemory:
         """
         if card.kind not in _LEVELLED:
             return card
-        relevant: frozenset[str] = frozenset()
+        # None: a rendering that ignores the focus (no long table, or shown whole).
+        relevant: frozenset[str] | None = None
         if focus is not None and self.compressor.depends_on_focus(card, detail=detail):
             relevant = card.terms & focus.terms
-        cache_key = (
-            card.id,
-            detail,
-            focus is None,
-            relevant,
-            card.used_terms,
-            len(card.stale_rows) + len(card.stale_facts),
-        )
+        cache_key = (card.id, detail, relevant, card.used_terms, len(card.stale_rows) + len(card.stale_facts))
         rendered = self._render_cache.get(cache_key)
         if rendered is None:
             if len(self._render_cache) > RENDER_CACHE_SIZE:
                 self._render_cache.clear()
-            local = DecisionFocus(focus.query, relevant) if focus is not None else None
+            local = (
+                DecisionFocus(focus.query, relevant) if focus is not None and relevant is not None else None
+            )
             rendered = self._with_summary(card, self.compressor.render(card, focus=local, detail=detail))
         if rendered.scores is not card.scores:  # rescored or relinked since rendered
             rendered = replace(
