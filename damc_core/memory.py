@@ -36,6 +36,7 @@ from .tokens import (
     call_function,
     content_text,
     count_messages,
+    message_text,
 )
 from .types import (
     BuiltContext,
@@ -451,13 +452,13 @@ class DecisionMemory:
         system = session.system_prompt if system is None else system
         recent_entries = self._recent_window()
         recent = [self._recent_message(e) for e in recent_entries]
-        while recent and count_messages(recent, self.counter) > budget and len(recent_entries) > 1:
+        while recent and self._count_messages(recent) > budget and len(recent_entries) > 1:
             recent_entries = recent_entries[1:]
             while recent_entries and recent_entries[0].message.get("role") == "tool":
                 recent_entries = recent_entries[1:]
             recent = [self._recent_message(e) for e in recent_entries]
         recent_ids = {e.card_id for e in recent_entries}
-        recent_tokens = count_messages(recent, self.counter)
+        recent_tokens = self._count_messages(recent)
 
         focus = self._focus(query)
         wide = DecisionFocus(focus.query, focus.terms | session.goal_terms, focus.tools)
@@ -486,7 +487,7 @@ class DecisionMemory:
         context = ValuationContext(
             focus=focus, current_seq=session.seq, now=self.clock(), last_used=session.last_used
         )
-        header = self.counter.count(fence_memory([])) + MESSAGE_OVERHEAD
+        header = self._count_lines(fence_memory([])) + MESSAGE_OVERHEAD
         memory_budget = max(0, budget - recent_tokens - header)
         scored, beyond = _shortlist(self.valuator.value(candidates, context=context), memory_budget)
         richer: dict[str, list[Card]] = {}
@@ -522,10 +523,10 @@ class DecisionMemory:
         return BuiltContext(
             messages=messages,
             decisions=tuple(sorted(decisions, key=lambda d: int(d.card_id[1:]))),
-            memory_tokens=self.counter.count(memory) if memory else 0,
-            total_tokens=count_messages(messages, self.counter),
+            memory_tokens=self._count_lines(memory) if memory else 0,
+            total_tokens=self._count_messages(messages),
             unconsidered=len(session.cards) - len(shortlist),
-            raw_tokens=session.raw_tokens + (self.counter.count(system) + MESSAGE_OVERHEAD if system else 0),
+            raw_tokens=session.raw_tokens + (self._count_lines(system) + MESSAGE_OVERHEAD if system else 0),
         )
 
     def _rendered(self, card: Card, focus: DecisionFocus | None, detail: Detail) -> Card:
@@ -565,6 +566,9 @@ class DecisionMemory:
         if summary == card.summary:
             return card
         return replace(card, summary=summary, tokens=self._count_lines(summary) + 1)
+
+    def _count_messages(self, messages: list[Message]) -> int:
+        return sum(self._count_lines(message_text(m)) + MESSAGE_OVERHEAD for m in messages)
 
     def _count_lines(self, text: str) -> int:
         """Token count of a rendering, line by line with a cache: focused renderings of one table

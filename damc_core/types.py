@@ -225,9 +225,10 @@ class BuiltContext:
     decisions: tuple[Decision, ...]
     """One entry per candidate card."""
     memory_tokens: int
-    """Tokens of the memory section."""
+    """Tokens of the memory section (counted line by line with a cache; within a few tokens of a
+    whole-text count)."""
     total_tokens: int
-    """Tokens of every message sent, system prompt included."""
+    """Tokens of every message sent, system prompt included, counted the same way."""
     raw_tokens: int
     """Tokens the same history would cost sent verbatim."""
     unconsidered: int = 0
