@@ -1,1 +1,5 @@
-"""LangChain adapter for DAMC (see the damc_langchain issue)."""
+"""LangChain adapter for DAMC: translate LangChain messages, delegate to ``damc_core``."""
+
+from .middleware import DamcMiddleware
+
+__all__ = ["DamcMiddleware"]

@@ -1,0 +1,164 @@
+"""DamcMiddleware on a real ``create_agent`` agent: what the model receives, sync and async."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+pytest.importorskip("langchain")
+
+from langchain.agents import create_agent
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.tools import tool
+
+from damc_core import DecisionMemory, InMemoryStore, MemorySettings
+from damc_langchain import DamcMiddleware
+
+FLIGHTS = [
+    {
+        "flight_number": f"HAT{100 + i}",
+        "status": "available" if i != 3 else "sold out",
+        "prices": {"economy": 100 + 7 * i},
+        "gate": f"B{i}",
+        "aircraft": "A320neo",
+        "meal": "snack box",
+    }
+    for i in range(30)
+]
+
+
+@tool
+def get_user_details(user_id: str) -> str:
+    """Look up a user."""
+    return json.dumps(
+        {
+            "user_id": user_id,
+            "payment_methods": {
+                "credit_card_4421486": {"id": "credit_card_4421486", "brand": "visa"},
+                "certificate_7504069": {"id": "certificate_7504069", "amount": 250},
+            },
+            "address": {"address1": "975 Sunset Drive " * 20},
+        }
+    )
+
+
+@tool
+def search_flights(date: str) -> str:
+    """Search flights on a date."""
+    return json.dumps(FLIGHTS)
+
+
+@tool
+def book(flight_number: str, payment_id: str) -> str:
+    """Book a flight."""
+    return json.dumps({"reservation_id": "4WQ150", "status": "confirmed", "flight_number": flight_number})
+
+
+def call(name, args, call_id):
+    return AIMessage("", tool_calls=[{"name": name, "args": args, "id": call_id}])
+
+
+SCRIPT = (
+    call("get_user_details", {"user_id": "mia_li_3668"}, "c1"),
+    call("search_flights", {"date": "2024-05-20"}, "c2"),
+    call("book", {"flight_number": "HAT107", "payment_id": "credit_card_4421486"}, "c3"),
+    AIMessage("Booked HAT107, reservation 4WQ150."),
+)
+
+
+def text(messages):
+    return "\n".join(str(m.content) for m in messages)
+
+
+def agent_with(model, middleware=()):
+    return create_agent(
+        model,
+        [get_user_details, search_flights, book],
+        system_prompt="You book flights.",
+        middleware=list(middleware),
+    )
+
+
+def memory(budget=600):
+    return DecisionMemory(store=InMemoryStore(), settings=MemorySettings(budget=budget))
+
+
+def test_the_model_sees_damc_context_with_the_ids_it_needs(recording_model):
+    bare, damc = recording_model(*SCRIPT), recording_model(*SCRIPT)
+    question = {"messages": [HumanMessage("Book HAT107 on 2024-05-20 for mia_li_3668 with my visa")]}
+
+    agent_with(bare).invoke(question)
+    result = agent_with(damc, [DamcMiddleware(memory())]).invoke(question)
+
+    booking_prompt = damc.received[2]
+    assert isinstance(booking_prompt[0], SystemMessage)
+    assert booking_prompt[0].content.startswith("You book flights.")
+    assert "<memory>" in booking_prompt[0].content
+    sent = text(booking_prompt)
+    assert "credit_card_4421486" in sent and "HAT107" in sent and "mia_li_3668" in sent
+    assert len(sent) < len(text(bare.received[2]))
+    assert result["messages"][-1].content == "Booked HAT107, reservation 4WQ150."
+
+
+def test_the_agent_state_keeps_every_message_verbatim(recording_model):
+    model = recording_model(*SCRIPT)
+    result = agent_with(model, [DamcMiddleware(memory(budget=200))]).invoke(
+        {"messages": [HumanMessage("Book HAT107 for mia_li_3668")]}
+    )
+
+    tool_outputs = [m.content for m in result["messages"] if isinstance(m, ToolMessage)]
+    assert json.loads(tool_outputs[1]) == FLIGHTS  # the state is untouched by compression
+
+
+def test_every_prompt_is_a_valid_tool_sequence(recording_model):
+    model = recording_model(*SCRIPT)
+    agent_with(model, [DamcMiddleware(memory(budget=300))]).invoke({"messages": [HumanMessage("go")]})
+
+    for prompt in model.received:
+        open_calls = set()
+        for message in prompt:
+            if isinstance(message, AIMessage):
+                open_calls = {c["id"] for c in message.tool_calls}
+            if isinstance(message, ToolMessage):
+                assert message.tool_call_id in open_calls
+
+
+def test_each_tool_result_is_recorded_once(recording_model):
+    damc = memory()
+    agent_with(recording_model(*SCRIPT), [DamcMiddleware(damc)]).invoke({"messages": [HumanMessage("go")]})
+
+    tool_cards = [c for c in damc.cards() if c.kind.value in ("tool_result", "tool_error")]
+    assert [c.tool_name for c in tool_cards] == ["get_user_details", "search_flights", "book"]
+
+
+def test_async_agent_gets_the_same_context(recording_model):
+    model = recording_model(*SCRIPT)
+    agent = agent_with(model, [DamcMiddleware(memory())])
+
+    asyncio.run(agent.ainvoke({"messages": [HumanMessage("Book HAT107 for mia_li_3668")]}))
+
+    assert "credit_card_4421486" in text(model.received[2])
+
+
+def test_streaming_runs_through_the_middleware(recording_model):
+    model = recording_model(*SCRIPT)
+    chunks = list(agent_with(model, [DamcMiddleware(memory())]).stream({"messages": [HumanMessage("go")]}))
+
+    assert chunks and "<memory>" in model.received[2][0].content
+
+
+def test_a_broken_tool_output_does_not_stop_the_agent(recording_model):
+    @tool
+    def flaky(date: str) -> str:
+        """Returns garbage."""
+        return "\x00\x01{not json" + "x" * 200_000
+
+    model = recording_model(call("flaky", {"date": "2024-05-20"}, "c1"), AIMessage("done"))
+    agent = create_agent(model, [flaky], middleware=[DamcMiddleware(memory())])
+
+    result = agent.invoke({"messages": [HumanMessage("go")]})
+
+    assert result["messages"][-1].content == "done"
+    assert len(text(model.received[1])) < 200_000
