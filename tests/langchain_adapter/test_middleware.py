@@ -16,60 +16,7 @@ from langchain_core.tools import tool
 from damc_core import DecisionMemory, InMemoryStore, MemorySettings
 from damc_langchain import DamcMiddleware
 
-FLIGHTS = [
-    {
-        "flight_number": f"HAT{100 + i}",
-        "status": "available" if i != 3 else "sold out",
-        "prices": {"economy": 100 + 7 * i},
-        "gate": f"B{i}",
-        "aircraft": "A320neo",
-        "meal": "snack box",
-    }
-    for i in range(30)
-]
-
-
-@tool
-def get_user_details(user_id: str) -> str:
-    """Look up a user."""
-    return json.dumps(
-        {
-            "user_id": user_id,
-            "payment_methods": {
-                "credit_card_4421486": {"id": "credit_card_4421486", "brand": "visa"},
-                "certificate_7504069": {"id": "certificate_7504069", "amount": 250},
-            },
-            "address": {"address1": "975 Sunset Drive " * 20},
-        }
-    )
-
-
-@tool
-def search_flights(date: str) -> str:
-    """Search flights on a date."""
-    return json.dumps(FLIGHTS)
-
-
-@tool
-def book(flight_number: str, payment_id: str) -> str:
-    """Book a flight."""
-    return json.dumps({"reservation_id": "4WQ150", "status": "confirmed", "flight_number": flight_number})
-
-
-def call(name, args, call_id):
-    return AIMessage("", tool_calls=[{"name": name, "args": args, "id": call_id}])
-
-
-SCRIPT = (
-    call("get_user_details", {"user_id": "mia_li_3668"}, "c1"),
-    call("search_flights", {"date": "2024-05-20"}, "c2"),
-    call("book", {"flight_number": "HAT107", "payment_id": "credit_card_4421486"}, "c3"),
-    AIMessage("Booked HAT107, reservation 4WQ150."),
-)
-
-
-def text(messages):
-    return "\n".join(str(m.content) for m in messages)
+from .scenario import FLIGHTS, SCRIPT, book, call, get_user_details, search_flights, text
 
 
 def agent_with(model, middleware=()):
@@ -162,3 +109,19 @@ def test_a_broken_tool_output_does_not_stop_the_agent(recording_model):
 
     assert result["messages"][-1].content == "done"
     assert len(text(model.received[1])) < 200_000
+
+
+def test_damc_keeps_the_ids_that_clearing_old_tool_results_drops(recording_model):
+    from langchain.agents.middleware import ClearToolUsesEdit, ContextEditingMiddleware
+
+    question = {"messages": [HumanMessage("Book HAT107 for mia_li_3668 with my visa")]}
+    clearing, damc = recording_model(*SCRIPT), recording_model(*SCRIPT)
+    editing = ContextEditingMiddleware(edits=[ClearToolUsesEdit(trigger=200, keep=1)])
+
+    agent_with(clearing, [editing]).invoke(question)
+    agent_with(damc, [DamcMiddleware(memory(budget=600))]).invoke(question)
+
+    assert "[cleared]" in text(clearing.received[2])
+    assert "credit_card_4421486" not in text(clearing.received[2])
+    assert "credit_card_4421486" in text(damc.received[2])
+    assert len(text(damc.received[2])) < len(text(clearing.received[2]))

@@ -1,0 +1,38 @@
+"""DAMC as a ``pre_model_hook`` for langgraph's ``create_react_agent``."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from langchain_core.messages import convert_to_messages
+
+from damc_core import DecisionMemory
+
+from ._recorder import MessageRecorder
+
+logger = logging.getLogger("damc.langchain")
+
+
+def damc_pre_model_hook(
+    memory: DecisionMemory, *, budget: int | None = None
+) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """A hook whose ``llm_input_messages`` are DAMC's context: the graph state is left untouched.
+
+    The memory section comes as a system message; ``create_react_agent(prompt=...)`` puts its own
+    system prompt before it.
+    """
+    recorder = MessageRecorder(memory)
+
+    def hook(state: dict[str, Any]) -> dict[str, Any]:
+        messages = state["messages"]
+        try:
+            recorder.observe(messages)
+            built = memory.build(budget=budget)
+        except Exception:  # the agent keeps running on its own history rather than fail
+            logger.exception("damc: building the context failed; the model gets the full history")
+            return {"llm_input_messages": messages}
+        return {"llm_input_messages": convert_to_messages(built.messages)}
+
+    return hook
