@@ -3,4 +3,13 @@
 from .langgraph import damc_pre_model_hook
 from .middleware import DamcMiddleware
 
-__all__ = ["DamcMiddleware", "damc_pre_model_hook"]
+__all__ = ["DAMCMemory", "DamcMiddleware", "damc_pre_model_hook"]
+
+
+def __getattr__(name: str) -> object:
+    """``DAMCMemory`` needs langchain-classic, which the other surfaces do not: import it on use."""
+    if name == "DAMCMemory":
+        from .classic_memory import DAMCMemory
+
+        return DAMCMemory
+    raise AttributeError(name)

@@ -1,0 +1,81 @@
+"""A drop-in for ``ConversationBufferMemory`` in langchain-classic chains and ``AgentExecutor``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langchain_classic.base_memory import BaseMemory
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    ToolMessage,
+    convert_to_messages,
+    get_buffer_string,
+)
+from pydantic import ConfigDict, Field
+
+from damc_core import DecisionMemory
+
+from ._recorder import to_event
+
+
+class DAMCMemory(BaseMemory):
+    """Loads DAMC's context where ``ConversationBufferMemory`` would load the whole buffer.
+
+    ``AgentExecutor(..., memory=DAMCMemory(memory=DecisionMemory(...)))``; with
+    ``return_intermediate_steps=True`` the tool calls and results of each run are recorded too.
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    memory: DecisionMemory
+    memory_key: str = "history"
+    return_messages: bool = False
+    input_key: str | None = None
+    output_key: str | None = None
+    human_prefix: str = "Human"
+    ai_prefix: str = "AI"
+    budget: int | None = Field(default=None, description="Token budget per load; the memory's own when None.")
+
+    @property
+    def memory_variables(self) -> list[str]:
+        return [self.memory_key]
+
+    def load_memory_variables(self, inputs: dict[str, Any]) -> dict[str, Any]:
+        query = inputs.get(self._input_key(inputs)) if inputs else None
+        built = self.memory.build(query=str(query) if query else None, budget=self.budget)
+        messages: list[BaseMessage] = convert_to_messages(built.messages)
+        if self.return_messages:
+            return {self.memory_key: messages}
+        return {self.memory_key: get_buffer_string(messages, self.human_prefix, self.ai_prefix)}
+
+    def save_context(self, inputs: dict[str, Any], outputs: dict[str, Any]) -> None:
+        self.memory.observe({"role": "user", "content": str(inputs[self._input_key(inputs)])})
+        calls_seen: set[int] = set()
+        for action, observation in outputs.get("intermediate_steps") or ():
+            self._record_step(action, observation, calls_seen)
+        output_key = self.output_key or next(k for k in outputs if k != "intermediate_steps")
+        self.memory.observe({"role": "assistant", "content": str(outputs[output_key])})
+
+    def clear(self) -> None:
+        self.memory.clear()
+
+    def _record_step(self, action: Any, observation: Any, calls_seen: set[int]) -> None:
+        log = [m for m in getattr(action, "message_log", ()) if isinstance(m, AIMessage) and m.tool_calls]
+        call_id = getattr(action, "tool_call_id", None)
+        if log and call_id:  # a tool-calling agent: keep the model's own call and its id
+            if id(log[-1]) not in calls_seen:  # parallel calls share one assistant message
+                calls_seen.add(id(log[-1]))
+                self.memory.observe(to_event(log[-1]))
+            result = ToolMessage(content=str(observation), tool_call_id=call_id, name=action.tool)
+            self.memory.observe(to_event(result))
+        else:
+            self.memory.observe_tool(action.tool, action.tool_input, observation)
+
+    def _input_key(self, inputs: dict[str, Any]) -> str:
+        if self.input_key:
+            return self.input_key
+        candidates = [k for k in inputs if k not in (*self.memory_variables, "stop", "intermediate_steps")]
+        if len(candidates) != 1:
+            raise ValueError(f"DAMCMemory cannot tell the input among {candidates}; set input_key=...")
+        return candidates[0]

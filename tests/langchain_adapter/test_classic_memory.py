@@ -1,0 +1,98 @@
+"""DAMCMemory in place of ConversationBufferMemory on a langchain-classic AgentExecutor."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+pytest.importorskip("langchain_classic")
+
+from langchain_classic.agents import AgentExecutor, create_tool_calling_agent
+from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
+
+from damc_core import DecisionMemory, InMemoryStore, MemorySettings
+from damc_langchain import DAMCMemory
+
+from .scenario import SCRIPT, book, get_user_details, search_flights, text
+
+PROMPT = ChatPromptTemplate.from_messages(
+    [
+        ("system", "You book flights."),
+        MessagesPlaceholder("history"),
+        ("human", "{input}"),
+        MessagesPlaceholder("agent_scratchpad"),
+    ]
+)
+
+
+def executor(model, memory):
+    tools = [get_user_details, search_flights, book]
+    agent = create_tool_calling_agent(model, tools, PROMPT)
+    return AgentExecutor(agent=agent, tools=tools, memory=memory, return_intermediate_steps=True)
+
+
+def damc_memory(**fields):
+    decision = DecisionMemory(store=InMemoryStore(), settings=MemorySettings(budget=500))
+    options = {"return_messages": True, "input_key": "input", "output_key": "output", **fields}
+    return DAMCMemory(memory=decision, **options)
+
+
+def test_a_second_run_sees_the_first_runs_tool_results_as_cards(recording_model):
+    model = recording_model(*SCRIPT, AIMessage("Your card is credit_card_4421486."))
+    memory = damc_memory()
+    agent = executor(model, memory)
+
+    agent.invoke({"input": "Book HAT107 for mia_li_3668 with my visa"})
+    agent.invoke({"input": "Which card did I use?"})
+
+    second_run = model.received[-1]
+    history = text(second_run)
+    assert "<memory>" in history and "credit_card_4421486" in history and "4WQ150" in history
+    assert second_run[-1].content == "Which card did I use?"
+    kinds = [c.kind.value for c in memory.memory.cards()]
+    assert kinds.count("tool_result") == 3 and kinds.count("user_instruction") == 2
+
+
+def test_a_short_conversation_loads_exactly_as_conversation_buffer_memory_does():
+    from langchain_classic.memory import ConversationBufferMemory
+
+    damc, buffer = damc_memory(return_messages=False), ConversationBufferMemory()
+    for memory in (damc, buffer):
+        memory.save_context({"input": "Book HAT107 for mia_li_3668"}, {"output": "Which card?"})
+
+    loaded = damc.load_memory_variables({"input": "my visa"})["history"]
+
+    assert (
+        loaded
+        == buffer.load_memory_variables({})["history"]
+        == "Human: Book HAT107 for mia_li_3668\nAI: Which card?"
+    )
+
+
+def test_async_save_and_load(recording_model):
+    memory = damc_memory()
+
+    async def run():
+        await memory.asave_context({"input": "my id is mia_li_3668"}, {"output": "noted"})
+        return await memory.aload_memory_variables({"input": "again"})
+
+    loaded = asyncio.run(run())["history"]
+    assert all(isinstance(m, BaseMessage) for m in loaded)
+    assert "mia_li_3668" in text(loaded)
+
+
+def test_clear_forgets_the_conversation():
+    memory = damc_memory()
+    memory.save_context({"input": "my id is mia_li_3668"}, {"output": "noted"})
+
+    memory.clear()
+
+    assert "mia_li_3668" not in text(memory.load_memory_variables({"input": "x"})["history"])
+
+
+def test_ambiguous_inputs_need_an_input_key():
+    memory = DAMCMemory(memory=DecisionMemory(store=InMemoryStore()))
+    with pytest.raises(ValueError, match="input_key"):
+        memory.save_context({"a": "1", "b": "2"}, {"output": "x"})
