@@ -1,9 +1,10 @@
 """LangChain adapter for DAMC: translate LangChain messages, delegate to ``damc_core``."""
 
+from .callbacks import DamcCallbackHandler
 from .langgraph import damc_pre_model_hook
 from .middleware import DamcMiddleware
 
-__all__ = ["DAMCMemory", "DamcMiddleware", "damc_pre_model_hook"]
+__all__ = ["DAMCMemory", "DamcCallbackHandler", "DamcMiddleware", "damc_pre_model_hook"]
 
 
 def __getattr__(name: str) -> object:

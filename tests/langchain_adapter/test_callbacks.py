@@ -1,0 +1,111 @@
+"""DamcCallbackHandler: tool runs recorded by run id; rebuilt scratchpad tool messages compressed."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+pytest.importorskip("langchain_classic")
+
+from langchain.agents import create_agent
+from langchain_classic.agents import AgentExecutor, create_tool_calling_agent
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
+from langchain_core.tools import ToolException, tool
+
+from damc_core import CardKind, DecisionMemory, InMemoryStore
+from damc_langchain import DamcCallbackHandler
+
+from .scenario import FLIGHTS, SCRIPT, book, call, get_user_details, search_flights, text
+
+PROMPT = ChatPromptTemplate.from_messages(
+    [("system", "You book flights."), ("human", "{input}"), MessagesPlaceholder("agent_scratchpad")]
+)
+TOOLS = [get_user_details, search_flights, book]
+
+
+def executor(model):
+    return AgentExecutor(
+        agent=create_tool_calling_agent(model, TOOLS, PROMPT), tools=TOOLS, return_intermediate_steps=True
+    )
+
+
+def test_tool_runs_become_cards_paired_by_run_id(recording_model):
+    memory = DecisionMemory(store=InMemoryStore())
+    handler = DamcCallbackHandler(memory)
+
+    executor(recording_model(*SCRIPT)).invoke(
+        {"input": "Book HAT107 for mia_li_3668"}, config={"callbacks": [handler]}
+    )
+
+    results = [c for c in memory.cards() if c.kind is CardKind.TOOL_RESULT]
+    assert [(c.tool_name, c.tool_call_id) for c in results] == [
+        ("get_user_details", "c1"),
+        ("search_flights", "c2"),
+        ("book", "c3"),
+    ]
+    assert results[0].arguments == {"user_id": "mia_li_3668"}
+    assert [c.text for c in memory.cards() if c.kind is CardKind.USER_INSTRUCTION] == [
+        "Book HAT107 for mia_li_3668"
+    ]
+
+
+def test_scratchpad_tool_messages_reach_the_model_compressed_and_the_run_keeps_raw_output(recording_model):
+    model = recording_model(*SCRIPT)
+    handler = DamcCallbackHandler(DecisionMemory(store=InMemoryStore()))
+
+    result = executor(model).invoke({"input": "Book HAT107"}, config={"callbacks": [handler]})
+
+    search = next(m for m in model.received[2] if isinstance(m, ToolMessage) and m.tool_call_id == "c2")
+    assert search.content.startswith("[c")  # the card, not the raw JSON list
+    assert "HAT107" in search.content and len(search.content) < len(json.dumps(FLIGHTS))
+    assert json.loads(result["intermediate_steps"][1][1]) == FLIGHTS
+
+
+def test_messages_of_an_agent_state_are_never_edited(recording_model):
+    model = recording_model(*SCRIPT)
+    handler = DamcCallbackHandler(DecisionMemory(store=InMemoryStore()))
+    agent = create_agent(model, TOOLS)
+
+    result = agent.invoke({"messages": [HumanMessage("go")]}, config={"callbacks": [handler]})
+
+    sent = next(m for m in model.received[2] if isinstance(m, ToolMessage) and m.tool_call_id == "c2")
+    assert json.loads(sent.content) == FLIGHTS
+    assert (
+        json.loads(
+            next(
+                m for m in result["messages"] if isinstance(m, ToolMessage) and m.tool_call_id == "c2"
+            ).content
+        )
+        == FLIGHTS
+    )
+
+
+def test_a_failing_tool_is_recorded_as_an_error_card_before_the_error_propagates(recording_model):
+    @tool
+    def fail(date: str) -> str:
+        """Always fails."""
+        raise ToolException("no seats on 2024-05-20")
+
+    memory = DecisionMemory(store=InMemoryStore())
+    model = recording_model(call("fail", {"date": "2024-05-20"}, "e1"), AIMessage("sorry"))
+    agent = AgentExecutor(agent=create_tool_calling_agent(model, [fail], PROMPT), tools=[fail])
+
+    with pytest.raises(ToolException):
+        agent.invoke({"input": "go"}, config={"callbacks": [DamcCallbackHandler(memory)]})
+
+    errors = [c for c in memory.cards() if c.kind is CardKind.TOOL_ERROR]
+    assert errors and "no seats on 2024-05-20" in errors[0].summary
+    assert errors[0].tool_call_id == "e1"
+
+
+def test_async_runs_are_recorded_too(recording_model):
+    memory = DecisionMemory(store=InMemoryStore())
+    handler = DamcCallbackHandler(memory)
+
+    asyncio.run(executor(recording_model(*SCRIPT)).ainvoke({"input": "go"}, config={"callbacks": [handler]}))
+
+    assert len([c for c in memory.cards() if c.kind is CardKind.TOOL_RESULT]) == 3
+    assert "HAT107" in text([m for m in [AIMessage(c.summary) for c in memory.cards()]])
