@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
+from langchain.agents.middleware.types import ToolCallRequest
 from langchain_core.messages import SystemMessage, convert_to_messages
 
 from damc_core import DecisionMemory
@@ -44,15 +45,26 @@ class DamcMiddleware(AgentMiddleware):
         return await handler(self._with_memory(request))
 
     # -- tool calls --------------------------------------------------------------------------
-    def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+    def wrap_tool_call(self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], Any]) -> Any:
         result = handler(request)
-        self.recorder.record_tool_result(result)
+        self._record(request, result)
         return result
 
-    async def awrap_tool_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
+    async def awrap_tool_call(
+        self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], Awaitable[Any]]
+    ) -> Any:
         result = await handler(request)
-        self.recorder.record_tool_result(result)
+        self._record(request, result)
         return result
+
+    def _record(self, request: ToolCallRequest, result: Any) -> None:
+        """Record the assistant message that made the call first, so the result pairs with it."""
+        state = request.state if isinstance(request.state, dict) else {}
+        try:
+            self.recorder.observe(state.get("messages", ()))
+        except Exception:
+            logger.exception("damc: recording the agent state failed; the agent goes on")
+        self.recorder.record_tool_result(result)
 
     # -- translation -------------------------------------------------------------------------
     def _with_memory(self, request: ModelRequest) -> ModelRequest:

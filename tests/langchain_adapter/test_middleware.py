@@ -125,3 +125,19 @@ def test_damc_keeps_the_ids_that_clearing_old_tool_results_drops(recording_model
     assert "credit_card_4421486" not in text(clearing.received[2])
     assert "credit_card_4421486" in text(damc.received[2])
     assert len(text(damc.received[2])) < len(text(clearing.received[2]))
+
+
+def test_the_model_sees_the_result_of_its_last_call_with_the_call_itself(recording_model):
+    model = recording_model(*SCRIPT)
+    damc = memory()
+    agent_with(model, [DamcMiddleware(damc)]).invoke(
+        {"messages": [HumanMessage("Book HAT107 for mia_li_3668")]}
+    )
+
+    second = model.received[1]
+    assert isinstance(second[-1], ToolMessage) and second[-1].tool_call_id == "c1"
+    assert isinstance(second[-2], AIMessage) and second[-2].tool_calls[0]["id"] == "c1"
+    profile = next(
+        c for c in damc.cards() if c.tool_name == "get_user_details" and c.kind.value == "tool_result"
+    )
+    assert profile.arguments == {"user_id": "mia_li_3668"}
