@@ -457,11 +457,13 @@ class DecisionMemory:
             while recent_entries and recent_entries[0].message.get("role") == "tool":
                 recent_entries = recent_entries[1:]
             recent = [self._recent_message(e) for e in recent_entries]
+        focus = self._focus(query)
+        wide = DecisionFocus(focus.query, focus.terms | session.goal_terms, focus.tools)
+        if self._count_messages(recent) > budget // 2:  # leave room for memory: key detail for results
+            recent = [self._recent_message(e, wide) for e in recent_entries]
         recent_ids = {e.card_id for e in recent_entries}
         recent_tokens = self._count_messages(recent)
 
-        focus = self._focus(query)
-        wide = DecisionFocus(focus.query, focus.terms | session.goal_terms, focus.tools)
         candidates: list[Card] = []
         decisions: list[Decision] = []
         shortlist = self._candidates(focus)
@@ -622,10 +624,14 @@ class DecisionMemory:
             start -= 1
         return history[start:]
 
-    def _recent_message(self, entry: _Entry) -> Message:
+    def _recent_message(self, entry: _Entry, lean: DecisionFocus | None = None) -> Message:
+        """A recent message as sent: tool results as their card (at key detail, cut to ``lean``'s
+        focus, when the recent window would take more than half the budget)."""
         message = entry.message
         if message.get("role") == "tool" and self.settings.compress_recent_tool_results:
             card = self._session.cards[entry.card_id]
+            if lean is not None:
+                card = self._rendered(card, lean, "key")
             return {**message, "content": card.summary}
         if message.get("role") not in KNOWN_ROLES or message.get("role") in (
             "system",

@@ -4,13 +4,17 @@ from .callbacks import DamcCallbackHandler
 from .langgraph import damc_pre_model_hook
 from .middleware import DamcMiddleware
 
-__all__ = ["DAMCMemory", "DamcCallbackHandler", "DamcMiddleware", "damc_pre_model_hook"]
+__all__ = ["DAMCMemory", "DamcCallbackHandler", "DamcMiddleware", "damc_pre_model_hook", "wrap"]
 
 
 def __getattr__(name: str) -> object:
-    """``DAMCMemory`` needs langchain-classic, which the other surfaces do not: import it on use."""
+    """``DAMCMemory`` and ``wrap`` need langchain-classic, which the other surfaces do not."""
     if name == "DAMCMemory":
         from .classic_memory import DAMCMemory
 
         return DAMCMemory
+    if name == "wrap":
+        from .executor import wrap
+
+        return wrap
     raise AttributeError(name)

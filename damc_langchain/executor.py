@@ -1,0 +1,78 @@
+"""``wrap(agent_executor, memory)``: the same langchain-classic executor, with DAMC before its model."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from langchain_classic.agents import AgentExecutor
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, ToolMessage, convert_to_messages
+from langchain_core.prompt_values import PromptValue
+from langchain_core.runnables import RunnableBinding, RunnableLambda, RunnableSequence
+from pydantic import BaseModel
+
+from damc_core import DecisionMemory
+
+from ._recorder import MessageRecorder
+from .middleware import split_system
+
+logger = logging.getLogger("damc.langchain")
+
+
+def wrap(executor: AgentExecutor, memory: DecisionMemory, *, budget: int | None = None) -> AgentExecutor:
+    """A copy of ``executor`` whose model sees DAMC's context at every step; ``executor`` is unchanged.
+
+    The step sits between the agent's prompt and its chat model, so the intermediate steps of the
+    current run (the scratchpad) are compressed too, and earlier runs reach the model as memory
+    cards. Works for agents built as ``prompt | model | parser`` sequences, which is what
+    ``create_tool_calling_agent`` and ``create_openai_tools_agent`` build.
+    """
+    agent = executor.agent
+    runnable = getattr(agent, "runnable", None)
+    if not isinstance(runnable, RunnableSequence) or not isinstance(agent, BaseModel):
+        raise TypeError(
+            f"wrap() needs an agent built as a runnable sequence (prompt | model | parser), got "
+            f"{type(executor.agent).__name__}; use DamcCallbackHandler or DAMCMemory instead"
+        )
+    steps = list(runnable.steps)
+    index = next((i for i, step in enumerate(steps) if _is_chat_model(step)), None)
+    if index is None:
+        raise TypeError("wrap() found no chat model in the agent's runnable sequence")
+    context = _DamcStep(memory, budget)
+    damc = RunnableLambda(context, name="damc_context")
+    agent = agent.model_copy(update={"runnable": RunnableSequence(*steps[:index], damc, *steps[index:])})
+    return executor.model_copy(update={"agent": agent})
+
+
+def _is_chat_model(step: Any) -> bool:
+    return isinstance(step, BaseChatModel) or (
+        isinstance(step, RunnableBinding) and isinstance(step.bound, BaseChatModel)
+    )
+
+
+class _DamcStep:
+    """Prompt value in, DAMC's message list out. A prompt with no scratchpad starts a new run."""
+
+    def __init__(self, memory: DecisionMemory, budget: int | None) -> None:
+        self.memory = memory
+        self.budget = budget
+        self.recorder = MessageRecorder(memory)
+
+    def __call__(self, prompt: PromptValue) -> list[BaseMessage]:
+        messages = prompt.to_messages()
+        system = messages[0] if messages and isinstance(messages[0], SystemMessage) else None
+        dialogue = messages[1:] if system is not None else messages
+        try:
+            if not any(isinstance(m, (AIMessage, ToolMessage)) for m in dialogue):
+                self.recorder = MessageRecorder(self.memory)  # a new run: positions start over
+            self.recorder.observe(dialogue)
+            built = self.memory.build(budget=self.budget)
+        except Exception:  # the agent keeps running on its own prompt rather than fail
+            logger.exception("damc: building the context failed; the model gets the prompt unchanged")
+            return messages
+        memory_section, recent = split_system(built.messages)
+        prompt_text = system.content if system is not None and isinstance(system.content, str) else ""
+        head = "\n\n".join(part for part in (prompt_text, memory_section) if part)
+        converted: list[BaseMessage] = convert_to_messages(recent)
+        return [SystemMessage(head), *converted] if head else converted

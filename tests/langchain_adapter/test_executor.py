@@ -1,0 +1,89 @@
+"""wrap(agent_executor): the model sees DAMC's context at every step; the original executor is intact."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+pytest.importorskip("langchain_classic")
+
+from langchain_classic.agents import AgentExecutor, create_tool_calling_agent
+from langchain_core.messages import AIMessage, SystemMessage, ToolMessage
+from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
+
+from damc_core import DecisionMemory, InMemoryStore, MemorySettings
+from damc_langchain import wrap
+
+from .scenario import FLIGHTS, SCRIPT, book, get_user_details, search_flights, text
+
+PROMPT = ChatPromptTemplate.from_messages(
+    [("system", "You book flights."), ("human", "{input}"), MessagesPlaceholder("agent_scratchpad")]
+)
+TOOLS = [get_user_details, search_flights, book]
+
+
+def executor(model):
+    return AgentExecutor(
+        agent=create_tool_calling_agent(model, TOOLS, PROMPT), tools=TOOLS, return_intermediate_steps=True
+    )
+
+
+def memory():
+    return DecisionMemory(store=InMemoryStore(), settings=MemorySettings(budget=500))
+
+
+def test_every_step_sees_damc_context_including_this_runs_tool_results(recording_model):
+    model = recording_model(*SCRIPT)
+    result = wrap(executor(model), memory()).invoke({"input": "Book HAT107 for mia_li_3668 with my visa"})
+
+    booking = model.received[2]
+    assert isinstance(booking[0], SystemMessage) and booking[0].content.startswith("You book flights.")
+    assert "<memory>" in booking[0].content
+    assert "credit_card_4421486" in text(booking) and "HAT107" in text(booking)
+    assert len(text(booking)) < len(json.dumps(FLIGHTS))
+    assert json.loads(result["intermediate_steps"][1][1]) == FLIGHTS
+    assert result["output"] == "Booked HAT107, reservation 4WQ150."
+
+
+def test_the_original_executor_is_untouched(recording_model):
+    original = executor(recording_model(*SCRIPT))
+    wrap(original, memory())
+
+    original.invoke({"input": "Book HAT107"})
+
+    raw = next(
+        m
+        for m in original.agent.runnable.steps[2].received[2]
+        if isinstance(m, ToolMessage) and m.tool_call_id == "c2"
+    )
+    assert json.loads(raw.content) == FLIGHTS
+
+
+def test_a_later_run_remembers_an_earlier_one(recording_model):
+    model = recording_model(*SCRIPT, AIMessage("You used credit_card_4421486."))
+    wrapped = wrap(executor(model), memory())
+
+    wrapped.invoke({"input": "Book HAT107 for mia_li_3668 with my visa"})
+    wrapped.invoke({"input": "Which card did I use?"})
+
+    assert "credit_card_4421486" in text(model.received[-1])
+    assert model.received[-1][-1].content == "Which card did I use?"
+
+
+def test_async_and_streaming_runs(recording_model):
+    model = recording_model(*SCRIPT)
+    asyncio.run(wrap(executor(model), memory()).ainvoke({"input": "go"}))
+    assert "<memory>" in model.received[2][0].content
+
+    streamed = recording_model(*SCRIPT)
+    chunks = list(wrap(executor(streamed), memory()).stream({"input": "go"}))
+    assert chunks and "<memory>" in streamed.received[2][0].content
+
+
+def test_an_agent_that_is_not_a_runnable_sequence_is_refused(recording_model):
+    plain = executor(recording_model(*SCRIPT))
+    odd = plain.model_copy(update={"agent": plain.agent.model_copy(update={"runnable": recording_model()})})
+    with pytest.raises(TypeError, match="DamcCallbackHandler"):
+        wrap(odd, memory())
