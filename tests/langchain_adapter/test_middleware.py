@@ -141,3 +141,23 @@ def test_the_model_sees_the_result_of_its_last_call_with_the_call_itself(recordi
         c for c in damc.cards() if c.tool_name == "get_user_details" and c.kind.value == "tool_result"
     )
     assert profile.arguments == {"user_id": "mia_li_3668"}
+
+
+def test_damc_keeps_the_ids_a_summary_drops(recording_model):
+    from langchain.agents.middleware import SummarizationMiddleware
+
+    summarizer = recording_model(
+        *[AIMessage("The user is booking a flight; their profile and flights were looked up.")] * 4
+    )
+    question = {"messages": [HumanMessage("Book HAT107 for mia_li_3668 with my visa")]}
+    summarized, damc = recording_model(*SCRIPT), recording_model(*SCRIPT)
+    summarizing = SummarizationMiddleware(
+        summarized, summarizer=summarizer, trigger=("tokens", 300), keep=("messages", 2)
+    )
+
+    agent_with(summarized, [summarizing]).invoke(question)
+    agent_with(damc, [DamcMiddleware(memory(budget=600))]).invoke(question)
+
+    assert summarizer.received, "the summary middleware ran"
+    assert "credit_card_4421486" not in text(summarized.received[2])
+    assert "credit_card_4421486" in text(damc.received[2])

@@ -1,0 +1,76 @@
+"""Every LangChain surface keeps the agent running on None, huge and non-JSON tool outputs."""
+
+from __future__ import annotations
+
+import asyncio
+import warnings
+
+import pytest
+
+pytest.importorskip("langchain_classic")
+
+from langchain.agents import create_agent
+from langchain_classic.agents import AgentExecutor, create_tool_calling_agent
+from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
+from langchain_core.tools import tool
+
+from damc_core import DecisionMemory, InMemoryStore, MemorySettings
+from damc_langchain import DamcCallbackHandler, DamcMiddleware, damc_pre_model_hook, wrap
+
+from .scenario import call
+
+OUTPUTS = {
+    "none": None,
+    "huge": "row " * 500_000,
+    "not json": "{'oops': [1, 2,, \x00\x01 binary-ish \ud800?",
+    "deep": "[" * 5000 + "]" * 5000,
+}
+PROMPT = ChatPromptTemplate.from_messages(
+    [("system", "You help."), ("human", "{input}"), MessagesPlaceholder("agent_scratchpad")]
+)
+
+
+def make_tool(output):
+    @tool
+    def lookup(query: str) -> str:
+        """Returns whatever the backend sent."""
+        return output  # type: ignore[return-value]
+
+    return lookup
+
+
+def memory():
+    return DecisionMemory(store=InMemoryStore(), settings=MemorySettings(budget=400))
+
+
+def script():
+    return (call("lookup", {"query": "x"}, "b1"), AIMessage("done"))
+
+
+def run_surface(surface, model, lookup):
+    question = "look it up"
+    if surface == "middleware":
+        agent = create_agent(model, [lookup], middleware=[DamcMiddleware(memory())])
+        return agent.invoke({"messages": [HumanMessage(question)]})["messages"][-1].content
+    if surface == "pre_model_hook":
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            from langgraph.prebuilt import create_react_agent
+
+            agent = create_react_agent(model, [lookup], pre_model_hook=damc_pre_model_hook(memory()))
+        return asyncio.run(agent.ainvoke({"messages": [HumanMessage(question)]}))["messages"][-1].content
+    executor = AgentExecutor(agent=create_tool_calling_agent(model, [lookup], PROMPT), tools=[lookup])
+    if surface == "wrap":
+        return wrap(executor, memory()).invoke({"input": question})["output"]
+    chunks = list(executor.stream({"input": question}, config={"callbacks": [DamcCallbackHandler(memory())]}))
+    return chunks[-1]["output"]
+
+
+@pytest.mark.parametrize("surface", ["middleware", "pre_model_hook", "wrap", "callback_handler"])
+@pytest.mark.parametrize("output", list(OUTPUTS), ids=list(OUTPUTS))
+def test_the_agent_finishes(surface, output, recording_model):
+    model = recording_model(*script())
+
+    assert run_surface(surface, model, make_tool(OUTPUTS[output])) == "done"
+    assert len(model.received) == 2
