@@ -81,6 +81,18 @@ class DamcCallbackHandler(BaseCallbackHandler):
         except Exception:
             logger.exception("damc: reading the prompt failed; the model call goes on unchanged")
 
+    def on_llm_start(
+        self, serialized: dict[str, Any], prompts: list[str], *, run_id: UUID, **kwargs: Any
+    ) -> None:
+        """Plain text models get a fresh list of strings: the prompt is recorded, never changed."""
+        try:
+            for prompt in prompts:
+                if prompt and ("user", prompt) not in self._turns:
+                    self._turns.add(("user", prompt))
+                    self.memory.observe({"role": "user", "content": prompt})
+        except Exception:
+            logger.exception("damc: recording the prompt failed; the model call goes on unchanged")
+
     def _record(self, run_id: UUID, content: Any, *, error: bool) -> None:
         name, arguments, call_id = self._running.pop(run_id, ("unknown_tool", None, None))
         try:

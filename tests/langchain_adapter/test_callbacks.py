@@ -109,3 +109,23 @@ def test_async_runs_are_recorded_too(recording_model):
 
     assert len([c for c in memory.cards() if c.kind is CardKind.TOOL_RESULT]) == 3
     assert "HAT107" in text([m for m in [AIMessage(c.summary) for c in memory.cards()]])
+
+
+def test_a_handler_on_the_model_records_the_conversation_it_sees(recording_model):
+    memory = DecisionMemory(store=InMemoryStore())
+    model = recording_model(AIMessage("Hello Mia."))
+    model.callbacks = [DamcCallbackHandler(memory)]
+
+    model.invoke([HumanMessage("Hi, I am mia_li_3668"), AIMessage("Welcome!"), HumanMessage("Book HAT107")])
+
+    assert [c.text for c in memory.cards()] == ["Hi, I am mia_li_3668", "Welcome!", "Book HAT107"]
+
+
+def test_plain_text_llm_prompts_are_recorded_not_changed():
+    from langchain_core.language_models.fake import FakeListLLM
+
+    memory = DecisionMemory(store=InMemoryStore())
+    llm = FakeListLLM(responses=["ok"], callbacks=[DamcCallbackHandler(memory)])
+
+    assert llm.invoke("Which card did mia_li_3668 use for 4WQ150?") == "ok"
+    assert memory.cards()[0].text == "Which card did mia_li_3668 use for 4WQ150?"

@@ -96,3 +96,15 @@ def test_ambiguous_inputs_need_an_input_key():
     memory = DAMCMemory(memory=DecisionMemory(store=InMemoryStore()))
     with pytest.raises(ValueError, match="input_key"):
         memory.save_context({"a": "1", "b": "2"}, {"output": "x"})
+
+
+def test_streaming_an_executor_with_damc_memory(recording_model):
+    model = recording_model(*SCRIPT, AIMessage("You used credit_card_4421486."))
+    memory = damc_memory()
+    agent = executor(model, memory)
+
+    list(agent.stream({"input": "Book HAT107 for mia_li_3668 with my visa"}))
+    chunks = list(agent.stream({"input": "Which card did I use?"}))
+
+    assert chunks[-1]["output"] == "You used credit_card_4421486."
+    assert "credit_card_4421486" in text(model.received[-1])
