@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from langchain_core.messages import AIMessage
+from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
 from langchain_core.tools import tool
 
 FLIGHTS = [
@@ -61,3 +62,17 @@ SCRIPT = (
 
 def text(messages):
     return "\n".join(str(m.content) for m in messages)
+
+
+SCRATCHPAD_PROMPT = ChatPromptTemplate.from_messages(
+    [("system", "You book flights."), ("human", "{input}"), MessagesPlaceholder("agent_scratchpad")]
+)
+
+
+def executor(model):
+    """A langchain-classic tool-calling AgentExecutor over the scenario's tools."""
+    from langchain_classic.agents import AgentExecutor, create_tool_calling_agent
+
+    tools = [get_user_details, search_flights, book]
+    agent = create_tool_calling_agent(model, tools, SCRATCHPAD_PROMPT)
+    return AgentExecutor(agent=agent, tools=tools, return_intermediate_steps=True)

@@ -12,24 +12,22 @@ pytest.importorskip("langchain_classic")
 from langchain.agents import create_agent
 from langchain_classic.agents import AgentExecutor, create_tool_calling_agent
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
-from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
 from langchain_core.tools import ToolException, tool
 
 from damc_core import CardKind, DecisionMemory, InMemoryStore
 from damc_langchain import DamcCallbackHandler
 
-from .scenario import FLIGHTS, SCRIPT, book, call, get_user_details, search_flights, text
-
-PROMPT = ChatPromptTemplate.from_messages(
-    [("system", "You book flights."), ("human", "{input}"), MessagesPlaceholder("agent_scratchpad")]
+from .scenario import (
+    FLIGHTS,
+    SCRATCHPAD_PROMPT,
+    SCRIPT,
+    book,
+    call,
+    executor,
+    get_user_details,
+    search_flights,
+    text,
 )
-TOOLS = [get_user_details, search_flights, book]
-
-
-def executor(model):
-    return AgentExecutor(
-        agent=create_tool_calling_agent(model, TOOLS, PROMPT), tools=TOOLS, return_intermediate_steps=True
-    )
 
 
 def test_tool_runs_become_cards_paired_by_run_id(recording_model):
@@ -67,7 +65,7 @@ def test_scratchpad_tool_messages_reach_the_model_compressed_and_the_run_keeps_r
 def test_messages_of_an_agent_state_are_never_edited(recording_model):
     model = recording_model(*SCRIPT)
     handler = DamcCallbackHandler(DecisionMemory(store=InMemoryStore()))
-    agent = create_agent(model, TOOLS)
+    agent = create_agent(model, [get_user_details, search_flights, book])
 
     result = agent.invoke({"messages": [HumanMessage("go")]}, config={"callbacks": [handler]})
 
@@ -91,7 +89,7 @@ def test_a_failing_tool_is_recorded_as_an_error_card_before_the_error_propagates
 
     memory = DecisionMemory(store=InMemoryStore())
     model = recording_model(call("fail", {"date": "2024-05-20"}, "e1"), AIMessage("sorry"))
-    agent = AgentExecutor(agent=create_tool_calling_agent(model, [fail], PROMPT), tools=[fail])
+    agent = AgentExecutor(agent=create_tool_calling_agent(model, [fail], SCRATCHPAD_PROMPT), tools=[fail])
 
     with pytest.raises(ToolException):
         agent.invoke({"input": "go"}, config={"callbacks": [DamcCallbackHandler(memory)]})

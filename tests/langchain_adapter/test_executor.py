@@ -9,25 +9,12 @@ import pytest
 
 pytest.importorskip("langchain_classic")
 
-from langchain_classic.agents import AgentExecutor, create_tool_calling_agent
 from langchain_core.messages import AIMessage, SystemMessage, ToolMessage
-from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
 
 from damc_core import DecisionMemory, InMemoryStore, MemorySettings
 from damc_langchain import wrap
 
-from .scenario import FLIGHTS, SCRIPT, book, get_user_details, search_flights, text
-
-PROMPT = ChatPromptTemplate.from_messages(
-    [("system", "You book flights."), ("human", "{input}"), MessagesPlaceholder("agent_scratchpad")]
-)
-TOOLS = [get_user_details, search_flights, book]
-
-
-def executor(model):
-    return AgentExecutor(
-        agent=create_tool_calling_agent(model, TOOLS, PROMPT), tools=TOOLS, return_intermediate_steps=True
-    )
+from .scenario import FLIGHTS, SCRIPT, executor, text
 
 
 def memory():
