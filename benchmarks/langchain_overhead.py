@@ -1,4 +1,7 @@
-"""Per-step overhead of DamcMiddleware on a ``create_agent`` agent, against the same agent bare.
+"""Per-step overhead of DAMC's LangChain surfaces against the same agents bare.
+
+``DamcMiddleware`` on a ``create_agent`` agent, and ``DamcCallbackHandler`` on a langchain-classic
+``AgentExecutor``.
 
 The model is a scripted chat model that answers instantly, so the difference between the two runs
 is what DAMC adds per step (observing the new messages and building the context).
@@ -24,7 +27,7 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.tools import tool
 
 from damc_core import DecisionMemory, InMemoryStore, MemorySettings
-from damc_langchain import DamcMiddleware
+from damc_langchain import DamcCallbackHandler, DamcMiddleware
 
 
 class ScriptedModel(BaseChatModel):
@@ -74,6 +77,25 @@ def script(steps: int) -> list[AIMessage]:
     return [*calls, AIMessage("done")]
 
 
+def run_executor(steps: int, with_damc: bool) -> float:
+    from langchain_classic.agents import AgentExecutor, create_tool_calling_agent
+    from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
+
+    prompt = ChatPromptTemplate.from_messages(
+        [("system", "You find hotels."), ("human", "{input}"), MessagesPlaceholder("agent_scratchpad")]
+    )
+    model = ScriptedModel(script=script(steps))
+    executor = AgentExecutor(
+        agent=create_tool_calling_agent(model, [search_hotels], prompt),
+        tools=[search_hotels],
+        max_iterations=None,
+    )
+    callbacks = [DamcCallbackHandler(DecisionMemory(store=InMemoryStore()))] if with_damc else []
+    start = time.perf_counter()
+    executor.invoke({"input": "Find me a hotel in Austin"}, {"callbacks": callbacks})
+    return (time.perf_counter() - start) * 1000 / (steps + 1)
+
+
 def run(steps: int, with_damc: bool) -> float:
     middleware = []
     if with_damc:
@@ -93,13 +115,15 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
     run(5, True)  # warm imports and caches
-    bare = [run(args.steps, False) for _ in range(args.repeats)]
-    damc = [run(args.steps, True) for _ in range(args.repeats)]
-    b, d = statistics.median(bare), statistics.median(damc)
-    print(f"steps per run {args.steps}, runs {args.repeats}")
-    print(f"bare agent   {b:7.2f} ms per step (median of runs)")
-    print(f"with DAMC    {d:7.2f} ms per step")
-    print(f"overhead     {d - b:7.2f} ms per step")
+    run_executor(5, True)
+    print(f"steps per run {args.steps}, runs {args.repeats}, ms per step (median of runs)")
+    for label, measure in (
+        ("create_agent + DamcMiddleware", run),
+        ("AgentExecutor + DamcCallbackHandler", run_executor),
+    ):
+        bare = statistics.median(measure(args.steps, False) for _ in range(args.repeats))
+        damc = statistics.median(measure(args.steps, True) for _ in range(args.repeats))
+        print(f"{label:38} bare {bare:7.2f}  with DAMC {damc:7.2f}  overhead {damc - bare:6.2f}")
 
 
 if __name__ == "__main__":
