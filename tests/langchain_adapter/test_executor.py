@@ -74,3 +74,19 @@ def test_an_agent_that_is_not_a_runnable_sequence_is_refused(recording_model):
     odd = plain.model_copy(update={"agent": plain.agent.model_copy(update={"runnable": recording_model()})})
     with pytest.raises(TypeError, match="DamcCallbackHandler"):
         wrap(odd, memory())
+
+
+def test_an_openai_tools_agent_is_wrapped_the_same_way(recording_model):
+    from langchain_classic.agents import AgentExecutor, create_openai_tools_agent
+
+    from .scenario import SCRATCHPAD_PROMPT, book, get_user_details, search_flights
+
+    model = recording_model(*SCRIPT)
+    tools = [get_user_details, search_flights, book]
+    original = AgentExecutor(agent=create_openai_tools_agent(model, tools, SCRATCHPAD_PROMPT), tools=tools)
+
+    result = wrap(original, memory()).invoke({"input": "Book HAT107 for mia_li_3668 with my visa"})
+
+    assert result["output"] == "Booked HAT107, reservation 4WQ150."
+    assert "<memory>" in model.received[2][0].content
+    assert "credit_card_4421486" in text(model.received[2])
