@@ -443,74 +443,20 @@ class DecisionMemory:
     ) -> BuiltContext:
         """The messages to send for the next decision: system, memory section, recent dialogue."""
         session = self._session
-        budget = self.settings.budget if budget is None else budget
-        if budget <= 0:
-            raise ConfigError(f"budget must be > 0 tokens, got {budget}")
-        if self.settings.budget_ratio is not None:
-            share = int(self.settings.budget_ratio * session.raw_tokens)
-            budget = min(budget, max(self.settings.min_budget, share))
+        budget = self._budget(budget)
         system = session.system_prompt if system is None else system
-        recent_entries = self._recent_window()
-        recent = [self._recent_message(e) for e in recent_entries]
-        while recent and self._count_messages(recent) > budget and len(recent_entries) > 1:
-            recent_entries = recent_entries[1:]
-            while recent_entries and recent_entries[0].message.get("role") == "tool":
-                recent_entries = recent_entries[1:]
-            recent = [self._recent_message(e) for e in recent_entries]
         focus = self._focus(query)
         wide = DecisionFocus(focus.query, focus.terms | session.goal_terms, focus.tools)
-        if self._count_messages(recent) > budget // 2:  # leave room for memory: key detail for results
-            recent = [self._recent_message(e, wide) for e in recent_entries]
-        recent_ids = {e.card_id for e in recent_entries}
-        recent_tokens = self._count_messages(recent)
-
-        candidates: list[Card] = []
-        decisions: list[Decision] = []
+        recent_entries, recent = self._recent(budget, wide)
         shortlist = self._candidates(focus)
-        for card in shortlist:
-            if card.source in ("system", "developer"):
-                decisions.append(
-                    Decision(card.id, True, "kept: system prompt, sent as it is", 1.0, 0, card.raw_tokens)
-                )
-                continue
-            if card.id in recent_ids:
-                why = "kept: recent dialogue, sent as a message"
-                decisions.append(Decision(card.id, True, why, 1.0, 0, card.raw_tokens))
-                continue
-            if card.superseded_by and self.settings.superseded == "drop":
-                why = f"superseded by {card.superseded_by}"
-                decisions.append(Decision(card.id, False, why, 0.0, 0, card.raw_tokens, card.scores))
-                continue
-            if card.kind is CardKind.TOOL_CALL and not card.text:
-                why = "its arguments head the result card"
-                decisions.append(Decision(card.id, False, why, 0.0, 0, card.raw_tokens))
-                continue
-            candidates.append(card)
+        candidates, decisions = self._triage(shortlist, {e.card_id for e in recent_entries})
         context = ValuationContext(
             focus=focus, current_seq=session.seq, now=self.clock(), last_used=session.last_used
         )
         header = self._count_lines(fence_memory([])) + MESSAGE_OVERHEAD
-        memory_budget = max(0, budget - recent_tokens - header)
-        scored, beyond = _shortlist(self.valuator.value(candidates, context=context), memory_budget)
-        richer: dict[str, list[Card]] = {}
-        keyed = []
-        newest = next((e.card_id for e in reversed(session.history) if e.message.get("role") == "tool"), None)
-        for item in scored:
-            table_focus = None if item.card.id == newest else wide  # the agent picks from it next
-            key = self._rendered(item.card, table_focus, "key")
-            full = self._rendered(item.card, table_focus, "full")
-            if full.tokens > key.tokens:
-                richer[item.card.id] = [full]
-            keyed.append(item._replace(card=key))
-        selection = self.selector.select(keyed, budget=memory_budget)
-        selection.dropped.extend((item, "far outside the budget in value order") for item in beyond)
-        left = memory_budget - sum(s.card.tokens for s in selection.kept)
-        selection, left = fit_leaner(
-            selection, lambda card: self._rendered(card, wide, "skeleton"), budget_left=left
-        )
-        kept = sorted(upgrade_detail(selection.kept, richer, budget_left=left), key=lambda s: s.card.seq)
-        lines = [self._line(s.card, context.now) for s in kept]
-        memory = fence_memory(lines) if lines else ""
+        memory_budget = max(0, budget - self._count_messages(recent) - header)
+        kept, dropped = self._select(self.valuator.value(candidates, context=context), wide, memory_budget)
+        memory = fence_memory([self._line(s.card, context.now) for s in kept]) if kept else ""
         messages = self.assembler.assemble(system=system, memory=memory, recent=recent)
         decisions += [
             Decision(
@@ -519,8 +465,7 @@ class DecisionMemory:
             for s in kept
         ]
         decisions += [
-            Decision(s.card.id, False, why, s.value, 0, s.card.raw_tokens, s.all_scores)
-            for s, why in selection.dropped
+            Decision(s.card.id, False, why, s.value, 0, s.card.raw_tokens, s.all_scores) for s, why in dropped
         ]
         return BuiltContext(
             messages=messages,
@@ -530,6 +475,91 @@ class DecisionMemory:
             unconsidered=len(session.cards) - len(shortlist),
             raw_tokens=session.raw_tokens + (self._count_lines(system) + MESSAGE_OVERHEAD if system else 0),
         )
+
+    def _budget(self, budget: int | None) -> int:
+        budget = self.settings.budget if budget is None else budget
+        if budget <= 0:
+            raise ConfigError(f"budget must be > 0 tokens, got {budget}")
+        if self.settings.budget_ratio is not None:
+            share = int(self.settings.budget_ratio * self._session.raw_tokens)
+            budget = min(budget, max(self.settings.min_budget, share))
+        return budget
+
+    def _recent(self, budget: int, focus: DecisionFocus) -> tuple[list[_Entry], list[Message]]:
+        """The recent window as sent: shortened from the oldest end while it exceeds the budget,
+        with tool results at key detail when it would take more than half of it."""
+        entries = self._recent_window()
+        recent = [self._recent_message(e) for e in entries]
+        while recent and self._count_messages(recent) > budget and len(entries) > 1:
+            entries = entries[1:]
+            while entries and entries[0].message.get("role") == "tool":
+                entries = entries[1:]
+            recent = [self._recent_message(e) for e in entries]
+        if self._count_messages(recent) > budget // 2:  # leave room for the memory section
+            recent = [self._recent_message(e, focus) for e in entries]
+        return entries, recent
+
+    def _triage(self, shortlist: list[Card], recent_ids: set[str]) -> tuple[list[Card], list[Decision]]:
+        """Cards that compete for the memory section, and a decision for each card that does not."""
+        candidates: list[Card] = []
+        decisions: list[Decision] = []
+        for card in shortlist:
+            if card.source in ("system", "developer"):
+                decisions.append(
+                    Decision(card.id, True, "kept: system prompt, sent as it is", 1.0, 0, card.raw_tokens)
+                )
+            elif card.id in recent_ids:
+                decisions.append(
+                    Decision(
+                        card.id, True, "kept: recent dialogue, sent as a message", 1.0, 0, card.raw_tokens
+                    )
+                )
+            elif card.superseded_by and self.settings.superseded == "drop":
+                decisions.append(
+                    Decision(
+                        card.id,
+                        False,
+                        f"superseded by {card.superseded_by}",
+                        0.0,
+                        0,
+                        card.raw_tokens,
+                        card.scores,
+                    )
+                )
+            elif card.kind is CardKind.TOOL_CALL and not card.text:
+                decisions.append(
+                    Decision(card.id, False, "its arguments head the result card", 0.0, 0, card.raw_tokens)
+                )
+            else:
+                candidates.append(card)
+        return candidates, decisions
+
+    def _select(
+        self, valued: list[ScoredCard], focus: DecisionFocus, budget: int
+    ) -> tuple[list[ScoredCard], list[tuple[ScoredCard, str]]]:
+        """Select on key detail, give dropped cards a skeleton chance, then spend what is left on
+        full detail. The newest tool result is rendered whole: the agent picks from it next."""
+        scored, beyond = _shortlist(valued, budget)
+        newest = next(
+            (e.card_id for e in reversed(self._session.history) if e.message.get("role") == "tool"), None
+        )
+        richer: dict[str, list[Card]] = {}
+        keyed = []
+        for item in scored:
+            table_focus = None if item.card.id == newest else focus
+            key = self._rendered(item.card, table_focus, "key")
+            full = self._rendered(item.card, table_focus, "full")
+            if full.tokens > key.tokens:
+                richer[item.card.id] = [full]
+            keyed.append(item._replace(card=key))
+        selection = self.selector.select(keyed, budget=budget)
+        selection.dropped.extend((item, "far outside the budget in value order") for item in beyond)
+        left = budget - sum(s.card.tokens for s in selection.kept)
+        selection, left = fit_leaner(
+            selection, lambda card: self._rendered(card, focus, "skeleton"), budget_left=left
+        )
+        kept = sorted(upgrade_detail(selection.kept, richer, budget_left=left), key=lambda s: s.card.seq)
+        return kept, selection.dropped
 
     def _rendered(self, card: Card, focus: DecisionFocus | None, detail: Detail) -> Card:
         """The card rendered at ``detail`` for this decision (see ``Detail``), cached.
