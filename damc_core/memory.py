@@ -543,22 +543,24 @@ class DecisionMemory:
         newest = next(
             (e.card_id for e in reversed(self._session.history) if e.message.get("role") == "tool"), None
         )
-        richer: dict[str, list[Card]] = {}
-        keyed = []
-        for item in scored:
-            table_focus = None if item.card.id == newest else focus
-            key = self._rendered(item.card, table_focus, "key")
-            full = self._rendered(item.card, table_focus, "full")
-            if full.tokens > key.tokens:
-                richer[item.card.id] = [full]
-            keyed.append(item._replace(card=key))
+        originals = {item.card.id: item.card for item in scored}
+
+        def view(card_id: str) -> DecisionFocus | None:
+            return None if card_id == newest else focus
+
+        keyed = [item._replace(card=self._rendered(item.card, view(item.card.id), "key")) for item in scored]
         selection = self.selector.select(keyed, budget=budget)
         selection.dropped.extend((item, "far outside the budget in value order") for item in beyond)
         left = budget - sum(s.card.tokens for s in selection.kept)
         selection, left = fit_leaner(
-            selection, lambda card: self._rendered(card, focus, "skeleton"), budget_left=left
+            selection, lambda card: self._rendered(originals[card.id], focus, "skeleton"), budget_left=left
         )
-        kept = sorted(upgrade_detail(selection.kept, richer, budget_left=left), key=lambda s: s.card.seq)
+        full = upgrade_detail(
+            selection.kept,
+            lambda card: self._rendered(originals[card.id], view(card.id), "full"),
+            budget_left=left,
+        )
+        kept = sorted(full, key=lambda s: s.card.seq)
         return kept, selection.dropped
 
     def _rendered(self, card: Card, focus: DecisionFocus | None, detail: Detail) -> Card:

@@ -8,7 +8,7 @@ source trust breaks ties between cards of the same moment, and the loser is mark
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -155,23 +155,26 @@ class Supersession:
 
 
 def upgrade_detail(
-    kept: Sequence[ScoredCard], richer: Mapping[str, Sequence[Card]], *, budget_left: int
+    kept: Sequence[ScoredCard],
+    richer: Callable[[Card], Card],
+    *,
+    budget_left: int,
+    min_tokens: int = 8,
 ) -> list[ScoredCard]:
     """Spend the budget left after selection on richer renderings of kept cards, most valuable first.
 
-    Selection runs on each card's cheapest rendering so that more cards fit; this pass then restores
-    detail level by level (``richer`` lists a card's renderings from cheap to rich) while it fits.
+    Selection runs on a cheaper rendering so that more cards fit; this pass restores detail while it
+    fits. ``richer`` renders a card in full; it is called only while ``min_tokens`` of budget is left.
     """
     out = list(kept)
-    for level in range(max((len(v) for v in richer.values()), default=0)):
-        for i in sorted(range(len(out)), key=lambda i: -out[i].value):
-            options = richer.get(out[i].card.id, ())
-            if level >= len(options):
-                continue
-            extra = options[level].tokens - out[i].card.tokens
-            if 0 < extra <= budget_left:
-                out[i] = out[i]._replace(card=options[level])
-                budget_left -= extra
+    for i in sorted(range(len(out)), key=lambda i: -out[i].value):
+        if budget_left < min_tokens:
+            break
+        full = richer(out[i].card)
+        extra = full.tokens - out[i].card.tokens
+        if 0 < extra <= budget_left:
+            out[i] = out[i]._replace(card=full)
+            budget_left -= extra
     return out
 
 
