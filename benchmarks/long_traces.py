@@ -486,17 +486,17 @@ class _Trajectory:
             names.append({"first_name": rng.choice(FIRST), "last_name": self.last})
         total = round(price * passengers, 2)
         payment = self.credit
+        order = {
+            "flight_number": choice["flight_number"],
+            "date": depart.isoformat(),
+            "fare_id": fare_id,
+            "price": price,
+            "passengers": names,
+        }
         if total > self.gift_balance and rng.random() < 0.4:
             self.tool(
                 "book_flight",
-                {
-                    "flight_number": choice["flight_number"],
-                    "date": depart.isoformat(),
-                    "fare_id": fare_id,
-                    "price": price,
-                    "passengers": names,
-                    "payment_method_id": self.gift,
-                },
+                {**order, "payment_method_id": self.gift},
                 {
                     "error": f"payment declined: {self.gift} balance {self.gift_balance:.2f} is insufficient "
                     f"for {total:.2f}"
@@ -507,14 +507,7 @@ class _Trajectory:
         booking = self.code("FB")
         self.tool(
             "book_flight",
-            {
-                "flight_number": choice["flight_number"],
-                "date": depart.isoformat(),
-                "fare_id": fare_id,
-                "price": price,
-                "passengers": names,
-                "payment_method_id": payment,
-            },
+            {**order, "payment_method_id": payment},
             {
                 "booking_id": booking,
                 "status": "confirmed",
