@@ -65,11 +65,12 @@ class DefaultAssembler:
 
 
 def valid_sequence(messages: Sequence[Message]) -> list[Message]:
-    """Drop what an OpenAI-style API would reject, keep everything else in order.
+    """Drop or mend what an OpenAI-style API would reject, keep everything else in order.
 
     Tool results without a matching call in the assistant message just before them are dropped;
     tool calls that got no result are removed from their assistant message (the message is dropped
-    if nothing else is left in it). Repeated call ids are matched in order.
+    if nothing else is left in it). Repeated call ids are matched in order. A null content on a
+    message without tool calls becomes an empty string.
     """
     out: list[Message] = []
     index = 0
@@ -81,7 +82,8 @@ def valid_sequence(messages: Sequence[Message]) -> list[Message]:
             continue
         calls = message.get("tool_calls") if role == "assistant" else None
         if not calls:
-            out.append(message)
+            # chat APIs reject a null content on a message without tool calls
+            out.append({**message, "content": ""} if message.get("content") is None else message)
             index += 1
             continue
         results: list[Message] = []

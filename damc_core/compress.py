@@ -22,10 +22,6 @@ amounts, statuses, names and short codes, without free text such as addresses. `
 the values the decision focus names or later calls used, statuses and errors. What is left out
 stays recallable by card id."""
 
-DETAILS: tuple[Detail, ...] = ("skeleton", "key", "full")
-"""Levels from the cheapest to the richest."""
-
-
 _DATUM_KEY = re.compile(r"[A-Z]{3,}|.*\d.*\d.*\d.*")
 """A dict key that is itself data: an upper-case code (``SFO``) or an id with 3+ digits."""
 

@@ -22,6 +22,11 @@ def is_identifier(token: str) -> bool:
     return any(c.isdigit() for c in core) or (len(core) >= 3 and core.isalpha() and core.isupper())
 
 
+IDENTIFIER_TERM = re.compile(r"(?=[a-z0-9_#.\-]*\d)[a-z0-9_#.\-]{3,}|[a-z]{3}")
+"""A lower-cased term that identifies something: anything with a digit (ids, dates) or a 3-letter
+code; the indexed-term counterpart of :func:`is_identifier`."""
+
+
 def identifiers(text: str) -> Iterator[str]:
     """Identifiers in ``text`` in order (see :func:`is_identifier`), trailing ``-``/``_`` stripped."""
     for match in _TOKEN.finditer(text):
@@ -34,8 +39,6 @@ DATE = re.compile(r"\b\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2})?)?\b|\b\d{1,
 AMOUNT = re.compile(r"[$€£]\s?\d[\d,]*(?:\.\d+)?|\b\d[\d,]*(?:\.\d+)?\s?(?:USD|EUR|GBP|dollars?)\b", re.I)
 EMAIL = re.compile(r"\b[\w.+-]+@[\w-]+\.[\w.]+\b")
 CAPITALIZED = re.compile(r"\b[A-Z][a-z]{2,}\b")
-WORD = re.compile(r"[A-Za-z0-9_#@.\-]+")
-
 NEGATIVE_STATUS = re.compile(
     r"\b(sold[ _-]?out|unavailable|not available|no (?:seats|availability|rooms?)|fully booked|"
     r"cancell?ed|insufficient|not enough|exceeds?|denied|declined|rejected|failed|failure|invalid|"
@@ -62,68 +65,6 @@ AMOUNT_KEY = re.compile(r"(price|amount|cost|balance|total|fee|fare|paid|refund|
 STATUS_KEY = re.compile(r"(status|state|availability|available|result|outcome)", re.I)
 ERROR_KEY = re.compile(r"^(error|errors|err|exception|fault|failure|message_error)$", re.I)
 NAME_KEY = re.compile(r"name", re.I)
-
-STOPWORDS = frozenset(
-    [
-        "the",
-        "and",
-        "for",
-        "with",
-        "that",
-        "this",
-        "from",
-        "have",
-        "you",
-        "your",
-        "are",
-        "was",
-        "were",
-        "will",
-        "would",
-        "could",
-        "should",
-        "can",
-        "please",
-        "what",
-        "when",
-        "where",
-        "which",
-        "who",
-        "how",
-        "not",
-        "but",
-        "all",
-        "any",
-        "our",
-        "out",
-        "get",
-        "got",
-        "yes",
-        "okay",
-        "thanks",
-        "thank",
-        "about",
-        "also",
-        "just",
-        "like",
-        "want",
-        "need",
-        "let",
-        "know",
-        "there",
-        "here",
-        "them",
-        "they",
-        "then",
-        "than",
-        "into",
-        "only",
-        "some",
-        "more",
-        "most",
-        "very",
-    ]
-)
 
 
 @functools.lru_cache(maxsize=65536)
@@ -174,15 +115,3 @@ def exact_terms(text: str, *, limit: int = 4096) -> set[str]:
             if len(found) >= limit:
                 return found
     return found
-
-
-def content_words(text: str, *, limit: int = 4096) -> set[str]:
-    """Lower-cased words of three or more characters, stopwords removed: a cheap lexical focus."""
-    words: set[str] = set()
-    for match in WORD.finditer(text):
-        word = match.group(0).lower().strip(".-")
-        if len(word) >= 3 and word not in STOPWORDS:
-            words.add(word)
-            if len(words) >= limit:
-                break
-    return words

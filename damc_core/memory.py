@@ -12,7 +12,6 @@ import functools
 import itertools
 import json
 import logging
-import re
 import threading
 import time
 from collections import defaultdict, deque
@@ -26,7 +25,7 @@ from .assemble import Assembler, DefaultAssembler, fence_memory
 from .compress import Compressor, Detail, TemplateCompressor
 from .encode import DefaultEncoder, Encoder, ToolCall, argument_values, parse_arguments
 from .errors import ConfigError
-from .extract import exact_terms, is_identifier
+from .extract import IDENTIFIER_TERM, exact_terms, is_identifier
 from .select import HybridSelector, Selector, Supersession, fit_leaner, upgrade_detail
 from .stores import MemoryStore, SQLiteStore
 from .tokens import (
@@ -70,8 +69,6 @@ FOCUS_WINDOW = 4
 """Dialogue turns (user or assistant text) that the decision focus is read from."""
 MENTION_FANOUT = 24
 """Newest cards per term that a mention or an argument refreshes; bounds the work per event."""
-_IDENTIFIER = re.compile(r"(?=[a-z0-9_#.\-]*\d)[a-z0-9_#.\-]{3,}|[a-z]{3}")
-"""Lower-cased terms that identify something: anything with a digit (ids, dates) or a 3-letter code."""
 
 RECALL_TOOL: dict[str, Any] = {
     "type": "function",
@@ -389,7 +386,7 @@ class DecisionMemory:
         """Note that older cards whose identifiers this card mentions were used now (decay restarts)."""
         session = self._session
         for term in card.terms:
-            if _IDENTIFIER.fullmatch(term):
+            if IDENTIFIER_TERM.fullmatch(term):
                 for other_id in session.by_term.get(term, ())[-MENTION_FANOUT:]:
                     session.touch(other_id, card.seq)
 
@@ -671,8 +668,6 @@ class DecisionMemory:
             "function",
         ):
             return {"role": "user", "content": self._session.cards[entry.card_id].summary}
-        if message.get("content") is None and not message.get("tool_calls"):
-            return {**message, "content": ""}  # chat APIs reject a null content without tool calls
         return message
 
     def _focus(self, query: str | None) -> DecisionFocus:
