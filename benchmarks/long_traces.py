@@ -32,7 +32,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from people import FIRST, LAST
+from common import FIRST, LAST, call_message, result_message
 
 CHARS_PER_TOKEN = 3.4
 """Rough cl100k characters per token for this JSON-heavy text (measured: 3.2-3.6)."""
@@ -229,21 +229,8 @@ class _Trajectory:
         """An assistant call and its tool result; returns the index of the result message."""
         self.calls += 1
         call_id = f"call_{self.rng.getrandbits(64):016x}"
-        self.add(
-            {
-                "role": "assistant",
-                "content": None,
-                "tool_calls": [
-                    {
-                        "id": call_id,
-                        "type": "function",
-                        "function": {"name": name, "arguments": json.dumps(arguments)},
-                    }
-                ],
-            }
-        )
-        content = result if isinstance(result, str) else json.dumps(result)
-        return self.add({"role": "tool", "tool_call_id": call_id, "name": name, "content": content})
+        self.add(call_message(call_id, name, arguments))
+        return self.add(result_message(call_id, name, result))
 
     def conflict(self, step: int, old: object, new: object, what: str) -> None:
         self.conflicts.append({"from_step": step, "old": str(old), "new": str(new), "what": what})
@@ -666,15 +653,19 @@ class _Trajectory:
         )
         rng.shuffle(available)
         pick = available[0]
+
+        def stay(hotel: dict[str, Any]) -> dict[str, Any]:
+            return {
+                "hotel_id": hotel["hotel_id"],
+                "check_in": check_in.isoformat(),
+                "check_out": check_out.isoformat(),
+                "guests": guests,
+            }
+
         if len(available) > 1 and rng.random() < 0.35:
             self.tool(
                 "get_hotel_offers",
-                {
-                    "hotel_id": pick["hotel_id"],
-                    "check_in": check_in.isoformat(),
-                    "check_out": check_out.isoformat(),
-                    "guests": guests,
-                },
+                stay(pick),
                 {
                     "error": f"no availability at {pick['hotel_id']} for {check_in.isoformat()} - "
                     f"{check_out.isoformat()}",
@@ -705,12 +696,7 @@ class _Trajectory:
             )
         self.tool(
             "get_hotel_offers",
-            {
-                "hotel_id": pick["hotel_id"],
-                "check_in": check_in.isoformat(),
-                "check_out": check_out.isoformat(),
-                "guests": guests,
-            },
+            stay(pick),
             {"hotel_id": pick["hotel_id"], "name": pick["name"], "offers": offers},
         )
         offer = rng.choice(offers)

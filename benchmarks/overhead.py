@@ -48,7 +48,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from people import FIRST, LAST
+from common import FIRST, LAST, call_message, result_message
 
 from damc_core import DecisionMemory, InMemoryStore, MemorySettings, SQLiteStore, TiktokenCounter
 
@@ -231,23 +231,11 @@ class EventStream:
     def _call(self, name: str, arguments: dict[str, Any]) -> tuple[dict[str, Any], str]:
         self.calls += 1
         call_id = f"call_{self.calls:07d}"
-        message = {
-            "role": "assistant",
-            "content": None,
-            "tool_calls": [
-                {
-                    "id": call_id,
-                    "type": "function",
-                    "function": {"name": name, "arguments": json.dumps(arguments)},
-                }
-            ],
-        }
-        return message, call_id
+        return call_message(call_id, name, arguments), call_id
 
     @staticmethod
     def _result(name: str, call_id: str, content: object) -> dict[str, Any]:
-        text = content if isinstance(content, str) else json.dumps(content)
-        return {"role": "tool", "tool_call_id": call_id, "name": name, "content": text}
+        return result_message(call_id, name, content)
 
     def tool_exchange(self) -> tuple[dict[str, Any], dict[str, Any]]:
         """One assistant tool call and its result."""
