@@ -22,7 +22,7 @@ from enum import Enum
 from typing import Protocol
 
 from .errors import ConfigError
-from .extract import CONFIRMED, NEGATIVE_STATUS, STATE_CHANGE_VERB
+from .extract import CONFIRMED, ID_KEY, NEGATIVE_STATUS, STATE_CHANGE_VERB
 from .types import Card, CardKind, DecisionFocus, Score, ScoredCard
 
 
@@ -119,7 +119,19 @@ def noisy_or(values: Sequence[float]) -> float:
 
 _VIEWS = frozenset({CardKind.TOOL_RESULT, CardKind.TOOL_ERROR})
 _DECAY_WHY = "time decay since the card was made or last mentioned"
+_REQUEST_WHY = "the user's newest turn: the request this decision serves"
 _FRESH_WHY = "fades with each newer card from the same tool"
+
+
+def subject_of(card: Card) -> frozenset[str]:
+    """The entity a lookup was about: identifier arguments under id-like names (``reservation_id``,
+    ``order_id``). Results of one tool about different entities are different records, not newer
+    views of one record; searches (no id argument) have no subject."""
+    return frozenset(
+        str(value).lower()
+        for key, value in card.arguments.items()
+        if ID_KEY.search(key) and isinstance(value, (str, int)) and not isinstance(value, bool)
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,15 +169,20 @@ class HeuristicValuator:
         focus_weight = MODE_WEIGHTS[self.mode].focus
         focus_terms = context.focus.terms
         focus_tools = context.focus.tools
-        newer_of_same_source: dict[str | None, int] = {}
+        newer_of_same_source: dict[tuple[str | None, frozenset[str]], int] = {}
         out = []
+        request_seen = False
         for card in sorted(cards, key=lambda c: -c.seq):
             rank = 0
-            if card.kind in _VIEWS:  # a newer result of the same tool is the agent's current view
-                rank = newer_of_same_source.get(card.tool_name, 0)
-                newer_of_same_source[card.tool_name] = rank + 1
+            subject = subject_of(card)
+            if card.kind in _VIEWS:  # a newer result of the same lookup is the agent's current view
+                view = (card.tool_name, subject)
+                rank = newer_of_same_source.get(view, 0)
+                newer_of_same_source[view] = rank + 1
             overlap = len(card.terms & focus_terms) if focus_terms else 0
             focus = min(1.0, 0.35 * overlap) * focus_weight
+            if subject and not subject.isdisjoint(focus_terms):
+                focus = focus_weight  # the card is about the entity the dialogue is on
             if focus_tools and card.tool_name in focus_tools:
                 focus = max(focus, 0.3 * focus_weight)
             decay = self.decay.factor(card, context)
@@ -177,6 +194,10 @@ class HeuristicValuator:
             if focus:
                 why = f"shares {overlap} exact terms with the decision focus"
                 scores += (Score("focus", focus, why),)
+            if card.kind is CardKind.USER_INSTRUCTION and not request_seen:
+                request_seen = True  # the newest user turn is the request the decision serves
+                out.append(ScoredCard(card, 1.0, (*scores, Score("request", 1.0, _REQUEST_WHY))))
+                continue
             aged = card.prior * decay * freshness
             out.append(ScoredCard(card, 1.0 - (1.0 - aged) * (1.0 - focus), scores))
         return out[::-1]

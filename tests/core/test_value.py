@@ -138,6 +138,30 @@ def test_a_newer_result_of_the_same_tool_is_the_fresher_view(memory, msg):
     assert freshness["c3"] == 1.0 and freshness["c1"] < 1.0
 
 
+def test_lookups_of_different_entities_are_not_newer_views_of_one_record(memory, msg):
+    for i, reservation in enumerate(("JG7FMM", "2FBBAH")):
+        memory.observe(msg.call(f"r{i}", "get_reservation_details", {"reservation_id": reservation}))
+        memory.observe(msg.result(f"r{i}", "get_reservation_details", {"reservation_id": reservation}))
+    focus = DecisionFocus(terms=frozenset({"jg7fmm"}))
+    scored = scored_by_id(memory, HeuristicValuator(), focus=focus)
+
+    assert all(s.value == 1.0 for s in scored["c1"].scores if s.name == "freshness")
+    assert scored["c1"].value > scored["c3"].value  # the older lookup is about the entity in focus
+
+
+def test_the_newest_user_turn_is_the_request_and_always_counts(memory, msg):
+    memory.observe(msg.user("my user id is mia_li_3668"))
+    memory.observe(msg.call("c1", "get_user_details", {"user_id": "mia_li_3668"}))
+    memory.observe(
+        msg.result("c1", "get_user_details", {"user_id": "mia_li_3668", "payment_id": "gift_card_7"})
+    )
+    memory.observe(msg.user("book the cheapest one"))
+    scored = scored_by_id(memory, HeuristicValuator())
+
+    assert scored["c3"].value == 1.0 and "request" in names(scored["c3"])
+    assert "request" not in names(scored["c0"])
+
+
 def test_weighted_valuators_average_values_and_keep_every_score(memory, msg):
     memory.observe(msg.user("book HAT069 for mia_li_3668"))
     planning = HeuristicValuator(mode=TaskMode.PRECISE_PLANNING)
