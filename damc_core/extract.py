@@ -89,17 +89,35 @@ def fact_kind(key: str, value: str) -> str:
 
 
 _PART_SPLIT = re.compile(r"[_\-./:]")
+_ISO_DATE = re.compile(r"^\d{4}-(\d{2}-\d{2})")
+_MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
+_MONTH = r"(jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?"
+SPOKEN_DATE = re.compile(
+    rf"\b(?:{_MONTH}\s+(\d{{1,2}})(?:st|nd|rd|th)?|(\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?{_MONTH})\b",
+    re.IGNORECASE,
+)
+"""Dates as people write them (``May 27``, ``27th of May``); matched to ISO dates by month and day."""
+
+
+def spoken_dates(text: str) -> Iterator[str]:
+    """``MM-DD`` for every spoken date in ``text``: the variant ISO dates in cards also carry."""
+    for match in SPOKEN_DATE.finditer(text):
+        month, day = (match.group(1), match.group(2)) if match.group(1) else (match.group(4), match.group(3))
+        if 1 <= int(day) <= 31:
+            yield f"{_MONTHS.index(month[:3].lower()) + 1:02d}-{int(day):02d}"
 
 
 @functools.lru_cache(maxsize=65536)
 def term_variants(term: str) -> tuple[str, ...]:
     """A lower-cased term plus its digit-bearing parts, so ``certificate_7504069`` also matches a
-    text that says ``certificate 7504069``."""
+    text that says ``certificate 7504069``; an ISO date also gives its ``MM-DD``, which a spoken
+    ``May 27`` matches."""
     term = term.lower().lstrip("#")
     if not _PART_SPLIT.search(term):
         return (term,)
     parts = (p for p in _PART_SPLIT.split(term) if len(p) >= 3 and any(c.isdigit() for c in p))
-    return (term, *parts)
+    month_day = _ISO_DATE.match(term)
+    return (term, *parts, *((month_day.group(1),) if month_day else ()))
 
 
 def exact_terms(text: str, *, limit: int = 4096) -> set[str]:
@@ -114,4 +132,5 @@ def exact_terms(text: str, *, limit: int = 4096) -> set[str]:
             found.update(term_variants(match.group(0)))
             if len(found) >= limit:
                 return found
+    found.update(spoken_dates(text))
     return found

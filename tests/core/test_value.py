@@ -179,3 +179,18 @@ def test_weighted_valuators_average_values_and_keep_every_score(memory, msg):
 def test_weighted_valuators_need_positive_weights():
     with pytest.raises(ConfigError):
         WeightedValuators(((HeuristicValuator(), 0.0),))
+
+
+def test_a_spoken_date_focuses_the_card_holding_that_iso_date(memory, msg):
+    for i, (reservation, date) in enumerate((("OBUT9V", "2024-05-27"), ("Q0ZF0J", "2024-05-28"))):
+        memory.observe(msg.call(f"r{i}", "get_reservation_details", {"reservation_id": reservation}))
+        memory.observe(
+            msg.result(f"r{i}", "get_reservation_details", {"reservation_id": reservation, "date": date})
+        )
+    memory.observe(msg.user("The departure is on May 27th, from Houston."))
+
+    built = memory.build(budget=400)
+    values = {d.card_id: d for d in built.decisions}
+
+    assert any(s.name == "focus" for s in values["c1"].scores)
+    assert not any(s.name == "focus" for s in values["c3"].scores)
