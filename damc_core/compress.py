@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Literal, Protocol
 
@@ -47,13 +47,29 @@ def _prose(card: Card, detail: Detail) -> str:
     return " ".join(kept) if kept else _clip(card.text, 80)
 
 
+@functools.lru_cache(maxsize=4096)
+def identity_columns(columns: tuple[str, ...]) -> tuple[int, ...]:
+    """Columns that name a row's entity: id-like names (``flight_number``, ``sku``) or the key of a
+    keyed collection. A row is re-quoted only through these, never through a shared origin or date."""
+    return tuple(
+        i for i, c in enumerate(columns) if fact_kind(c, "") == "id" or (i == 0 and c in ("key", "option"))
+    )
+
+
+def row_names(table: Table, row: tuple[str, ...]) -> Iterator[str]:
+    """The lower-cased entity names of ``row`` (see :func:`identity_columns`)."""
+    for i in identity_columns(table.columns):
+        if i < len(row) and row[i]:
+            yield row[i].lower()
+
+
 def _point_stale_rows(table: Table, stale: tuple[tuple[str, str], ...]) -> Table:
     """Replace the volatile cells of re-quoted rows by ``see cN`` so no outdated price is shown."""
     volatile = _volatile_columns(table.columns)
     newer = {entity: card_id for entity, card_id in stale}
     rows = []
     for row in table.rows:
-        pointer = next((newer[cell.lower()] for cell in row if cell.lower() in newer), None)
+        pointer = next((newer[name] for name in row_names(table, row) if name in newer), None)
         if pointer is not None:
             row = tuple(f"see {pointer}" if i in volatile and cell else cell for i, cell in enumerate(row))
         rows.append(row)

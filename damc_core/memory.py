@@ -22,7 +22,7 @@ from typing import Any, ParamSpec, TypeVar
 import numpy as np
 
 from .assemble import Assembler, DefaultAssembler, fence_memory
-from .compress import Compressor, Detail, TemplateCompressor
+from .compress import Compressor, Detail, TemplateCompressor, row_names
 from .encode import DefaultEncoder, Encoder, ToolCall, argument_values, parse_arguments
 from .errors import ConfigError
 from .extract import IDENTIFIER_TERM, exact_terms, is_identifier
@@ -760,7 +760,7 @@ def _changed_facts(old: Card, new: Card) -> list[str]:
 
 
 def _row_holds(table: Table, name: str) -> bool:
-    return any(name in (cell.lower() for cell in row) for row in table.rows)
+    return any(name in row_names(table, row) for row in table.rows)
 
 
 def _shortlist(scored: list[ScoredCard], budget: int) -> tuple[list[ScoredCard], list[ScoredCard]]:

@@ -113,3 +113,37 @@ def test_trust_breaks_ties_between_cards_of_the_same_moment(memory, msg, newer_t
     chosen = Supersession().superseded(replace(newer, trust=newer_trust), [old])
 
     assert (chosen == [old]) is superseded
+
+
+SEARCH = [
+    {"flight_number": "HAT028", "origin": "MCO", "destination": "BOS", "price": 1859},
+    {"flight_number": "HAT277", "origin": "BOS", "destination": "CLT", "price": 1679},
+]
+
+
+def test_a_newer_quote_for_a_flight_points_the_older_row_to_it(memory, msg, memory_text):
+    memory.observe(msg.call("s1", "search_direct_flight", {"origin": "MCO", "destination": "BOS"}))
+    search = memory.observe(msg.result("s1", "search_direct_flight", SEARCH))
+    memory.observe(msg.call("p1", "get_flight_price", {"flight_number": "HAT028"}))
+    quote = memory.observe(msg.result("p1", "get_flight_price", {"flight_number": "HAT028", "price": 1999}))
+
+    assert memory.card(search.id).stale_rows == (("hat028", quote.id),)
+    fenced = memory_text(memory.build(budget=2000).messages)
+    assert f"see {quote.id}" in fenced
+    assert "1679" in fenced and "1859" not in fenced
+
+
+def test_a_record_that_only_shares_an_airport_re_quotes_nothing(memory, msg, memory_text):
+    memory.observe(msg.call("s1", "search_direct_flight", {"origin": "MCO", "destination": "BOS"}))
+    search = memory.observe(msg.result("s1", "search_direct_flight", SEARCH))
+    memory.observe(msg.call("r1", "get_reservation_details", {"reservation_id": "LQ940Q"}))
+    memory.observe(
+        msg.result(
+            "r1",
+            "get_reservation_details",
+            {"reservation_id": "LQ940Q", "origin": "MCO", "destination": "PHX", "price": 103},
+        )
+    )
+
+    assert memory.card(search.id).stale_rows == ()
+    assert "1859" in memory_text(memory.build(budget=2000).messages)
