@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -86,3 +87,12 @@ def text(messages: list[ChatMessage]) -> str:
         str(m.content) + " " + " ".join(str(b.model_dump()) for b in m.blocks if b.block_type == "tool_call")
         for m in messages
     )
+
+
+def run(agent, *args, **kwargs):
+    """``agent.run`` needs a running event loop; this is the synchronous way to call it."""
+
+    async def go():
+        return await agent.run(*args, **kwargs)
+
+    return asyncio.run(go())
