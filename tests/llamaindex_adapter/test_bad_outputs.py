@@ -9,8 +9,8 @@ from llama_index.core.tools import FunctionTool
 from damc_core import DecisionMemory, InMemoryStore, MemorySettings
 from damc_llamaindex import DamcLLM, DamcMemory, DamcSpanHandler
 
-from .scenario import call, react, react_answer, run
 from .scenario import ChatMessage as Message
+from .scenario import call, react, react_answer, run
 
 
 def deep(levels: int) -> list:
@@ -51,7 +51,9 @@ def test_the_agent_finishes(recording_llm, agent_kind, surface, output):
         model = recording_llm(react("lookup", {"query": "x"}), react_answer("done"), function_calling=False)
     damc = memory()
     llm = DamcLLM(llm=model, memory=damc) if surface == "llm" else model
-    agent = (FunctionAgent if agent_kind == "function" else ReActAgent)(tools=[make_tool(OUTPUTS[output])], llm=llm)
+    agent = (FunctionAgent if agent_kind == "function" else ReActAgent)(
+        tools=[make_tool(OUTPUTS[output])], llm=llm
+    )
     handler = DamcSpanHandler.attach(damc) if surface == "spans" else None
     try:
         result = run(agent, "look it up", memory=DamcMemory(memory=damc) if surface == "memory" else None)

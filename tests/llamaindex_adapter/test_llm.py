@@ -28,7 +28,9 @@ def assert_valid(messages: list[ChatMessage]) -> None:
 @pytest.mark.parametrize("streaming", [True, False], ids=["streaming", "not streaming"])
 def test_function_agent_books_with_a_compressed_scratchpad(recording_llm, streaming):
     bare, model = recording_llm(*FUNCTION_SCRIPT), recording_llm(*FUNCTION_SCRIPT)
-    run(FunctionAgent(tools=TOOLS, llm=bare, system_prompt="You book flights.", streaming=streaming), QUESTION)
+    run(
+        FunctionAgent(tools=TOOLS, llm=bare, system_prompt="You book flights.", streaming=streaming), QUESTION
+    )
 
     result = run(
         FunctionAgent(
@@ -68,7 +70,9 @@ def test_react_observations_are_replaced_by_their_cards(recording_llm):
 def test_memory_and_proxy_together_record_once_and_remember_across_runs(recording_llm):
     memory = damc()
     model = recording_llm(*FUNCTION_SCRIPT, ChatMessage(role="assistant", content="credit_card_4421486"))
-    agent = FunctionAgent(tools=TOOLS, llm=DamcLLM(llm=model, memory=memory), system_prompt="You book flights.")
+    agent = FunctionAgent(
+        tools=TOOLS, llm=DamcLLM(llm=model, memory=memory), system_prompt="You book flights."
+    )
     damc_memory = DamcMemory(memory=memory)
 
     async def go():

@@ -14,7 +14,7 @@ from llama_index.core.workflow import Context
 
 from damc_llamaindex import DamcMemory, DamcSpanHandler, offline_tokenizer
 
-from .scenario import ANSWER, run, FLIGHTS, FUNCTION_SCRIPT, QUESTION, REACT_SCRIPT, TOOLS, damc, text
+from .scenario import ANSWER, FLIGHTS, FUNCTION_SCRIPT, QUESTION, REACT_SCRIPT, TOOLS, damc, run, text
 
 FOLLOW_UP = "Which card did I use?"
 CARD_ANSWER = ChatMessage(role="assistant", content="You used credit_card_4421486.")
@@ -45,10 +45,15 @@ def tool_sequence_is_valid(messages: list[ChatMessage]) -> bool:
 
 @pytest.mark.parametrize("streaming", [True, False], ids=["streaming", "not streaming"])
 def test_a_later_run_sees_the_earlier_ids_as_cards(recording_llm, streaming):
-    bare, with_damc = recording_llm(*FUNCTION_SCRIPT, CARD_ANSWER), recording_llm(*FUNCTION_SCRIPT, CARD_ANSWER)
+    bare, with_damc = (
+        recording_llm(*FUNCTION_SCRIPT, CARD_ANSWER),
+        recording_llm(*FUNCTION_SCRIPT, CARD_ANSWER),
+    )
     buffer = ChatMemoryBuffer.from_defaults(tokenizer_fn=offline_tokenizer())
 
-    two_runs(FunctionAgent(tools=TOOLS, llm=bare, system_prompt="You book flights.", streaming=streaming), buffer)
+    two_runs(
+        FunctionAgent(tools=TOOLS, llm=bare, system_prompt="You book flights.", streaming=streaming), buffer
+    )
     answers = two_runs(
         FunctionAgent(tools=TOOLS, llm=with_damc, system_prompt="You book flights.", streaming=streaming),
         DamcMemory(memory=damc()),
@@ -65,7 +70,9 @@ def test_a_later_run_sees_the_earlier_ids_as_cards(recording_llm, streaming):
 
 
 def test_react_agent_without_a_system_prompt_still_gets_the_memory_section(recording_llm):
-    llm = recording_llm(*REACT_SCRIPT, ChatMessage(role="assistant", content="Thought: I know.\nAnswer: visa"))
+    llm = recording_llm(
+        *REACT_SCRIPT, ChatMessage(role="assistant", content="Thought: I know.\nAnswer: visa")
+    )
 
     two_runs(ReActAgent(tools=TOOLS, llm=llm), DamcMemory(memory=damc()))
 
@@ -96,7 +103,16 @@ def test_the_wrapped_buffer_keeps_every_message_verbatim(recording_llm):
 
     stored = memory.get_all()
     assert stored == buffer.get_all()
-    assert [m.role.value for m in stored] == ["user", "assistant", "tool", "assistant", "tool", "assistant", "tool", "assistant"]
+    assert [m.role.value for m in stored] == [
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+        "tool",
+        "assistant",
+        "tool",
+        "assistant",
+    ]
     assert json.loads(stored[4].content) == FLIGHTS
 
 
@@ -123,7 +139,9 @@ def test_chat_history_passed_to_run_is_recorded_once(recording_llm):
         ChatMessage(role="user", content="My user id is mia_li_3668."),
         ChatMessage(role="assistant", content="Noted."),
     ]
-    llm = recording_llm(ChatMessage(role="assistant", content="ok"), ChatMessage(role="assistant", content="ok"))
+    llm = recording_llm(
+        ChatMessage(role="assistant", content="ok"), ChatMessage(role="assistant", content="ok")
+    )
     agent = FunctionAgent(tools=TOOLS, llm=llm)
 
     async def go():
