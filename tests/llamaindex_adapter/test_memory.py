@@ -92,7 +92,7 @@ def test_react_observations_become_tool_cards(recording_llm):
     assert [c.tool_name for c in results] == ["get_user_details", "search_flights", "book"]
     assert results[2].arguments == {"flight_number": "HAT107", "payment_id": "credit_card_4421486"}
     assert memory.recall(results[1].id)["content"] == json.dumps(FLIGHTS)
-    assert [c.summary for c in memory.cards() if c.kind.value == "assistant_conclusion"][0].endswith(ANSWER)
+    assert next(c.summary for c in memory.cards() if c.kind.value == "assistant_conclusion").endswith(ANSWER)
 
 
 def test_the_wrapped_buffer_keeps_every_message_verbatim(recording_llm):
