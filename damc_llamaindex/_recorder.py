@@ -159,6 +159,12 @@ class Recorder:
     def __init__(self, memory: DecisionMemory) -> None:
         self.memory = memory
         self._lock = threading.RLock()
+        self.memory_created = False
+        """Whether a ``DamcMemory`` over this memory exists (runs without it are then warned about)."""
+        self._start()
+
+    def _start(self) -> None:
+        """Empty per-conversation state (a new recorder, or after ``reset``)."""
         self._calls: dict[str, str] = {}
         """call id -> card id of the assistant message that made the call."""
         self._results: dict[str, str] = {}
@@ -171,10 +177,6 @@ class Recorder:
         """call id or text key -> the LlamaIndex message it was recorded from."""
         self.pending: set[str] = set()
         """Card ids recorded while the agent ran but not yet handed to memory (its scratchpad)."""
-        self.memory_attached = False
-        """Whether an agent handed messages to a ``DamcMemory`` over this memory."""
-        self.memory_created = False
-        """Whether a ``DamcMemory`` over this memory exists (runs without it are then warned about)."""
         self._produced: deque[list[ChatMessage]] = deque(maxlen=8)
         self._synthetic = 0
 
@@ -183,7 +185,6 @@ class Recorder:
         """A message the agent hands to memory: always a new turn, unless a tool call or result
         (or ReAct step) that a span, an event or the LLM proxy recorded already."""
         with self._lock:
-            self.memory_attached = True
             if message.role == MessageRole.USER:
                 self.pending.clear()  # a new user turn: the previous run's scratchpad is history now
             steps = parse_react(message_text(message)) if message.role == MessageRole.ASSISTANT else None
@@ -367,7 +368,7 @@ class Recorder:
 
     def reset(self) -> None:
         with self._lock:
-            self.__init__(self.memory)  # type: ignore[misc]
+            self._start()
 
     # -- converting back -------------------------------------------------------------------
     def to_chat_messages(self, events: Iterable[Mapping[str, Any]]) -> list[ChatMessage]:

@@ -115,7 +115,6 @@ class DamcMemory(BaseMemory):
         else:
             self._all = list(messages)
         try:
-            self._recorder.memory_attached = True
             system = [m for m in messages if m.role == MessageRole.SYSTEM]
             for message in system:
                 self._recorder.put(message)
