@@ -184,3 +184,31 @@ def test_a_memory_given_to_the_agent_constructor_is_reported(recording_llm):
         handler.detach()
 
     assert memory.get_all() == []  # llama-index-core dropped it: the warning is the only sign
+
+
+def test_a_reused_context_drops_its_memory_but_the_wrapped_llm_still_remembers(recording_llm):
+    from damc_llamaindex import DamcLLM
+
+    bare = recording_llm(*FUNCTION_SCRIPT, CARD_ANSWER)
+    model = recording_llm(*FUNCTION_SCRIPT, CARD_ANSWER)
+    memory = damc()
+
+    def twice(agent, first_memory):
+        async def go():
+            ctx = Context(agent)
+            await agent.run(QUESTION, ctx=ctx, memory=first_memory)
+            await agent.run(FOLLOW_UP, ctx=ctx)  # no memory= this time: the context lost it
+
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            asyncio.run(go())
+        assert any(type(w.message).__name__ == "UnserializableKeyWarning" for w in caught)
+
+    twice(
+        FunctionAgent(tools=TOOLS, llm=bare), ChatMemoryBuffer.from_defaults(tokenizer_fn=offline_tokenizer())
+    )
+    twice(FunctionAgent(tools=TOOLS, llm=DamcLLM(llm=model, memory=memory)), DamcMemory(memory=memory))
+
+    assert [m.content for m in bare.received[-1]] == [FOLLOW_UP]
+    assert "credit_card_4421486" in text(model.received[-1])
+    assert model.received[-1][-1].content == FOLLOW_UP
