@@ -34,10 +34,13 @@ from ._recorder import Recorder, recorder_for
 logger = logging.getLogger("damc.llamaindex")
 
 _STEP = ".call_tool-"
+"""Span ids are ``<class>.<method>-<uuid>``: the agent step that runs one tool call."""
 _TOOL = (".acall-", ".call-")
+"""A tool's own call; recorded only when no agent step around it is followed."""
 
 
-def record_tool_call_result(recorder: Recorder, event: ToolCallResult) -> None:
+def _record_result(recorder: Recorder, event: ToolCallResult) -> None:
+    """Record a step's tool result under the call id the model gave it."""
     output = event.tool_output
     recorder.record_tool_output(
         event.tool_name,
@@ -112,7 +115,7 @@ class DamcSpanHandler(BaseSpanHandler[SimpleSpan]):
         kind, parent = self._kinds.get(id_, ("", None))
         try:
             if kind == "step" and isinstance(result, ToolCallResult):
-                record_tool_call_result(self._recorder, result)
+                _record_result(self._recorder, result)
             elif kind == "tool" and parent not in self._kinds and isinstance(instance, BaseTool):
                 self._recorder.record_tool_output(
                     instance.metadata.get_name(),
@@ -170,7 +173,7 @@ class DamcEventRecorder:
     def record(self, event: Any) -> None:
         """Record ``event`` if it is a tool result; other events are ignored."""
         if isinstance(event, ToolCallResult):
-            record_tool_call_result(self._recorder, event)
+            _record_result(self._recorder, event)
 
     async def relay(self, events: AsyncIterator[Any]) -> AsyncIterator[Any]:
         """Yield every event of ``events`` unchanged, recording tool results on the way."""
