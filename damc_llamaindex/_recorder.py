@@ -233,7 +233,7 @@ class Recorder:
                 if call_id in self._results:
                     return
                 content = _tool_content(output)
-                text = str(getattr(output, "content", output))
+                text = str(getattr(output, "content", output)).strip()  # as a ReAct observation
                 if call_id not in self._calls:
                     card = self.memory.observe(
                         {
@@ -299,8 +299,8 @@ class Recorder:
             found: dict[int, Card] = {}
             action: ReactStep | None = None
             for index, message in enumerate(messages):
-                steps = parse_react(message_text(message)) or []
                 text = message_text(message)
+                steps = parse_react(text) or []
                 if message.role == MessageRole.ASSISTANT and steps and steps[-1].kind == "action":
                     action = steps[-1]
                 elif text.startswith("Observation:") and action is not None:
