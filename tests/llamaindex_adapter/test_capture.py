@@ -12,7 +12,18 @@ from llama_index.core.tools import FunctionTool
 
 from damc_llamaindex import DamcEventRecorder, DamcMemory, DamcSpanHandler, offline_tokenizer
 
-from .scenario import FLIGHTS, FUNCTION_SCRIPT, QUESTION, REACT_SCRIPT, TOOLS, call, damc, run
+from .scenario import (
+    FLIGHTS,
+    FUNCTION_SCRIPT,
+    QUESTION,
+    REACT_SCRIPT,
+    TOOLS,
+    call,
+    damc,
+    react,
+    react_answer,
+    run,
+)
 
 
 @pytest.fixture
@@ -125,3 +136,25 @@ def test_the_event_stream_is_relayed_unchanged_and_recorded(recording_llm):
 
     assert sum(isinstance(e, ToolCallResult) for e in seen) == 3
     assert [c.tool_call_id for c in tool_results(memory)] == ["c1", "c2", "c3"]
+
+
+def test_a_react_observation_with_surrounding_whitespace_is_still_matched(recording_llm, spans):
+    def status(flight_number: str) -> str:
+        """Flight status."""
+        return f"\n  {flight_number}: on time, gate B7  \n"
+
+    memory = damc()
+    spans(memory)
+    llm = recording_llm(
+        react("status", {"flight_number": "HAT107"}),
+        react_answer("HAT107 is on time."),
+        function_calling=False,
+    )
+
+    run(
+        ReActAgent(tools=[FunctionTool.from_defaults(status)], llm=llm),
+        "status?",
+        memory=DamcMemory(memory=memory),
+    )
+
+    assert [c.tool_name for c in tool_results(memory)] == ["status"]
