@@ -15,7 +15,7 @@ import logging
 import threading
 import time
 from collections import defaultdict, deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, ParamSpec, TypeVar
 
@@ -436,17 +436,27 @@ class DecisionMemory:
     # -- build ---------------------------------------------------------------------------------
     @_synchronized
     def build(
-        self, *, system: str | None = None, query: str | None = None, budget: int | None = None
+        self,
+        *,
+        system: str | None = None,
+        query: str | None = None,
+        budget: int | None = None,
+        exclude: Collection[str] = (),
     ) -> BuiltContext:
-        """The messages to send for the next decision: system, memory section, recent dialogue."""
+        """The messages to send for the next decision: system, memory section, recent dialogue.
+
+        ``exclude``: ids of cards the caller sends itself (an agent's scratchpad of the running
+        task); they appear neither in the memory section nor in the recent dialogue.
+        """
         session = self._session
         budget = self._budget(budget)
         system = session.system_prompt if system is None else system
         focus = self._focus(query)
         wide = DecisionFocus(focus.query, focus.terms | session.goal_terms, focus.tools)
-        recent_entries, recent = self._recent(budget, wide)
+        excluded = frozenset(exclude)
+        recent_entries, recent = self._recent(budget, wide, excluded)
         shortlist = self._candidates(focus)
-        candidates, decisions = self._triage(shortlist, {e.card_id for e in recent_entries})
+        candidates, decisions = self._triage(shortlist, {e.card_id for e in recent_entries}, excluded)
         context = ValuationContext(
             focus=focus, current_seq=session.seq, now=self.clock(), last_used=session.last_used
         )
@@ -482,10 +492,12 @@ class DecisionMemory:
             budget = min(budget, max(self.settings.min_budget, share))
         return budget
 
-    def _recent(self, budget: int, focus: DecisionFocus) -> tuple[list[_Entry], list[Message]]:
+    def _recent(
+        self, budget: int, focus: DecisionFocus, excluded: frozenset[str]
+    ) -> tuple[list[_Entry], list[Message]]:
         """The recent window as sent: shortened from the oldest end while it exceeds the budget,
         with tool results at key detail when it would take more than half of it."""
-        entries = self._recent_window()
+        entries = self._recent_window(excluded)
         recent = [self._recent_message(e) for e in entries]
         while recent and self._count_messages(recent) > budget and len(entries) > 1:
             entries = entries[1:]
@@ -496,12 +508,16 @@ class DecisionMemory:
             recent = [self._recent_message(e, focus) for e in entries]
         return entries, recent
 
-    def _triage(self, shortlist: list[Card], recent_ids: set[str]) -> tuple[list[Card], list[Decision]]:
+    def _triage(
+        self, shortlist: list[Card], recent_ids: set[str], excluded: frozenset[str]
+    ) -> tuple[list[Card], list[Decision]]:
         """Cards that compete for the memory section, and a decision for each card that does not."""
         candidates: list[Card] = []
         decisions: list[Decision] = []
         for card in shortlist:
-            if card.source in ("system", "developer"):
+            if card.id in excluded:
+                decisions.append(Decision(card.id, True, "kept: sent by the caller", 1.0, 0, card.raw_tokens))
+            elif card.source in ("system", "developer"):
                 decisions.append(
                     Decision(card.id, True, "kept: system prompt, sent as it is", 1.0, 0, card.raw_tokens)
                 )
@@ -644,8 +660,10 @@ class DecisionMemory:
             line = f"(superseded by {card.superseded_by}) {line}"
         return line
 
-    def _recent_window(self) -> list[_Entry]:
+    def _recent_window(self, excluded: frozenset[str] = frozenset()) -> list[_Entry]:
         history = self._session.history
+        if excluded:
+            history = [e for e in history if e.card_id not in excluded]
         if not self.settings.recent_messages:
             return []
         start = max(0, len(history) - self.settings.recent_messages)

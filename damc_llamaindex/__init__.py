@@ -1,1 +1,14 @@
-"""LlamaIndex adapter for DAMC (see the damc_llamaindex issue)."""
+"""LlamaIndex adapter for DAMC: translate LlamaIndex messages and events, delegate to ``damc_core``.
+
+* :class:`DamcMemory`: a ``BaseMemory`` for ``agent.run(..., memory=...)``.
+* :class:`DamcSpanHandler` / :class:`DamcEventRecorder`: tool results as they return.
+* :class:`DamcLLM`: the user's LLM with DAMC's context per call (compresses the running task too).
+* :func:`offline_tokenizer`: a tokenizer for LlamaIndex that never downloads.
+"""
+
+from .capture import DamcEventRecorder, DamcSpanHandler
+from .llm import DamcLLM
+from .memory import DamcMemory
+from .tokens import offline_tokenizer
+
+__all__ = ["DamcEventRecorder", "DamcLLM", "DamcMemory", "DamcSpanHandler", "offline_tokenizer"]

@@ -1,0 +1,164 @@
+"""Per-step overhead of DAMC's LlamaIndex surfaces against the same ``FunctionAgent`` bare.
+
+``DamcLLM`` plus ``DamcMemory`` (context assembled for every model call), and ``DamcSpanHandler``
+alone (tool results recorded from instrumentation spans).
+
+The LLM is a scripted function-calling model that answers instantly, so the difference between
+the runs is what DAMC adds per step.
+
+Usage::
+
+    python benchmarks/llamaindex_overhead.py --steps 60 --repeats 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from llama_index.core.agent.workflow import FunctionAgent
+from llama_index.core.base.llms.types import ChatMessage, ChatResponse, LLMMetadata, ToolCallBlock
+from llama_index.core.llms.function_calling import FunctionCallingLLM
+from llama_index.core.llms.llm import ToolSelection
+from llama_index.core.memory import ChatMemoryBuffer
+from llama_index.core.tools import FunctionTool
+
+from damc_core import DecisionMemory, InMemoryStore, MemorySettings
+from damc_llamaindex import DamcLLM, DamcMemory, DamcSpanHandler, offline_tokenizer
+
+
+class ScriptedLLM(FunctionCallingLLM):
+    script: list[ChatMessage]
+    calls: int = 0
+
+    @property
+    def metadata(self) -> LLMMetadata:
+        return LLMMetadata(is_chat_model=True, is_function_calling_model=True)
+
+    def chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponse:
+        self.calls += 1
+        return ChatResponse(message=self.script[self.calls - 1])
+
+    async def achat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponse:
+        return self.chat(messages)
+
+    def stream_chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> Any:
+        yield self.chat(messages)
+
+    async def astream_chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> Any:
+        response = self.chat(messages)
+
+        async def chunks() -> Any:
+            yield response
+
+        return chunks()
+
+    def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> Any:
+        raise NotImplementedError
+
+    async def acomplete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> Any:
+        raise NotImplementedError
+
+    def stream_complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> Any:
+        raise NotImplementedError
+
+    async def astream_complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> Any:
+        raise NotImplementedError
+
+    def _prepare_chat_with_tools(
+        self, tools: Sequence[Any], user_msg: Any = None, chat_history: Any = None, **kwargs: Any
+    ) -> dict[str, Any]:
+        return {"messages": list(chat_history or [])}
+
+    def get_tool_calls_from_response(
+        self, response: ChatResponse, error_on_no_tool_call: bool = True, **kwargs: Any
+    ) -> list[ToolSelection]:
+        return [
+            ToolSelection(tool_id=b.tool_call_id or "", tool_name=b.tool_name, tool_kwargs=b.tool_kwargs)
+            for b in response.message.blocks
+            if isinstance(b, ToolCallBlock) and isinstance(b.tool_kwargs, dict)
+        ]
+
+
+def search_hotels(city: str, page: int) -> str:
+    """Search hotels in a city."""
+    return json.dumps(
+        [
+            {
+                "hotel_id": f"H{page:03d}{i:02d}",
+                "city": city,
+                "price": 80 + i * 7,
+                "rating": 3 + i % 3,
+                "address": f"{i} Main Street",
+                "available": i % 4 != 0,
+            }
+            for i in range(12)
+        ]
+    )
+
+
+TOOLS = [FunctionTool.from_defaults(search_hotels)]
+
+
+def script(steps: int) -> list[ChatMessage]:
+    calls = [
+        ChatMessage(
+            role="assistant",
+            blocks=[
+                ToolCallBlock(
+                    tool_call_id=f"c{i}", tool_name="search_hotels", tool_kwargs={"city": "Austin", "page": i}
+                )
+            ],
+        )
+        for i in range(steps)
+    ]
+    return [*calls, ChatMessage(role="assistant", content="done")]
+
+
+def run(steps: int, surface: str) -> float:
+    llm: Any = ScriptedLLM(script=script(steps))
+    memory: Any = ChatMemoryBuffer.from_defaults(tokenizer_fn=offline_tokenizer())
+    damc = DecisionMemory(store=InMemoryStore(), settings=MemorySettings(budget=1500))
+    handler = None
+    if surface == "proxy":
+        llm, memory = DamcLLM(llm=llm, memory=damc), DamcMemory(memory=damc)
+    elif surface == "spans":
+        handler = DamcSpanHandler.attach(damc)
+    agent = FunctionAgent(tools=TOOLS, llm=llm)
+
+    async def go() -> None:
+        await agent.run("Find me a hotel in Austin", memory=memory, max_iterations=steps + 5)
+
+    start = time.perf_counter()
+    try:
+        asyncio.run(go())
+    finally:
+        if handler is not None:
+            handler.detach()
+    return (time.perf_counter() - start) * 1000 / (steps + 1)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=60)
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+    for surface in ("bare", "proxy", "spans"):
+        run(5, surface)  # warm imports and caches
+    print(f"steps per run {args.steps}, runs {args.repeats}, ms per step (median of runs)")
+    bare = statistics.median(run(args.steps, "bare") for _ in range(args.repeats))
+    for label, surface in (
+        ("FunctionAgent + DamcLLM + DamcMemory", "proxy"),
+        ("FunctionAgent + DamcSpanHandler", "spans"),
+    ):
+        damc = statistics.median(run(args.steps, surface) for _ in range(args.repeats))
+        print(f"{label:38} bare {bare:7.2f}  with DAMC {damc:7.2f}  overhead {damc - bare:6.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,452 @@
+"""Translation between LlamaIndex chat messages and DAMC events, shared by every LlamaIndex surface.
+
+One :class:`Recorder` per ``DecisionMemory`` (see :func:`recorder_for`) so that the memory, the
+span handler and the LLM proxy, used together, record each event exactly once: tool calls and
+results by call id, ReAct steps by (tool, arguments, observation), text turns by occurrence.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import logging
+import re
+import threading
+import weakref
+from collections import Counter, deque
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from llama_index.core.base.llms.types import (
+    ChatMessage,
+    MessageRole,
+    TextBlock,
+    ThinkingBlock,
+    ToolCallBlock,
+)
+
+from damc_core import Card, DecisionMemory
+
+logger = logging.getLogger("damc.llamaindex")
+
+_ROLES = {"chatbot": "assistant", "model": "assistant"}
+_STEP = re.compile(r"^(Thought|Observation):", re.M)
+_ACTION = re.compile(r"^Action:[ \t]*(.*?)[ \t]*\nAction Input:[ \t]*(.*)\Z", re.M | re.S)
+_ANSWER = re.compile(r"^Answer(?: \(Starts With\))?:[ \t]*(.*)\Z", re.M | re.S)
+
+
+@dataclass(frozen=True, slots=True)
+class ReactStep:
+    """One step of a ReAct transcript: an action (tool call), an observation or an answer."""
+
+    kind: str
+    """``action``, ``observation`` or ``answer``."""
+    text: str
+    """The thought (action, answer) or the observed tool output (observation)."""
+    tool: str = ""
+    arguments: Mapping[str, Any] | None = None
+    answer: str = ""
+
+
+def message_text(message: ChatMessage) -> str:
+    """The text of a message; media blocks are named, not dropped silently."""
+    parts = []
+    for block in message.blocks:
+        if isinstance(block, TextBlock):
+            parts.append(block.text)
+        elif not isinstance(block, (ToolCallBlock, ThinkingBlock)):
+            parts.append(f"[{block.block_type}]")
+    return "\n".join(parts)
+
+
+def tool_calls(message: ChatMessage) -> list[dict[str, Any]]:
+    """OpenAI-style tool calls of a message, from ``ToolCallBlock``s or ``additional_kwargs``."""
+    calls = [
+        _call(block.tool_call_id or "", block.tool_name, block.tool_kwargs)
+        for block in message.blocks
+        if isinstance(block, ToolCallBlock)
+    ]
+    if calls:
+        return calls
+    for raw in message.additional_kwargs.get("tool_calls") or ():
+        if isinstance(raw, Mapping):
+            function = raw.get("function") or {}
+            calls.append(_call(str(raw.get("id", "")), function.get("name", ""), function.get("arguments")))
+        elif hasattr(raw, "tool_id"):  # a ToolSelection
+            calls.append(_call(raw.tool_id, raw.tool_name, raw.tool_kwargs))
+        elif hasattr(raw, "function"):  # a provider SDK object
+            calls.append(_call(str(raw.id), raw.function.name, raw.function.arguments))
+    return calls
+
+
+def _call(call_id: str, name: str, arguments: Any) -> dict[str, Any]:
+    text = arguments if isinstance(arguments, str) else json.dumps(arguments or {}, default=str)
+    return {
+        "id": call_id,
+        "type": "function",
+        "function": {"name": name or "unknown_tool", "arguments": text},
+    }
+
+
+def to_event(message: ChatMessage) -> dict[str, Any]:
+    """The OpenAI-style message DAMC records for a LlamaIndex message."""
+    role = _ROLES.get(message.role.value, message.role.value)
+    event: dict[str, Any] = {"role": role, "content": message_text(message)}
+    calls = tool_calls(message) if role == "assistant" else []
+    if calls:
+        event["tool_calls"] = calls
+        event["content"] = event["content"] or None
+    if role == "tool":
+        event["tool_call_id"] = str(message.additional_kwargs.get("tool_call_id", ""))
+        name = message.additional_kwargs.get("name") or message.additional_kwargs.get("tool_name")
+        if name:
+            event["name"] = str(name)
+    return event
+
+
+def parse_react(text: str) -> list[ReactStep] | None:
+    """The steps of a ReAct transcript (``Thought: / Action: / Action Input: / Observation: /
+    Answer:``), or ``None`` when the text is not one: ReActAgent stores a whole run as one text."""
+    if not text.startswith("Thought:"):
+        return None
+    starts = [m.start() for m in _STEP.finditer(text)]
+    steps = []
+    for start, end in zip(starts, [*starts[1:], len(text)], strict=True):
+        chunk = text[start:end].rstrip("\n")
+        if chunk.startswith("Observation:"):
+            steps.append(ReactStep("observation", chunk[len("Observation:") :].strip()))
+            continue
+        body = chunk[len("Thought:") :]
+        if action := _ACTION.search(body):
+            thought = body[: action.start()].strip()
+            steps.append(ReactStep("action", thought, action.group(1), parse_action_input(action.group(2))))
+        elif answer := _ANSWER.search(body):
+            steps.append(ReactStep("answer", body[: answer.start()].strip(), answer=answer.group(1).strip()))
+    return steps if any(step.kind != "observation" for step in steps) else None
+
+
+def parse_action_input(text: str) -> dict[str, Any]:
+    """ReAct writes ``Action Input`` as a Python dict repr; JSON is accepted too."""
+    text = text.strip()
+    for parse in (json.loads, ast.literal_eval):
+        try:
+            value = parse(text)
+        except (ValueError, SyntaxError, TypeError, RecursionError, MemoryError):
+            continue
+        if isinstance(value, dict):
+            return {str(k): v for k, v in value.items()}
+    return {"input": text}
+
+
+def react_call_text(thought: str | None, name: str, arguments: str) -> str:
+    try:
+        rendered = repr(json.loads(arguments))
+    except ValueError:
+        rendered = arguments
+    return f"Thought: {thought or 'I need to use a tool.'}\nAction: {name}\nAction Input: {rendered}"
+
+
+def _args_key(arguments: Mapping[str, Any] | str | None) -> str:
+    if isinstance(arguments, str):
+        arguments = parse_action_input(arguments)
+    return json.dumps(arguments or {}, sort_keys=True, default=str)
+
+
+class Recorder:
+    """Feeds one conversation's LlamaIndex messages to a ``DecisionMemory`` exactly once each."""
+
+    def __init__(self, memory: DecisionMemory) -> None:
+        self.memory = memory
+        self._lock = threading.RLock()
+        self.memory_created = False
+        """Whether a ``DamcMemory`` over this memory exists (runs without it are then warned about)."""
+        self._start()
+
+    def _start(self) -> None:
+        """Empty per-conversation state (a new recorder, or after ``reset``)."""
+        self._calls: dict[str, str] = {}
+        """call id -> card id of the assistant message that made the call."""
+        self._results: dict[str, str] = {}
+        """call id -> card id of its result."""
+        self._texts: Counter[tuple[str, str]] = Counter()
+        self._steps: dict[tuple[str, str, str], str] = {}
+        """(tool, arguments, observation) of ReAct steps -> call id."""
+        self._react_ids: set[str] = set()
+        self._originals: dict[str, ChatMessage] = {}
+        """call id or text key -> the LlamaIndex message it was recorded from."""
+        self.pending: set[str] = set()
+        """Card ids recorded while the agent ran but not yet handed to memory (its scratchpad)."""
+        self._produced: deque[list[ChatMessage]] = deque(maxlen=8)
+        self._synthetic = 0
+
+    # -- recording -------------------------------------------------------------------------
+    def put(self, message: ChatMessage) -> None:
+        """A message the agent hands to memory: always a new turn, unless a tool call or result
+        (or ReAct step) that a span, an event or the LLM proxy recorded already."""
+        with self._lock:
+            if message.role == MessageRole.USER:
+                self.pending.clear()  # a new user turn: the previous run's scratchpad is history now
+            steps = parse_react(message_text(message)) if message.role == MessageRole.ASSISTANT else None
+            if steps is not None:
+                self._record_react(steps, confirm=True)
+                return
+            self._record(message, confirm=True)
+
+    def produced_ids(self) -> set[int]:
+        """Identities of the messages DAMC returned lately (they are its output, not new input)."""
+        with self._lock:
+            return {id(m) for batch in self._produced for m in batch}
+
+    def observe_view(self, messages: Sequence[ChatMessage]) -> None:
+        """Messages the agent sends its model (history, then scratchpad): record what is new.
+
+        Text turns count as new when this list holds more of them than were recorded; messages
+        DAMC produced itself are skipped."""
+        with self._lock:
+            produced = self.produced_ids()
+            seen: Counter[tuple[str, str]] = Counter()
+            for message in messages:
+                if id(message) in produced:
+                    continue
+                event = to_event(message)
+                if event["role"] in ("user", "assistant") and not event.get("tool_calls"):
+                    key = (event["role"], event["content"] or "")
+                    seen[key] += 1
+                    if seen[key] <= self._texts[key]:
+                        continue
+                self._record(message, confirm=False)
+
+    def record_tool_output(
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | None,
+        output: Any,
+        *,
+        call_id: str | None,
+        is_error: bool = False,
+    ) -> None:
+        """A tool's result as it returns (``ToolOutput``); never raises into the agent."""
+        try:
+            with self._lock:
+                call_id = call_id or self._new_id()
+                if call_id in self._results:
+                    return
+                content = _tool_content(output)
+                text = str(getattr(output, "content", output)).strip()  # as a ReAct observation
+                if call_id not in self._calls:
+                    card = self.memory.observe(
+                        {
+                            "role": "assistant",
+                            "content": None,
+                            "tool_calls": [_call(call_id, name, arguments)],
+                        }
+                    )
+                    self._calls[call_id] = card.id
+                    self.pending.add(card.id)
+                event: dict[str, Any] = {
+                    "role": "tool",
+                    "tool_call_id": call_id,
+                    "name": name,
+                    "content": content,
+                }
+                if is_error:
+                    event["status"] = "error"
+                card = self.memory.observe(event)
+                self._results[call_id] = card.id
+                self.pending.add(card.id)
+                self._steps.setdefault((name, _args_key(arguments), text), call_id)
+        except Exception:
+            logger.exception("damc: recording the %s result failed; the agent goes on", name)
+
+    def _record(self, message: ChatMessage, *, confirm: bool) -> None:
+        event = to_event(message)
+        role = event["role"]
+        if role == "tool":
+            call_id = event["tool_call_id"]
+            if call_id in self._results:
+                self._confirm(self._results[call_id], confirm)
+                return
+            card = self.memory.observe(event)
+            self._results[call_id] = card.id
+            self._originals[f"tool:{call_id}"] = message
+            self._track(card, confirm)
+            return
+        calls = event.get("tool_calls") or []
+        if calls:
+            fresh = [c for c in calls if c["id"] not in self._calls]
+            for known in calls:
+                if known["id"] in self._calls:
+                    self._confirm(self._calls[known["id"]], confirm)
+            if not fresh:
+                return
+            card = self.memory.observe({**event, "tool_calls": fresh})
+            for call in fresh:
+                self._calls[call["id"]] = card.id
+            self._originals[f"call:{fresh[0]['id']}"] = message
+            self._track(card, confirm)
+            return
+        key = (role, event["content"] or "")
+        self._texts[key] += 1
+        self._originals.setdefault(f"text:{role}:{key[1]}", message)
+        card = self.memory.observe(event)
+        self._track(card, confirm)
+
+    def record_react_tail(self, messages: Sequence[ChatMessage]) -> dict[int, Card]:
+        """ReAct scratchpad messages (assistant actions, ``Observation:`` turns): record new steps,
+        return the result card of each observation message by its position."""
+        with self._lock:
+            found: dict[int, Card] = {}
+            action: ReactStep | None = None
+            for index, message in enumerate(messages):
+                text = message_text(message)
+                steps = parse_react(text) or []
+                if message.role == MessageRole.ASSISTANT and steps and steps[-1].kind == "action":
+                    action = steps[-1]
+                elif text.startswith("Observation:") and action is not None:
+                    observation = text[len("Observation:") :].strip()
+                    call_id = self._react_step(action, observation, confirm=False)
+                    card = self.memory.card(self._results[call_id])
+                    if card is not None:
+                        found[index] = card
+                    action = None
+            return found
+
+    def _record_react(self, steps: list[ReactStep], *, confirm: bool) -> None:
+        action: ReactStep | None = None
+        for step in steps:
+            if step.kind == "action":
+                action = step
+            elif step.kind == "observation" and action is not None:
+                self._react_step(action, step.text, confirm=confirm)
+                action = None
+            elif step.kind == "answer":
+                key = ("assistant", step.answer)
+                self._texts[key] += 1
+                self._track(self.memory.observe({"role": "assistant", "content": step.answer}), confirm)
+
+    def _react_step(self, action: ReactStep, observation: str, *, confirm: bool) -> str:
+        """Record one action and its observation unless already recorded; return its call id."""
+        key = (action.tool, _args_key(action.arguments), observation)
+        call_id = self._steps.get(key)
+        if call_id is not None and call_id in self._results:
+            self._react_ids.add(call_id)
+            self._confirm(self._calls.get(call_id), confirm)
+            self._confirm(self._results[call_id], confirm)
+            return call_id
+        call_id = self._new_id()
+        self._steps[key] = call_id
+        self._react_ids.add(call_id)
+        arguments = json.dumps(action.arguments or {}, default=str)
+        call = self.memory.observe(
+            {
+                "role": "assistant",
+                "content": action.text or None,
+                "tool_calls": [_call(call_id, action.tool, arguments)],
+            }
+        )
+        self._calls[call_id] = call.id
+        self._track(call, confirm)
+        result = self.memory.observe(
+            {"role": "tool", "tool_call_id": call_id, "name": action.tool, "content": observation}
+        )
+        self._results[call_id] = result.id
+        self._track(result, confirm)
+        return call_id
+
+    def _track(self, card: Card, confirm: bool) -> None:
+        if not confirm:
+            self.pending.add(card.id)
+
+    def _confirm(self, card_id: str | None, confirm: bool) -> None:
+        if confirm and card_id is not None:
+            self.pending.discard(card_id)
+
+    def _new_id(self) -> str:
+        self._synthetic += 1
+        return f"damc_call_{self._synthetic}"
+
+    def reset(self) -> None:
+        with self._lock:
+            self._start()
+
+    # -- converting back -------------------------------------------------------------------
+    def to_chat_messages(self, events: Iterable[Mapping[str, Any]]) -> list[ChatMessage]:
+        """LlamaIndex messages for DAMC's built context: the original objects where the event came
+        from one, tool results with their card text, ReAct steps in ReAct's own text format."""
+        with self._lock:
+            out = [self._to_chat_message(event) for event in events]
+            self._produced.append(out)
+            return out
+
+    def _to_chat_message(self, event: Mapping[str, Any]) -> ChatMessage:
+        role = str(event.get("role"))
+        content = event.get("content")
+        text = content if isinstance(content, str) else "" if content is None else str(content)
+        calls = list(event.get("tool_calls") or ())
+        if calls:
+            first = calls[0]["id"]
+            if first in self._react_ids:
+                function = calls[0]["function"]
+                return ChatMessage(
+                    role=MessageRole.ASSISTANT,
+                    content=react_call_text(text, function["name"], function["arguments"]),
+                )
+            original = self._originals.get(f"call:{first}")
+            if original is not None and len(tool_calls(original)) == len(calls):
+                return original
+            blocks: list[Any] = [TextBlock(text=text)] if text else []
+            for call in calls:
+                blocks.append(
+                    ToolCallBlock(
+                        tool_call_id=call["id"],
+                        tool_name=call["function"]["name"],
+                        tool_kwargs=parse_action_input(call["function"]["arguments"]),
+                    )
+                )
+            return ChatMessage(role=MessageRole.ASSISTANT, blocks=blocks)
+        if role == "tool":
+            call_id = str(event.get("tool_call_id", ""))
+            if call_id in self._react_ids:
+                return ChatMessage(role=MessageRole.USER, content=f"Observation: {text}")
+            original = self._originals.get(f"tool:{call_id}")
+            kwargs = dict(original.additional_kwargs) if original is not None else {}
+            kwargs.setdefault("tool_call_id", call_id)
+            if event.get("name"):
+                kwargs.setdefault("name", event["name"])
+            return ChatMessage(role=MessageRole.TOOL, content=text, additional_kwargs=kwargs)
+        original = self._originals.get(f"text:{role}:{text}")
+        if original is not None:
+            return original
+        return ChatMessage(role=MessageRole(role) if role in _VALID_ROLES else MessageRole.USER, content=text)
+
+
+_VALID_ROLES = frozenset(r.value for r in MessageRole)
+
+
+def _tool_content(output: Any) -> Any:
+    """What a tool returned: its structured ``raw_output`` when that is JSON data, else its text."""
+    raw = getattr(output, "raw_output", None)
+    if isinstance(raw, (dict, list)):
+        try:
+            json.dumps(raw)
+        except (TypeError, ValueError, RecursionError):
+            pass
+        else:
+            return raw
+    if hasattr(output, "content"):
+        return output.content
+    return output
+
+
+_RECORDERS: weakref.WeakKeyDictionary[DecisionMemory, Recorder] = weakref.WeakKeyDictionary()
+_REGISTRY_LOCK = threading.Lock()
+
+
+def recorder_for(memory: DecisionMemory) -> Recorder:
+    """The one recorder of ``memory``, shared by every LlamaIndex surface that uses it."""
+    with _REGISTRY_LOCK:
+        recorder = _RECORDERS.get(memory)
+        if recorder is None:
+            recorder = _RECORDERS[memory] = Recorder(memory)
+        return recorder

@@ -1,0 +1,263 @@
+"""``DamcLLM``: the user's LLM, with DAMC's context assembled for every call.
+
+A workflow agent sends its model ``[system, *memory.aget(), *scratchpad]``: the tool results of the
+running task never pass through memory, so only a wrapper around the model can compress them.
+Function-calling input (``FunctionAgent``) is replaced as a whole by DAMC's context (system prompt
+and memory section, then the recent dialogue). ReAct input keeps its header and its scratchpad of
+``Thought / Action / Observation`` turns, with each observation replaced by its memory card when
+that is shorter; the history before it comes from DAMC. Tool-call parsing, metadata and
+completions are the wrapped model's own.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from llama_index.core.base.llms.types import (
+    ChatMessage,
+    ChatResponse,
+    ChatResponseAsyncGen,
+    ChatResponseGen,
+    CompletionResponse,
+    CompletionResponseAsyncGen,
+    CompletionResponseGen,
+    LLMMetadata,
+    MessageRole,
+)
+from llama_index.core.bridge.pydantic import ConfigDict, Field, PrivateAttr
+from llama_index.core.llms.function_calling import FunctionCallingLLM
+from llama_index.core.llms.llm import LLM, ToolSelection
+from llama_index.core.tools import BaseTool
+
+from damc_core import DecisionMemory
+
+from ._recorder import Recorder, message_text, parse_react, recorder_for
+
+logger = logging.getLogger("damc.llamaindex")
+
+
+class DamcLLM(FunctionCallingLLM):
+    """``FunctionAgent(llm=DamcLLM(llm=my_llm, memory=DecisionMemory(...)), tools=...)``."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    llm: LLM = Field(description="The model that answers.")
+    memory: DecisionMemory = Field(description="The DAMC memory that assembles each call's context.")
+    budget: int | None = Field(default=None, description="Token budget per call; the memory's own when None.")
+    _recorder: Recorder = PrivateAttr()
+
+    def model_post_init(self, context: Any, /) -> None:
+        self._recorder = recorder_for(self.memory)
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "DamcLLM"
+
+    @property
+    def metadata(self) -> LLMMetadata:
+        return self.llm.metadata
+
+    # -- context -----------------------------------------------------------------------------
+    def context(self, messages: Sequence[ChatMessage]) -> list[ChatMessage]:
+        """What the wrapped model receives instead of ``messages``; ``messages`` themselves on any
+        failure, so the agent never stops because of DAMC."""
+        try:
+            return self._context(list(messages))
+        except Exception:
+            logger.exception("damc: assembling the context failed; the model gets the input unchanged")
+            return list(messages)
+
+    def _context(self, messages: list[ChatMessage]) -> list[ChatMessage]:
+        produced = self._recorder.produced_ids()
+        head = 0
+        while head < len(messages) and _is_prompt(messages[head], produced):
+            head += 1
+        system = "\n\n".join(message_text(m) for m in messages[:head]) or None
+        rest = messages[head:]
+        start = _react_tail(rest, produced)
+        self._recorder.observe_view(rest[:start])
+        tail = rest[start:]
+        cards = self._recorder.record_react_tail(tail) if tail else {}
+        exclude = self._recorder.pending if tail else ()
+        built = self.memory.build(system=system, budget=self.budget, exclude=exclude)
+        converted = self._recorder.to_chat_messages(built.messages)
+        for index, card in cards.items():
+            if card.tokens < card.raw_tokens:
+                tail[index] = ChatMessage(role=tail[index].role, content=f"Observation: {card.summary}")
+        return [*converted, *tail]
+
+    def _with_tools_input(
+        self, user_msg: str | ChatMessage | None, chat_history: list[ChatMessage] | None
+    ) -> list[ChatMessage]:
+        messages = list(chat_history or [])
+        if isinstance(user_msg, str):
+            user_msg = ChatMessage(role=MessageRole.USER, content=user_msg)
+        if user_msg is not None:
+            messages.append(user_msg)
+        return self.context(messages)
+
+    # -- chat --------------------------------------------------------------------------------
+    def chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponse:
+        return self.llm.chat(self.context(messages), **kwargs)
+
+    async def achat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponse:
+        return await self.llm.achat(self.context(messages), **kwargs)
+
+    def stream_chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponseGen:
+        return self.llm.stream_chat(self.context(messages), **kwargs)
+
+    async def astream_chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponseAsyncGen:
+        return await self.llm.astream_chat(self.context(messages), **kwargs)
+
+    # -- chat with tools ---------------------------------------------------------------------
+    def chat_with_tools(
+        self,
+        tools: Sequence[BaseTool],
+        user_msg: str | ChatMessage | None = None,
+        chat_history: list[ChatMessage] | None = None,
+        verbose: bool = False,
+        allow_parallel_tool_calls: bool = False,
+        tool_required: bool = False,
+        **kwargs: Any,
+    ) -> ChatResponse:
+        return self._function_calling().chat_with_tools(
+            tools,
+            chat_history=self._with_tools_input(user_msg, chat_history),
+            verbose=verbose,
+            allow_parallel_tool_calls=allow_parallel_tool_calls,
+            tool_required=tool_required,
+            **kwargs,
+        )
+
+    async def achat_with_tools(
+        self,
+        tools: Sequence[BaseTool],
+        user_msg: str | ChatMessage | None = None,
+        chat_history: list[ChatMessage] | None = None,
+        verbose: bool = False,
+        allow_parallel_tool_calls: bool = False,
+        tool_required: bool = False,
+        **kwargs: Any,
+    ) -> ChatResponse:
+        return await self._function_calling().achat_with_tools(
+            tools,
+            chat_history=self._with_tools_input(user_msg, chat_history),
+            verbose=verbose,
+            allow_parallel_tool_calls=allow_parallel_tool_calls,
+            tool_required=tool_required,
+            **kwargs,
+        )
+
+    def stream_chat_with_tools(
+        self,
+        tools: Sequence[BaseTool],
+        user_msg: str | ChatMessage | None = None,
+        chat_history: list[ChatMessage] | None = None,
+        verbose: bool = False,
+        allow_parallel_tool_calls: bool = False,
+        tool_required: bool = False,
+        **kwargs: Any,
+    ) -> ChatResponseGen:
+        return self._function_calling().stream_chat_with_tools(
+            tools,
+            chat_history=self._with_tools_input(user_msg, chat_history),
+            verbose=verbose,
+            allow_parallel_tool_calls=allow_parallel_tool_calls,
+            tool_required=tool_required,
+            **kwargs,
+        )
+
+    async def astream_chat_with_tools(
+        self,
+        tools: Sequence[BaseTool],
+        user_msg: str | ChatMessage | None = None,
+        chat_history: list[ChatMessage] | None = None,
+        verbose: bool = False,
+        allow_parallel_tool_calls: bool = False,
+        tool_required: bool = False,
+        **kwargs: Any,
+    ) -> ChatResponseAsyncGen:
+        return await self._function_calling().astream_chat_with_tools(
+            tools,
+            chat_history=self._with_tools_input(user_msg, chat_history),
+            verbose=verbose,
+            allow_parallel_tool_calls=allow_parallel_tool_calls,
+            tool_required=tool_required,
+            **kwargs,
+        )
+
+    def _prepare_chat_with_tools(
+        self,
+        tools: Sequence[BaseTool],
+        user_msg: str | ChatMessage | None = None,
+        chat_history: list[ChatMessage] | None = None,
+        verbose: bool = False,
+        allow_parallel_tool_calls: bool = False,
+        tool_required: bool = False,
+        **kwargs: Any,
+    ) -> dict[str, Any]:
+        return self._function_calling()._prepare_chat_with_tools(
+            tools,
+            user_msg=user_msg,
+            chat_history=chat_history,
+            verbose=verbose,
+            allow_parallel_tool_calls=allow_parallel_tool_calls,
+            tool_required=tool_required,
+            **kwargs,
+        )
+
+    def get_tool_calls_from_response(
+        self, response: ChatResponse, error_on_no_tool_call: bool = True, **kwargs: Any
+    ) -> list[ToolSelection]:
+        return self._function_calling().get_tool_calls_from_response(
+            response, error_on_no_tool_call=error_on_no_tool_call, **kwargs
+        )
+
+    def _function_calling(self) -> FunctionCallingLLM:
+        if not isinstance(self.llm, FunctionCallingLLM):
+            raise TypeError(
+                f"{type(self.llm).__name__} is not a FunctionCallingLLM, so it cannot call tools; "
+                "use it with ReActAgent, or wrap a function-calling model"
+            )
+        return self.llm
+
+    # -- completion (prompts are single strings: passed through) -----------------------------
+    def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
+        return self.llm.complete(prompt, formatted=formatted, **kwargs)
+
+    async def acomplete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
+        return await self.llm.acomplete(prompt, formatted=formatted, **kwargs)
+
+    def stream_complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponseGen:
+        return self.llm.stream_complete(prompt, formatted=formatted, **kwargs)
+
+    async def astream_complete(
+        self, prompt: str, formatted: bool = False, **kwargs: Any
+    ) -> CompletionResponseAsyncGen:
+        return await self.llm.astream_complete(prompt, formatted=formatted, **kwargs)
+
+
+def _react_tail(messages: list[ChatMessage], produced: set[int]) -> int:
+    """Where the trailing ReAct scratchpad (assistant actions, ``Observation:`` turns) starts;
+    messages DAMC produced (the history it rendered) end the search."""
+    start = len(messages)
+    while start > 0:
+        message = messages[start - 1]
+        if id(message) in produced:
+            break
+        text = message_text(message)
+        if message.role == MessageRole.ASSISTANT:
+            steps = parse_react(text)
+            if not steps or steps[-1].kind != "action":
+                break
+        elif not text.startswith("Observation:"):
+            break
+        start -= 1
+    return start
+
+
+def _is_prompt(message: ChatMessage, produced: set[int]) -> bool:
+    """A leading system message of the agent's own (not one DAMC rendered)."""
+    return message.role == MessageRole.SYSTEM and id(message) not in produced

@@ -1,0 +1,132 @@
+"""``DamcMemory``: a LlamaIndex ``BaseMemory`` whose history is DAMC's assembled context.
+
+Workflow agents take memory only through ``agent.run(..., memory=memory)`` (a ``memory=`` given to
+the agent's constructor is dropped by llama-index-core) and call only the async methods; both
+forms are implemented. The user's own ``Memory`` / ``ChatMemoryBuffer`` can be wrapped: it still
+receives every message verbatim, and ``get_all`` reads from it.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Literal
+
+from llama_index.core.base.llms.types import ChatMessage, MessageRole
+from llama_index.core.bridge.pydantic import ConfigDict, Field, PrivateAttr
+from llama_index.core.memory import BaseMemory
+
+from damc_core import DecisionMemory
+
+from ._recorder import Recorder, recorder_for
+
+logger = logging.getLogger("damc.llamaindex")
+
+
+class DamcMemory(BaseMemory):
+    """``agent.run(user_msg, memory=DamcMemory(memory=DecisionMemory(...)))``.
+
+    ``get`` returns the memory section (cards of earlier turns and tool results) followed by the
+    recent dialogue. Tool calls of the running task that a span handler or the LLM proxy recorded
+    are left out until the agent hands them over, since the agent sends its scratchpad itself.
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    memory: DecisionMemory = Field(description="The DAMC memory that holds the cards.")
+    chat_memory: BaseMemory | None = Field(
+        default=None, description="The user's own memory; it keeps receiving every message verbatim."
+    )
+    budget: int | None = Field(default=None, description="Token budget per get; the memory's own when None.")
+    section_role: Literal["user", "system"] = Field(
+        default="user",
+        description="Role of the memory section message. 'user' by default: ReActAgent drops a "
+        "leading system message when it has no system prompt of its own.",
+    )
+    _recorder: Recorder = PrivateAttr()
+    _all: list[ChatMessage] = PrivateAttr(default_factory=list)
+
+    def model_post_init(self, context: Any, /) -> None:
+        self._recorder = recorder_for(self.memory)
+        self._recorder.memory_created = True
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "DamcMemory"
+
+    @classmethod
+    def from_defaults(
+        cls,
+        memory: DecisionMemory | None = None,
+        chat_memory: BaseMemory | None = None,
+        budget: int | None = None,
+        section_role: Literal["user", "system"] = "user",
+        **decision_memory_options: Any,
+    ) -> DamcMemory:
+        """A memory over ``memory``, or a new ``DecisionMemory(**decision_memory_options)``."""
+        if memory is not None and decision_memory_options:
+            raise ValueError(
+                f"DamcMemory.from_defaults got both memory= and {sorted(decision_memory_options)}; "
+                "pass the options to DecisionMemory(...) instead"
+            )
+        return cls(
+            memory=memory or DecisionMemory(**decision_memory_options),
+            chat_memory=chat_memory,
+            budget=budget,
+            section_role=section_role,
+        )
+
+    # -- read --------------------------------------------------------------------------------
+    def get(self, input: str | None = None, **kwargs: Any) -> list[ChatMessage]:
+        try:
+            built = self.memory.build(query=input or None, budget=self.budget, exclude=self._recorder.pending)
+        except Exception:  # the agent keeps running on the verbatim history rather than fail
+            logger.exception("damc: building the context failed; returning the verbatim history")
+            return self.get_all()
+        events = list(built.messages)
+        head = str(events[0].get("content")) if events and events[0].get("role") == "system" else ""
+        if self.section_role == "user" and "<memory>" in head:
+            at = head.index("<memory>")
+            prompt = [{"role": "system", "content": head[:at].strip()}] if head[:at].strip() else []
+            events = [*prompt, {"role": "user", "content": head[at:]}, *events[1:]]
+        return self._recorder.to_chat_messages(events)
+
+    def get_all(self) -> list[ChatMessage]:
+        """Every message put, verbatim (from the wrapped memory when there is one)."""
+        if self.chat_memory is not None:
+            return self.chat_memory.get_all()
+        return list(self._all)
+
+    # -- write -------------------------------------------------------------------------------
+    def put(self, message: ChatMessage) -> None:
+        if self.chat_memory is not None:
+            self.chat_memory.put(message)
+        else:
+            self._all.append(message)
+        try:
+            self._recorder.put(message)
+        except Exception:  # the message is kept verbatim above; the agent goes on
+            logger.exception("damc: recording a %s message failed", message.role.value)
+
+    def set(self, messages: list[ChatMessage]) -> None:
+        """Replace the verbatim history; DAMC records the messages it has not seen (its store
+        keeps every record it ever received)."""
+        if self.chat_memory is not None:
+            self.chat_memory.set(messages)
+        else:
+            self._all = list(messages)
+        try:
+            system = [m for m in messages if m.role == MessageRole.SYSTEM]
+            for message in system:
+                self._recorder.put(message)
+            self._recorder.observe_view([m for m in messages if m.role != MessageRole.SYSTEM])
+            self._recorder.pending.clear()
+        except Exception:
+            logger.exception("damc: recording the chat history failed")
+
+    def reset(self) -> None:
+        """Forget the conversation in this process (the DAMC store keeps its records)."""
+        if self.chat_memory is not None:
+            self.chat_memory.reset()
+        self._all = []
+        self.memory.clear()
+        self._recorder.reset()

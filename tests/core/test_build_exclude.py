@@ -1,0 +1,24 @@
+"""build(exclude=...): cards the caller sends itself are left out of the context."""
+
+
+def test_excluded_cards_are_left_out_of_memory_and_recent_dialogue(memory, airline_messages, memory_text):
+    cards = [memory.observe(m) for m in airline_messages[:6]]
+    call, result = cards[4], cards[5]  # the flight search the agent still holds in its scratchpad
+
+    built = memory.build(budget=2000, exclude={call.id, result.id})
+
+    sent = "\n".join(str(m.get("content")) for m in built.messages)
+    assert "HAT083" not in sent
+    assert all(m.get("role") != "tool" or m.get("tool_call_id") != "call_2" for m in built.messages)
+    assert "mia_li_3668" in memory_text(built.messages) or "mia_li_3668" in sent
+    reasons = {d.card_id: d.reason for d in built.decisions}
+    assert reasons[result.id] == "kept: sent by the caller"
+
+
+def test_without_exclude_the_same_history_is_sent(memory, airline_messages):
+    for message in airline_messages[:6]:
+        memory.observe(message)
+
+    sent = "\n".join(str(m.get("content")) for m in memory.build(budget=2000).messages)
+
+    assert "HAT083" in sent

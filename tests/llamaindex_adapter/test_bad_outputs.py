@@ -1,0 +1,68 @@
+"""Every LlamaIndex surface keeps the agent running on None, huge, non-JSON and deep tool outputs."""
+
+from __future__ import annotations
+
+import pytest
+from llama_index.core.agent.workflow import FunctionAgent, ReActAgent
+from llama_index.core.tools import FunctionTool
+
+from damc_core import DecisionMemory, InMemoryStore, MemorySettings
+from damc_llamaindex import DamcLLM, DamcMemory, DamcSpanHandler
+
+from .scenario import ChatMessage as Message
+from .scenario import call, react, react_answer, run
+
+
+def deep(levels: int) -> list:
+    value: list = []
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
+OUTPUTS = {
+    "none": None,
+    "2 MB": "row " * 500_000,
+    "not json": "{'oops': [1, 2,, \x00\x01 binary-ish \ud800?",
+    "deep text": "[" * 5000 + "]" * 5000,
+    "deep data": deep(5000),
+}
+
+
+def make_tool(output):
+    def lookup(query: str):
+        """Returns whatever the backend sent."""
+        return output
+
+    return FunctionTool.from_defaults(lookup)
+
+
+def memory():
+    return DecisionMemory(store=InMemoryStore(), settings=MemorySettings(budget=400))
+
+
+@pytest.mark.parametrize("agent_kind", ["function", "react"])
+@pytest.mark.parametrize("surface", ["memory", "llm", "spans"])
+@pytest.mark.parametrize("output", list(OUTPUTS), ids=list(OUTPUTS))
+def test_the_agent_finishes(recording_llm, agent_kind, surface, output):
+    if agent_kind == "function":
+        model = recording_llm(call("lookup", {"query": "x"}, "b1"), Message(role="assistant", content="done"))
+    else:
+        model = recording_llm(react("lookup", {"query": "x"}), react_answer("done"), function_calling=False)
+    damc = memory()
+    llm = DamcLLM(llm=model, memory=damc) if surface == "llm" else model
+    agent = (FunctionAgent if agent_kind == "function" else ReActAgent)(
+        tools=[make_tool(OUTPUTS[output])], llm=llm
+    )
+    handler = DamcSpanHandler.attach(damc) if surface == "spans" else None
+    try:
+        result = run(agent, "look it up", memory=DamcMemory(memory=damc) if surface == "memory" else None)
+    finally:
+        if handler is not None:
+            handler.detach()
+
+    assert str(result) == "done"
+    assert len(model.received) == 2
+    assert any(c.kind.value in ("tool_result", "tool_error") for c in damc.cards())
+    if surface == "llm":  # only the proxy sees the running task's results (memory and spans do not)
+        assert sum(len(str(m.content)) for m in model.received[1]) < 200_000

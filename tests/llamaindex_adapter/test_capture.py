@@ -1,0 +1,160 @@
+"""Tool results captured from instrumentation spans and from the workflow event stream."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+from llama_index.core.agent.workflow import FunctionAgent, ReActAgent, ToolCallResult
+from llama_index.core.memory import ChatMemoryBuffer
+from llama_index.core.tools import FunctionTool
+
+from damc_llamaindex import DamcEventRecorder, DamcMemory, DamcSpanHandler, offline_tokenizer
+
+from .scenario import (
+    FLIGHTS,
+    FUNCTION_SCRIPT,
+    QUESTION,
+    REACT_SCRIPT,
+    TOOLS,
+    call,
+    damc,
+    react,
+    react_answer,
+    run,
+)
+
+
+@pytest.fixture
+def spans():
+    handlers = []
+
+    def attach(memory):
+        handlers.append(DamcSpanHandler.attach(memory))
+        return handlers[-1]
+
+    yield attach
+    for handler in handlers:
+        handler.detach()
+
+
+def tool_results(memory):
+    return [c for c in memory.cards() if c.kind.value in ("tool_result", "tool_error")]
+
+
+def test_spans_record_each_result_with_its_call_while_the_agent_keeps_its_own_memory(recording_llm, spans):
+    memory = damc()
+    spans(memory)
+    buffer = ChatMemoryBuffer.from_defaults(tokenizer_fn=offline_tokenizer())
+
+    run(FunctionAgent(tools=TOOLS, llm=recording_llm(*FUNCTION_SCRIPT)), QUESTION, memory=buffer)
+
+    results = tool_results(memory)
+    assert [(c.tool_name, c.tool_call_id) for c in results] == [
+        ("get_user_details", "c1"),
+        ("search_flights", "c2"),
+        ("book", "c3"),
+    ]
+    assert results[1].arguments == {"date": "2024-05-20"}
+    assert json.loads(memory.recall(results[1].id)["content"]) == FLIGHTS
+
+
+def test_structured_outputs_and_errors_are_kept_as_data(recording_llm, spans):
+    def quote(flight_number: str) -> dict:
+        """Price a flight."""
+        return {"flight_number": flight_number, "price": 149, "currency": "USD"}
+
+    def cancel(reservation_id: str) -> str:
+        """Cancel a reservation."""
+        raise RuntimeError(f"reservation {reservation_id} is not cancellable")
+
+    memory = damc()
+    spans(memory)
+    llm = recording_llm(
+        call("quote", {"flight_number": "HAT107"}, "q1"),
+        call("cancel", {"reservation_id": "4WQ150"}, "x1"),
+        FUNCTION_SCRIPT[-1],
+    )
+    tools = [FunctionTool.from_defaults(quote), FunctionTool.from_defaults(cancel)]
+
+    run(FunctionAgent(tools=tools, llm=llm), "price and cancel")
+
+    priced, failed = tool_results(memory)
+    # ToolOutput.content is the Python repr of the dict; DAMC keeps the data as JSON
+    assert json.loads(memory.recall(priced.id)["content"]) == quote("HAT107")
+    assert "price=149" in priced.summary
+    assert failed.kind.value == "tool_error" and "4WQ150" in failed.summary
+
+
+def test_a_tool_called_outside_an_agent_is_recorded_too(spans):
+    memory = damc()
+    spans(memory)
+
+    output = asyncio.run(TOOLS[2].acall(flight_number="HAT107", payment_id="credit_card_4421486"))
+
+    (card,) = tool_results(memory)
+    assert card.tool_name == "book" and "4WQ150" in card.summary
+    assert memory.recall(card.id)["content"] == output.content
+
+
+def test_with_damc_memory_each_result_is_recorded_once_and_sent_once(recording_llm, spans):
+    memory = damc()
+    spans(memory)
+    llm = recording_llm(*FUNCTION_SCRIPT)
+
+    run(FunctionAgent(tools=TOOLS, llm=llm), QUESTION, memory=DamcMemory(memory=memory))
+
+    assert [c.tool_call_id for c in tool_results(memory)] == ["c1", "c2", "c3"]
+    for prompt in llm.received:
+        ids = [m.additional_kwargs.get("tool_call_id") for m in prompt if m.role.value == "tool"]
+        assert len(ids) == len(set(ids))
+    assert llm.received[1][-2].blocks[0].tool_call_id == "c1"
+
+
+def test_react_results_come_from_spans_exactly_once(recording_llm, spans):
+    memory = damc()
+    spans(memory)
+
+    run(ReActAgent(tools=TOOLS, llm=recording_llm(*REACT_SCRIPT)), QUESTION, memory=DamcMemory(memory=memory))
+
+    assert [c.tool_name for c in tool_results(memory)] == ["get_user_details", "search_flights", "book"]
+
+
+def test_the_event_stream_is_relayed_unchanged_and_recorded(recording_llm):
+    memory = damc()
+    recorder = DamcEventRecorder(memory)
+    agent = FunctionAgent(tools=TOOLS, llm=recording_llm(*FUNCTION_SCRIPT))
+
+    async def go():
+        handler = agent.run(QUESTION)
+        seen = [event async for event in recorder.relay(handler.stream_events())]
+        await handler
+        return seen
+
+    seen = asyncio.run(go())
+
+    assert sum(isinstance(e, ToolCallResult) for e in seen) == 3
+    assert [c.tool_call_id for c in tool_results(memory)] == ["c1", "c2", "c3"]
+
+
+def test_a_react_observation_with_surrounding_whitespace_is_still_matched(recording_llm, spans):
+    def status(flight_number: str) -> str:
+        """Flight status."""
+        return f"\n  {flight_number}: on time, gate B7  \n"
+
+    memory = damc()
+    spans(memory)
+    llm = recording_llm(
+        react("status", {"flight_number": "HAT107"}),
+        react_answer("HAT107 is on time."),
+        function_calling=False,
+    )
+
+    run(
+        ReActAgent(tools=[FunctionTool.from_defaults(status)], llm=llm),
+        "status?",
+        memory=DamcMemory(memory=memory),
+    )
+
+    assert [c.tool_name for c in tool_results(memory)] == ["status"]

@@ -1,0 +1,124 @@
+"""DamcLLM: the tool results of the running task reach the model compressed, for every agent."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+from llama_index.core.agent.workflow import AgentWorkflow, FunctionAgent, ReActAgent
+from llama_index.core.base.llms.types import ChatMessage, ToolCallBlock
+
+from damc_llamaindex import DamcLLM, DamcMemory
+
+from .scenario import ANSWER, FLIGHTS, FUNCTION_SCRIPT, QUESTION, REACT_SCRIPT, TOOLS, damc, run, text
+
+
+def assert_valid(messages: list[ChatMessage]) -> None:
+    open_calls: set[str] = set()
+    for message in messages:
+        if message.role.value == "tool":
+            assert message.additional_kwargs["tool_call_id"] in open_calls
+            open_calls.discard(message.additional_kwargs["tool_call_id"])
+            continue
+        assert not open_calls
+        open_calls = {b.tool_call_id for b in message.blocks if isinstance(b, ToolCallBlock)}
+
+
+@pytest.mark.parametrize("streaming", [True, False], ids=["streaming", "not streaming"])
+def test_function_agent_books_with_a_compressed_scratchpad(recording_llm, streaming):
+    bare, model = recording_llm(*FUNCTION_SCRIPT), recording_llm(*FUNCTION_SCRIPT)
+    run(
+        FunctionAgent(tools=TOOLS, llm=bare, system_prompt="You book flights.", streaming=streaming), QUESTION
+    )
+
+    result = run(
+        FunctionAgent(
+            tools=TOOLS,
+            llm=DamcLLM(llm=model, memory=damc()),
+            system_prompt="You book flights.",
+            streaming=streaming,
+        ),
+        QUESTION,
+    )
+
+    booking = model.received[2]
+    assert str(result) == ANSWER
+    assert booking[0].content.startswith("You book flights.\n\n<memory>")
+    for fact in ("credit_card_4421486", "HAT107", "mia_li_3668", "2024-05-20"):
+        assert fact in text(booking)
+    assert json.dumps(FLIGHTS) in text(bare.received[2])
+    assert len(text(booking)) < len(text(bare.received[2])) / 3
+    for prompt in model.received:
+        assert_valid(prompt)
+
+
+def test_react_observations_are_replaced_by_their_cards(recording_llm):
+    model = recording_llm(*REACT_SCRIPT, function_calling=False)
+
+    result = run(ReActAgent(tools=TOOLS, llm=DamcLLM(llm=model, memory=damc())), QUESTION)
+
+    booking = model.received[2]
+    observations = [m.content for m in booking if m.content and m.content.startswith("Observation:")]
+    assert str(result) == ANSWER
+    assert len(observations) == 2
+    assert json.dumps(FLIGHTS) not in text(booking)
+    assert "HAT107" in observations[1] and "credit_card_4421486" in observations[0]
+    assert "## Tools" in booking[0].content  # the ReAct header with the tool list is kept
+
+
+def test_memory_and_proxy_together_record_once_and_remember_across_runs(recording_llm):
+    memory = damc()
+    model = recording_llm(*FUNCTION_SCRIPT, ChatMessage(role="assistant", content="credit_card_4421486"))
+    agent = FunctionAgent(
+        tools=TOOLS, llm=DamcLLM(llm=model, memory=memory), system_prompt="You book flights."
+    )
+    damc_memory = DamcMemory(memory=memory)
+
+    async def go():
+        await agent.run(QUESTION, memory=damc_memory)
+        await agent.run("Which card did I use?", memory=damc_memory)
+
+    asyncio.run(go())
+
+    kinds = [(c.kind.value, c.tool_call_id) for c in memory.cards()]
+    assert kinds.count(("tool_result", "c2")) == 1
+    assert sum(kind == "user_instruction" for kind, _ in kinds) == 2
+    assert "credit_card_4421486" in text(model.received[-1])
+    assert model.received[-1][-1].content == "Which card did I use?"
+
+
+def test_agent_workflow_with_a_wrapped_model(recording_llm):
+    model = recording_llm(*FUNCTION_SCRIPT)
+    booker = FunctionAgent(
+        name="booker", description="Books flights.", tools=TOOLS, llm=DamcLLM(llm=model, memory=damc())
+    )
+
+    result = run(AgentWorkflow(agents=[booker], root_agent="booker"), QUESTION)
+
+    assert str(result) == ANSWER
+    assert "<memory>" in model.received[2][0].content
+    assert json.dumps(FLIGHTS) not in text(model.received[2])
+
+
+def test_sync_calls_and_delegation(recording_llm):
+    model = recording_llm(*FUNCTION_SCRIPT)
+    llm = DamcLLM(llm=model, memory=damc())
+    history = [ChatMessage(role="user", content=QUESTION)]
+
+    response = llm.chat_with_tools(TOOLS, chat_history=history)
+    (selection,) = llm.get_tool_calls_from_response(response)
+    streamed = list(llm.stream_chat(history))
+
+    assert llm.metadata == model.metadata
+    assert (selection.tool_name, selection.tool_kwargs) == ("get_user_details", {"user_id": "mia_li_3668"})
+    assert streamed[-1].message.blocks[0].tool_name == "search_flights"
+    assert model.received[0][-1].content == QUESTION
+
+
+def test_a_model_without_function_calling_is_refused_for_tool_calls():
+    from llama_index.core.llms.mock import MockLLM
+
+    llm = DamcLLM(llm=MockLLM(), memory=damc())
+    with pytest.raises(TypeError, match="ReActAgent"):
+        llm.chat_with_tools(TOOLS, user_msg="hi")

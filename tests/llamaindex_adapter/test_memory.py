@@ -1,0 +1,214 @@
+"""DamcMemory as the memory of real FunctionAgent / ReActAgent runs: what reaches the model."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import warnings
+
+import pytest
+from llama_index.core.agent.workflow import FunctionAgent, ReActAgent
+from llama_index.core.base.llms.types import ChatMessage, ToolCallBlock
+from llama_index.core.memory import ChatMemoryBuffer
+from llama_index.core.workflow import Context
+
+from damc_llamaindex import DamcMemory, DamcSpanHandler, offline_tokenizer
+
+from .scenario import ANSWER, FLIGHTS, FUNCTION_SCRIPT, QUESTION, REACT_SCRIPT, TOOLS, damc, run, text
+
+FOLLOW_UP = "Which card did I use?"
+CARD_ANSWER = ChatMessage(role="assistant", content="You used credit_card_4421486.")
+
+
+def two_runs(agent, memory):
+    async def go():
+        first = await agent.run(QUESTION, memory=memory)
+        second = await agent.run(FOLLOW_UP, memory=memory)
+        return str(first), str(second)
+
+    return asyncio.run(go())
+
+
+def tool_sequence_is_valid(messages: list[ChatMessage]) -> bool:
+    open_calls: set[str] = set()
+    for message in messages:
+        if message.role.value == "tool":
+            if message.additional_kwargs.get("tool_call_id") not in open_calls:
+                return False
+            open_calls.discard(message.additional_kwargs["tool_call_id"])
+        else:
+            if open_calls:
+                return False
+            open_calls = {b.tool_call_id for b in message.blocks if isinstance(b, ToolCallBlock)}
+    return not open_calls
+
+
+@pytest.mark.parametrize("streaming", [True, False], ids=["streaming", "not streaming"])
+def test_a_later_run_sees_the_earlier_ids_as_cards(recording_llm, streaming):
+    bare, with_damc = (
+        recording_llm(*FUNCTION_SCRIPT, CARD_ANSWER),
+        recording_llm(*FUNCTION_SCRIPT, CARD_ANSWER),
+    )
+    buffer = ChatMemoryBuffer.from_defaults(tokenizer_fn=offline_tokenizer())
+
+    two_runs(
+        FunctionAgent(tools=TOOLS, llm=bare, system_prompt="You book flights.", streaming=streaming), buffer
+    )
+    answers = two_runs(
+        FunctionAgent(tools=TOOLS, llm=with_damc, system_prompt="You book flights.", streaming=streaming),
+        DamcMemory(memory=damc()),
+    )
+
+    follow_up = with_damc.received[-1]
+    assert answers == (ANSWER, "You used credit_card_4421486.")
+    assert follow_up[0].content == "You book flights."
+    assert follow_up[1].role.value == "user" and follow_up[1].content.startswith("<memory>")
+    assert follow_up[-1].content == FOLLOW_UP
+    for fact in ("credit_card_4421486", "HAT107", "4WQ150", "mia_li_3668"):
+        assert fact in text(follow_up)
+    assert len(text(follow_up)) < len(text(bare.received[-1])) / 3
+
+
+def test_react_agent_without_a_system_prompt_still_gets_the_memory_section(recording_llm):
+    llm = recording_llm(
+        *REACT_SCRIPT, ChatMessage(role="assistant", content="Thought: I know.\nAnswer: visa")
+    )
+
+    two_runs(ReActAgent(tools=TOOLS, llm=llm), DamcMemory(memory=damc()))
+
+    follow_up = llm.received[-1]
+    assert follow_up[0].role.value == "system" and "## Tools" in follow_up[0].content
+    assert follow_up[1].content.startswith("<memory>")
+    assert "credit_card_4421486" in follow_up[1].content
+
+
+def test_react_observations_become_tool_cards(recording_llm):
+    memory = damc()
+    two_runs(
+        ReActAgent(tools=TOOLS, llm=recording_llm(*REACT_SCRIPT, REACT_SCRIPT[-1])), DamcMemory(memory=memory)
+    )
+
+    results = [c for c in memory.cards() if c.kind.value == "tool_result"]
+    assert [c.tool_name for c in results] == ["get_user_details", "search_flights", "book"]
+    assert results[2].arguments == {"flight_number": "HAT107", "payment_id": "credit_card_4421486"}
+    assert memory.recall(results[1].id)["content"] == json.dumps(FLIGHTS)
+    assert next(c.summary for c in memory.cards() if c.kind.value == "assistant_conclusion").endswith(ANSWER)
+
+
+def test_the_wrapped_buffer_keeps_every_message_verbatim(recording_llm):
+    buffer = ChatMemoryBuffer.from_defaults(tokenizer_fn=offline_tokenizer())
+    memory = DamcMemory(memory=damc(), chat_memory=buffer)
+
+    run(FunctionAgent(tools=TOOLS, llm=recording_llm(*FUNCTION_SCRIPT)), QUESTION, memory=memory)
+
+    stored = memory.get_all()
+    assert stored == buffer.get_all()
+    assert [m.role.value for m in stored] == [
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+        "tool",
+        "assistant",
+        "tool",
+        "assistant",
+    ]
+    assert json.loads(stored[4].content) == FLIGHTS
+
+
+def test_sync_methods_and_truncation_keep_calls_with_their_results(recording_llm):
+    memory = DamcMemory.from_defaults(memory=damc(budget=250))
+    llm = recording_llm(*FUNCTION_SCRIPT)
+    run(FunctionAgent(tools=TOOLS, llm=llm), QUESTION, memory=memory)
+
+    memory.put(ChatMessage(role="user", content="And a hotel?"))
+    memory.put_messages([ChatMessage(role="assistant", content="Which city?")])
+    history = memory.get(input="hotel")
+
+    assert tool_sequence_is_valid(history)
+    assert history[-1].content == "Which city?"
+    assert "4WQ150" in text(history)
+    assert len(memory.get_all()) == 10
+    memory.reset()
+    assert memory.get_all() == [] and memory.memory.cards() == []
+
+
+def test_chat_history_passed_to_run_is_recorded_once(recording_llm):
+    memory = DamcMemory(memory=damc())
+    history = [
+        ChatMessage(role="user", content="My user id is mia_li_3668."),
+        ChatMessage(role="assistant", content="Noted."),
+    ]
+    llm = recording_llm(
+        ChatMessage(role="assistant", content="ok"), ChatMessage(role="assistant", content="ok")
+    )
+    agent = FunctionAgent(tools=TOOLS, llm=llm)
+
+    async def go():
+        await agent.run("hi", chat_history=history, memory=memory)
+        await agent.run("again", chat_history=history, memory=memory)
+
+    asyncio.run(go())
+
+    turns = [c.summary for c in memory.memory.cards() if "mia_li_3668" in c.summary]
+    assert len(turns) == 1
+
+
+def test_history_survives_a_reused_context(recording_llm):
+    llm = recording_llm(*FUNCTION_SCRIPT, CARD_ANSWER)
+    agent = FunctionAgent(tools=TOOLS, llm=llm, system_prompt="You book flights.")
+    memory = DamcMemory(memory=damc())
+
+    async def go():
+        ctx = Context(agent)
+        await agent.run(QUESTION, ctx=ctx, memory=memory)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # pydantic may warn that the memory cannot be serialized
+            await agent.run(FOLLOW_UP, ctx=ctx, memory=memory)
+
+    asyncio.run(go())
+
+    assert "credit_card_4421486" in text(llm.received[-1])
+    assert "4WQ150" in text(llm.received[-1])
+
+
+def test_a_memory_given_to_the_agent_constructor_is_reported(recording_llm):
+    decision_memory = damc()
+    memory = DamcMemory(memory=decision_memory)
+    handler = DamcSpanHandler.attach(decision_memory)
+    agent = FunctionAgent(tools=TOOLS, llm=recording_llm(*FUNCTION_SCRIPT), memory=memory)
+    try:
+        with pytest.warns(UserWarning, match="memory="):
+            run(agent, QUESTION)
+    finally:
+        handler.detach()
+
+    assert memory.get_all() == []  # llama-index-core dropped it: the warning is the only sign
+
+
+def test_a_reused_context_drops_its_memory_but_the_wrapped_llm_still_remembers(recording_llm):
+    from damc_llamaindex import DamcLLM
+
+    bare = recording_llm(*FUNCTION_SCRIPT, CARD_ANSWER)
+    model = recording_llm(*FUNCTION_SCRIPT, CARD_ANSWER)
+    memory = damc()
+
+    def twice(agent, first_memory):
+        async def go():
+            ctx = Context(agent)
+            await agent.run(QUESTION, ctx=ctx, memory=first_memory)
+            await agent.run(FOLLOW_UP, ctx=ctx)  # no memory= this time: the context lost it
+
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            asyncio.run(go())
+        assert any(type(w.message).__name__ == "UnserializableKeyWarning" for w in caught)
+
+    twice(
+        FunctionAgent(tools=TOOLS, llm=bare), ChatMemoryBuffer.from_defaults(tokenizer_fn=offline_tokenizer())
+    )
+    twice(FunctionAgent(tools=TOOLS, llm=DamcLLM(llm=model, memory=memory)), DamcMemory(memory=memory))
+
+    assert [m.content for m in bare.received[-1]] == [FOLLOW_UP]
+    assert "credit_card_4421486" in text(model.received[-1])
+    assert model.received[-1][-1].content == FOLLOW_UP
