@@ -1,0 +1,68 @@
+"""Real Chroma for the tests: an embedded folder per test, and one Chroma server on loopback for
+the session (started with ``chroma run``, stopped at the end). Each server test gets its own
+collection prefix, so tests never see each other's data."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("chromadb")
+
+from damc_core.stores.chroma import ChromaConfig  # noqa: E402
+
+SERVER_START_TIMEOUT = 90.0
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture(scope="session")
+def chroma_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ChromaConfig]:
+    """A Chroma server on a free loopback port, as a fleet of agents would share one."""
+    port = _free_port()
+    data = tmp_path_factory.mktemp("chroma-server")
+    chroma = Path(sys.executable).parent / "chroma"
+    log = (data / "server.log").open("w")
+    process = subprocess.Popen(
+        [str(chroma), "run", "--path", str(data / "db"), "--host", "127.0.0.1", "--port", str(port)],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    config = ChromaConfig(host="127.0.0.1", port=port)
+    deadline = time.monotonic() + SERVER_START_TIMEOUT
+    while True:
+        try:
+            config.client().heartbeat()
+            break
+        except Exception:
+            if process.poll() is not None or time.monotonic() > deadline:
+                process.kill()
+                raise RuntimeError(f"chroma server did not start; see {data / 'server.log'}") from None
+            time.sleep(0.3)
+    yield config
+    process.terminate()
+    try:
+        process.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        process.kill()
+    log.close()
+
+
+@pytest.fixture(params=["embedded", "server"])
+def chroma_config(request: pytest.FixtureRequest, tmp_path: Path) -> ChromaConfig:
+    """The same tests against an embedded folder and against the shared server."""
+    if request.param == "embedded":
+        return ChromaConfig(path=tmp_path / "chroma")
+    server: ChromaConfig = request.getfixturevalue("chroma_server")
+    return ChromaConfig(host=server.host, port=server.port, prefix=f"t{uuid.uuid4().hex[:12]}")
