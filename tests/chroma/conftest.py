@@ -16,7 +16,7 @@ import pytest
 
 pytest.importorskip("chromadb")
 
-from damc_core.stores.chroma import ChromaConfig  # noqa: E402
+from damc_core.stores.chroma import ChromaConfig
 
 SERVER_START_TIMEOUT = 90.0
 
