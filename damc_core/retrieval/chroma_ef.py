@@ -7,6 +7,7 @@ server) rebuilds the same function instead of Chroma's default, which downloads 
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from chromadb.api.types import Documents, EmbeddingFunction, Embeddings, Space
@@ -16,6 +17,13 @@ from ..errors import ConfigError
 from .embed import Embedder, load_embedder
 
 
+@functools.lru_cache(maxsize=8)
+def _shared_embedder(model: str) -> Embedder:
+    """One embedder per model name in a process: Chroma rebuilds the function from the
+    collection's config on every write, and loading a model each time would cost a second."""
+    return load_embedder(model)
+
+
 @register_embedding_function
 class DamcEmbeddingFunction(EmbeddingFunction[Documents]):
     """Chroma embedding function over a DAMC :class:`~damc_core.retrieval.Embedder`."""
@@ -23,7 +31,7 @@ class DamcEmbeddingFunction(EmbeddingFunction[Documents]):
     def __init__(self, model: str | None = None, *, embedder: Embedder | None = None) -> None:
         if embedder is None and model is None:
             raise ConfigError("DamcEmbeddingFunction needs model= ('minilm-int8', 'hashing') or embedder=")
-        self.embedder = embedder if embedder is not None else load_embedder(str(model))
+        self.embedder = embedder if embedder is not None else _shared_embedder(str(model))
 
     def __call__(self, input: Documents) -> Embeddings:
         return list(self.embedder.embed(list(input)))

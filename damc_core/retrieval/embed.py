@@ -24,8 +24,9 @@ logger = logging.getLogger("damc")
 
 MINILM = "minilm-int8"
 HASHING = "hashing"
-MAX_TOKENS = 256
-"""all-MiniLM-L6-v2 was trained on inputs up to 256 word pieces; longer card text is cut."""
+MAX_TOKENS = 128
+"""Word pieces embedded per card: the head of a card (tool, arguments, first values) carries its topic,
+and the cost grows with length (the model itself reads up to 256)."""
 BATCH = 32
 
 
