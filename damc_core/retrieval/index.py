@@ -1,9 +1,8 @@
 """A vector index of cards in Chroma, searched by decision focus, with cold storage and merging.
 
-One live collection holds what retrieval searches; a cold collection holds cards retired for
-low value and members of merged near-duplicates (out of the live index, still searchable with
+Each namespace has a live collection, which retrieval searches, and a cold one for cards retired
+for low value and members of merged near-duplicates (out of the live index, still searchable with
 ``cold=True``; their records and cards stay in the :class:`~damc_core.stores.MemoryStore`).
-Every entry carries its namespace in metadata and every read filters on it.
 
 Search is hybrid: cosine similarity from the embedding, plus a bonus for each focus identifier
 the card holds verbatim (``#W4923227`` is matched exactly, whatever the embedding makes of it).
@@ -11,6 +10,7 @@ the card holds verbatim (``#W4923227`` is matched exactly, whatever the embeddin
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -81,7 +81,13 @@ def _embedding_function(embedder: Embedder) -> Any:
 
 
 class CardIndex:
-    """Cards of many namespaces in one Chroma collection (plus its cold twin), kept apart by filter."""
+    """Cards of each namespace in a collection of their own (plus its cold twin).
+
+    A search runs inside one namespace's collection, so it cannot reach another tenant's cards,
+    and its cost does not grow with the other namespaces (a metadata filter over one shared
+    collection would be scanned at every query). The namespace is also kept in each entry's
+    metadata and in the collection's.
+    """
 
     def __init__(
         self,
@@ -93,14 +99,22 @@ class CardIndex:
         self.config = config or ChromaConfig()
         self.embedder = embedder or load_embedder(MINILM)
         self._client = client or self.config.client()
-        function = _embedding_function(self.embedder)
-        metadata = {"hnsw:space": "cosine"}
-        self.live: Collection = self._client.get_or_create_collection(
-            f"{self.config.prefix}_index_{self.embedder.name}", embedding_function=function, metadata=metadata
-        )
-        self.cold: Collection = self._client.get_or_create_collection(
-            f"{self.config.prefix}_cold_{self.embedder.name}", embedding_function=function, metadata=metadata
-        )
+        self._function = _embedding_function(self.embedder)
+        self._collections: dict[tuple[str, bool], Collection] = {}
+
+    def collection(self, namespace: Namespace, *, cold: bool = False) -> Collection:
+        """The live (or cold) collection of a namespace, created on first use."""
+        found = self._collections.get((namespace.key, cold))
+        if found is None:
+            digest = hashlib.sha256(namespace.key.encode("utf-8")).hexdigest()[:24]
+            tier = "cold" if cold else "live"
+            found = self._client.get_or_create_collection(
+                f"{self.config.prefix}_{tier}_{self.embedder.name}_{digest}",
+                embedding_function=self._function,
+                metadata={"hnsw:space": "cosine", "damc_namespace": namespace.key},
+            )
+            self._collections[(namespace.key, cold)] = found
+        return found
 
     # -- writing -------------------------------------------------------------------------------
     def add(self, namespace: Namespace, cards: Sequence[Card]) -> None:
@@ -108,12 +122,13 @@ class CardIndex:
         if not cards:
             return
         key = namespace.key
+        live = self.collection(namespace)
         documents = [card_document(c) for c in cards]
         vectors = self.embedder.embed(documents)
         for start in range(0, len(cards), 1000):
             chunk = slice(start, start + 1000)
-            self.live.upsert(
-                ids=[f"{key}|{c.id}" for c in cards[chunk]],
+            live.upsert(
+                ids=[c.id for c in cards[chunk]],
                 documents=documents[chunk],
                 embeddings=vectors[chunk],
                 metadatas=[self._metadata(key, c) for c in cards[chunk]],
@@ -132,9 +147,8 @@ class CardIndex:
 
     def ids(self, namespace: Namespace, *, cold: bool = False) -> set[str]:
         """Card ids of the namespace in the live (or cold) index."""
-        collection = self.cold if cold else self.live
-        got = collection.get(where={"ns": namespace.key}, include=["metadatas"])
-        return {str(m["card"]) for m in got["metadatas"] or []}
+        got = self.collection(namespace, cold=cold).get(include=[])
+        return set(got["ids"])
 
     # -- searching -----------------------------------------------------------------------------
     def search(
@@ -149,27 +163,21 @@ class CardIndex:
         """The best ``k`` cards for the query, best first; ``terms`` are matched verbatim too."""
         if k <= 0:
             raise ConfigError(f"k must be > 0, got {k}")
-        collection = self.cold if cold else self.live
-        key = namespace.key
+        collection = self.collection(namespace, cold=cold)
         found: dict[str, tuple[float, tuple[str, ...], tuple[str, ...]]] = {}
         result = collection.query(
-            query_embeddings=self.embedder.embed([query]),
-            n_results=k,
-            where={"ns": key},
-            include=["metadatas", "distances"],
+            query_embeddings=self.embedder.embed([query]), n_results=k, include=["metadatas", "distances"]
         )
-        for meta, distance in zip(
-            (result["metadatas"] or [[]])[0], (result["distances"] or [[]])[0], strict=True
+        for card_id, meta, distance in zip(
+            result["ids"][0], (result["metadatas"] or [[]])[0], (result["distances"] or [[]])[0], strict=True
         ):
-            found[str(meta["card"])] = (1.0 - float(distance), (), _members(meta))
+            found[card_id] = (1.0 - float(distance), (), _members(meta))
         identifiers = [t for t in terms if IDENTIFIER_TERM.fullmatch(t) and len(t) >= 4]
         for term in sorted(identifiers, key=len, reverse=True)[:MAX_EXACT_TERMS]:
-            got = collection.get(
-                where={"ns": key}, where_document={"$contains": term}, include=["metadatas"], limit=k
-            )
-            for meta in got["metadatas"] or []:
-                similarity, exact, members = found.get(str(meta["card"]), (0.0, (), _members(meta)))
-                found[str(meta["card"])] = (similarity, (*exact, term), members)
+            got = collection.get(where_document={"$contains": term}, include=["metadatas"], limit=k)
+            for card_id, meta in zip(got["ids"], got["metadatas"] or [], strict=True):
+                similarity, exact, members = found.get(card_id, (0.0, (), _members(meta)))
+                found[card_id] = (similarity, (*exact, term), members)
         hits = [
             Hit(card_id, sim, exact, min(1.0, max(0.0, sim) + EXACT_BONUS * len(exact)), members)
             for card_id, (sim, exact, members) in found.items()
@@ -179,19 +187,20 @@ class CardIndex:
     # -- lifecycle -----------------------------------------------------------------------------
     def retire(self, namespace: Namespace, card_ids: Iterable[str]) -> int:
         """Move cards from the live index to cold storage; returns how many moved."""
-        ids = [f"{namespace.key}|{i}" for i in card_ids]
+        ids = list(card_ids)
         if not ids:
             return 0
-        got = self.live.get(ids=ids, include=["embeddings", "documents", "metadatas"])
+        live = self.collection(namespace)
+        got = live.get(ids=ids, include=["embeddings", "documents", "metadatas"])
         if not got["ids"]:
             return 0
-        self.cold.upsert(
+        self.collection(namespace, cold=True).upsert(
             ids=got["ids"],
             embeddings=got["embeddings"],
             documents=got["documents"],
             metadatas=got["metadatas"],
         )
-        self.live.delete(ids=got["ids"])
+        live.delete(ids=got["ids"])
         return len(got["ids"])
 
     def merge_near_duplicates(self, namespace: Namespace, *, threshold: float = 0.97) -> list[Merged]:
@@ -200,7 +209,8 @@ class CardIndex:
         if not 0 < threshold <= 1:
             raise ConfigError(f"threshold must be in (0, 1], got {threshold}")
         key = namespace.key
-        got = self.live.get(where={"ns": key}, include=["embeddings", "documents", "metadatas"])
+        live = self.collection(namespace)
+        got = live.get(include=["embeddings", "documents", "metadatas"])
         metas = got["metadatas"] or []
         entries = [(int(str(m["seq"])), str(m["card"]), i) for i, m in enumerate(metas) if not _members(m)]
         if len(entries) < 2:
@@ -224,8 +234,8 @@ class CardIndex:
             head = documents[entries[first][2]]
             document = f"{head} (+{len(members) - 1} near-duplicates: {', '.join(members[1:])})"
             entry_id = f"m{members[0]}"
-            self.live.upsert(
-                ids=[f"{key}|{entry_id}"],
+            live.upsert(
+                ids=[entry_id],
                 embeddings=[centroid.tolist()],
                 documents=[document],
                 metadatas=[

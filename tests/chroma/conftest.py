@@ -27,36 +27,46 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-@pytest.fixture(scope="session")
-def chroma_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ChromaConfig]:
-    """A Chroma server on a free loopback port, as a fleet of agents would share one."""
+def start_chroma_server(data: Path) -> tuple[subprocess.Popen[bytes], ChromaConfig]:
+    """``chroma run`` on a free loopback port, as a fleet of agents would share one; waits until
+    it answers."""
+    data.mkdir(parents=True, exist_ok=True)
     port = _free_port()
-    data = tmp_path_factory.mktemp("chroma-server")
     chroma = Path(sys.executable).parent / "chroma"
-    log = (data / "server.log").open("w")
-    process = subprocess.Popen(
-        [str(chroma), "run", "--path", str(data / "db"), "--host", "127.0.0.1", "--port", str(port)],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
+    with (data / "server.log").open("wb") as log:
+        process = subprocess.Popen(
+            [str(chroma), "run", "--path", str(data / "db"), "--host", "127.0.0.1", "--port", str(port)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
     config = ChromaConfig(host="127.0.0.1", port=port)
     deadline = time.monotonic() + SERVER_START_TIMEOUT
     while True:
         try:
             config.client().heartbeat()
-            break
+            return process, config
         except Exception:
             if process.poll() is not None or time.monotonic() > deadline:
                 process.kill()
                 raise RuntimeError(f"chroma server did not start; see {data / 'server.log'}") from None
             time.sleep(0.3)
-    yield config
+
+
+def stop_chroma_server(process: subprocess.Popen[bytes]) -> None:
     process.terminate()
     try:
         process.wait(timeout=15)
     except subprocess.TimeoutExpired:
         process.kill()
-    log.close()
+        process.wait()
+
+
+@pytest.fixture(scope="session")
+def chroma_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ChromaConfig]:
+    """One Chroma server for the session's server-mode tests."""
+    process, config = start_chroma_server(tmp_path_factory.mktemp("chroma-server"))
+    yield config
+    stop_chroma_server(process)
 
 
 @pytest.fixture(params=["embedded", "server"])

@@ -21,6 +21,8 @@ from damc_core.retrieval import (
 from damc_core.stores.chroma import ChromaConfig
 from damc_core.testing import sample_card
 
+from .conftest import start_chroma_server, stop_chroma_server
+
 ALICE = Namespace(user="alice", session="trip")
 BOB = Namespace(user="bob", session="trip")
 
@@ -79,8 +81,9 @@ def test_index_finds_by_meaning_and_exact_id_without_leaking(
 def test_reopened_collection_embeds_with_the_registered_function(
     chroma_config: ChromaConfig, minilm: MiniLMEmbedder
 ) -> None:
-    CardIndex(chroma_config, embedder=minilm).add(ALICE, [_card(0, "[c0] hotel check-in 2024-05-03")])
-    collection = chroma_config.client().get_collection(f"{chroma_config.prefix}_index_minilm-int8")
+    index = CardIndex(chroma_config, embedder=minilm)
+    index.add(ALICE, [_card(0, "[c0] hotel check-in 2024-05-03")])
+    collection = chroma_config.client().get_collection(index.collection(ALICE).name)
     assert collection.configuration["embedding_function"].get_config() == {"model": "minilm-int8"}
     found = collection.query(query_texts=["when is check-in"], n_results=1, include=["documents"])
     assert found["documents"] == [["hotel check-in 2024-05-03"]]
@@ -194,25 +197,22 @@ def test_lifecycle_retires_long_low_cards(chroma_config: ChromaConfig) -> None:
     assert memory.recall("c0") == {"role": "user", "content": "hello"}
 
 
-def test_unreachable_index_falls_back_to_heuristics(
-    chroma_server: ChromaConfig, caplog: pytest.LogCaptureFixture
-) -> None:
-    config = ChromaConfig(host=chroma_server.host, port=chroma_server.port, prefix="gone")
-    index = CardIndex(config, embedder=HashingEmbedder())
-    index.live = index.cold = _Closed()  # type: ignore[assignment]
-    memory = DecisionMemory(store=InMemoryStore(), valuator=RetrievalValuator(index, namespace=Namespace()))
-    memory.observe({"role": "user", "content": "Book HAT069"})
+def test_unreachable_index_falls_back_to_heuristics(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    server, config = start_chroma_server(tmp_path / "server")
+    try:
+        index = CardIndex(config, embedder=HashingEmbedder())
+        memory = DecisionMemory(
+            store=InMemoryStore(), valuator=RetrievalValuator(index, namespace=Namespace())
+        )
+        memory.observe({"role": "user", "content": "Book HAT069"})
+        assert "HAT069" in str(memory.build(budget=300).messages)
+    finally:
+        stop_chroma_server(server)
+    memory.observe({"role": "user", "content": "and seat 14C, please"})
     with caplog.at_level(logging.WARNING, logger="damc"):
         context = memory.build(budget=300)
-    assert "HAT069" in str(context.messages)
+    assert "HAT069" in str(context.messages) and "14C" in str(context.messages)
     assert "retrieval unavailable" in caplog.text
-
-
-class _Closed:
-    """A collection whose server went away."""
-
-    def __getattr__(self, name: str) -> object:
-        raise ConnectionError("chroma server unreachable")
 
 
 def test_damc_core_imports_without_chromadb(tmp_path: Path) -> None:
