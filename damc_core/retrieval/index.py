@@ -1,0 +1,259 @@
+"""A vector index of cards in Chroma, searched by decision focus, with cold storage and merging.
+
+Each namespace has a live collection, which retrieval searches, and a cold one for cards retired
+for low value and members of merged near-duplicates (out of the live index, still searchable with
+``cold=True``; their records and cards stay in the :class:`~damc_core.stores.MemoryStore`).
+
+Search is hybrid: cosine similarity from the embedding, plus a bonus for each focus identifier
+the card holds verbatim (``#W4923227`` is matched exactly, whatever the embedding makes of it).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..errors import ConfigError
+from ..extract import IDENTIFIER_TERM
+from ..stores.chroma import ChromaConfig
+from ..types import Card, DecisionFocus, Namespace
+from .embed import MINILM, Embedder, load_embedder
+
+if TYPE_CHECKING:
+    from chromadb.api import ClientAPI
+    from chromadb.api.models.Collection import Collection
+
+EXACT_BONUS = 0.25
+"""Hybrid score added per focus identifier a card holds verbatim (capped at 1.0 overall)."""
+MAX_EXACT_TERMS = 8
+"""Identifiers of one focus looked up verbatim; each is one filtered ``get``."""
+DOCUMENT_CHARS = 2000
+_CARD_TAG = re.compile(r"^\[c\d+\]\s*")
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """One card found for a query."""
+
+    card_id: str
+    similarity: float
+    """Cosine similarity of the card's text and the query, in [-1, 1] (0 when found only verbatim)."""
+    exact: tuple[str, ...]
+    """Focus identifiers the card holds verbatim."""
+    score: float
+    """Hybrid score in [0, 1]: similarity plus ``EXACT_BONUS`` per exact identifier."""
+    members: tuple[str, ...] = ()
+    """For a merged summary entry: the ids of the cards it stands for."""
+
+
+@dataclass(frozen=True, slots=True)
+class Merged:
+    """Near-duplicate cards folded into one summary entry of the live index."""
+
+    entry_id: str
+    members: tuple[str, ...]
+    document: str
+
+
+def card_document(card: Card) -> str:
+    """The text a card is embedded and matched by: its rendering, lower-cased (identifiers are
+    matched case-blind and ``#`` stays with the id), without the ``[c12]`` tag (two cards that say
+    the same thing must embed the same), cut to a length the model reads."""
+    return _CARD_TAG.sub("", card.summary, count=1)[:DOCUMENT_CHARS].lower()
+
+
+def focus_query(focus: DecisionFocus) -> str:
+    """The query for a decision: what is being decided, then the user's request, e.g.
+    ``decision focus: check-in date; request: book the hotel``."""
+    parts = sorted(focus.tools) + sorted(t for t in focus.terms if IDENTIFIER_TERM.fullmatch(t))[:12]
+    return f"decision focus: {' '.join(parts) or 'next step'}; request: {focus.query.strip()[:500]}"
+
+
+def _embedding_function(embedder: Embedder) -> Any:
+    from .chroma_ef import DamcEmbeddingFunction
+
+    return DamcEmbeddingFunction(embedder=embedder)
+
+
+class CardIndex:
+    """Cards of each namespace in a collection of their own (plus its cold twin).
+
+    A search runs inside one namespace's collection, so it cannot reach another tenant's cards,
+    and its cost does not grow with the other namespaces (a metadata filter over one shared
+    collection would be scanned at every query). The namespace is also kept in each entry's
+    metadata and in the collection's.
+    """
+
+    def __init__(
+        self,
+        config: ChromaConfig | None = None,
+        *,
+        client: ClientAPI | None = None,
+        embedder: Embedder | None = None,
+    ) -> None:
+        self.config = config or ChromaConfig()
+        self.embedder = embedder or load_embedder(MINILM)
+        self._client = client or self.config.client()
+        self._function = _embedding_function(self.embedder)
+        self._collections: dict[tuple[str, bool], Collection] = {}
+
+    def collection(self, namespace: Namespace, *, cold: bool = False) -> Collection:
+        """The live (or cold) collection of a namespace, created on first use."""
+        found = self._collections.get((namespace.key, cold))
+        if found is None:
+            digest = hashlib.sha256(namespace.key.encode("utf-8")).hexdigest()[:24]
+            tier = "cold" if cold else "live"
+            found = self._client.get_or_create_collection(
+                f"{self.config.prefix}_{tier}_{self.embedder.name}_{digest}",
+                embedding_function=self._function,
+                metadata={"hnsw:space": "cosine", "damc_namespace": namespace.key},
+            )
+            self._collections[(namespace.key, cold)] = found
+        return found
+
+    # -- writing -------------------------------------------------------------------------------
+    def add(self, namespace: Namespace, cards: Sequence[Card]) -> None:
+        """Embed and upsert cards (by id: adding a card twice replaces it)."""
+        if not cards:
+            return
+        key = namespace.key
+        live = self.collection(namespace)
+        documents = [card_document(c) for c in cards]
+        vectors = self.embedder.embed(documents)
+        for start in range(0, len(cards), 1000):
+            chunk = slice(start, start + 1000)
+            live.upsert(
+                ids=[c.id for c in cards[chunk]],
+                documents=documents[chunk],
+                embeddings=vectors[chunk],
+                metadatas=[self._metadata(key, c) for c in cards[chunk]],
+            )
+
+    @staticmethod
+    def _metadata(key: str, card: Card) -> dict[str, str | int | float | bool]:
+        return {
+            "ns": key,
+            "card": card.id,
+            "seq": card.seq,
+            "kind": card.kind.value,
+            "tool": card.tool_name or "",
+            "members": "",
+        }
+
+    def ids(self, namespace: Namespace, *, cold: bool = False) -> set[str]:
+        """Card ids of the namespace in the live (or cold) index."""
+        got = self.collection(namespace, cold=cold).get(include=[])
+        return set(got["ids"])
+
+    # -- searching -----------------------------------------------------------------------------
+    def search(
+        self,
+        namespace: Namespace,
+        query: str,
+        *,
+        terms: Iterable[str] = (),
+        k: int = 24,
+        cold: bool = False,
+    ) -> list[Hit]:
+        """The best ``k`` cards for the query, best first; ``terms`` are matched verbatim too."""
+        if k <= 0:
+            raise ConfigError(f"k must be > 0, got {k}")
+        collection = self.collection(namespace, cold=cold)
+        found: dict[str, tuple[float, tuple[str, ...], tuple[str, ...]]] = {}
+        result = collection.query(
+            query_embeddings=self.embedder.embed([query]), n_results=k, include=["metadatas", "distances"]
+        )
+        for card_id, meta, distance in zip(
+            result["ids"][0], (result["metadatas"] or [[]])[0], (result["distances"] or [[]])[0], strict=True
+        ):
+            found[card_id] = (1.0 - float(distance), (), _members(meta))
+        identifiers = [t for t in terms if IDENTIFIER_TERM.fullmatch(t) and len(t) >= 4]
+        for term in sorted(identifiers, key=len, reverse=True)[:MAX_EXACT_TERMS]:
+            got = collection.get(where_document={"$contains": term}, include=["metadatas"], limit=k)
+            for card_id, meta in zip(got["ids"], got["metadatas"] or [], strict=True):
+                similarity, exact, members = found.get(card_id, (0.0, (), _members(meta)))
+                found[card_id] = (similarity, (*exact, term), members)
+        hits = [
+            Hit(card_id, sim, exact, min(1.0, max(0.0, sim) + EXACT_BONUS * len(exact)), members)
+            for card_id, (sim, exact, members) in found.items()
+        ]
+        return sorted(hits, key=lambda h: -h.score)[: k + MAX_EXACT_TERMS]
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    def retire(self, namespace: Namespace, card_ids: Iterable[str]) -> int:
+        """Move cards from the live index to cold storage; returns how many moved."""
+        ids = list(card_ids)
+        if not ids:
+            return 0
+        live = self.collection(namespace)
+        got = live.get(ids=ids, include=["embeddings", "documents", "metadatas"])
+        if not got["ids"]:
+            return 0
+        self.collection(namespace, cold=True).upsert(
+            ids=got["ids"],
+            embeddings=got["embeddings"],
+            documents=got["documents"],
+            metadatas=got["metadatas"],
+        )
+        live.delete(ids=got["ids"])
+        return len(got["ids"])
+
+    def merge_near_duplicates(self, namespace: Namespace, *, threshold: float = 0.97) -> list[Merged]:
+        """Fold live cards whose embeddings are within ``threshold`` cosine similarity of an older
+        card into one summary entry that names every member; the members go cold."""
+        if not 0 < threshold <= 1:
+            raise ConfigError(f"threshold must be in (0, 1], got {threshold}")
+        key = namespace.key
+        live = self.collection(namespace)
+        got = live.get(include=["embeddings", "documents", "metadatas"])
+        metas = got["metadatas"] or []
+        entries = [(int(str(m["seq"])), str(m["card"]), i) for i, m in enumerate(metas) if not _members(m)]
+        if len(entries) < 2:
+            return []
+        entries.sort()
+        vectors = np.asarray(got["embeddings"], dtype=np.float32)[[i for _, _, i in entries]]
+        documents = got["documents"] or []
+        similarity = vectors @ vectors.T
+        taken = np.zeros(len(entries), dtype=bool)
+        merged: list[Merged] = []
+        for first in range(len(entries)):
+            if taken[first]:
+                continue
+            group = [j for j in np.flatnonzero(similarity[first] >= threshold) if not taken[j]]
+            if len(group) < 2:
+                continue
+            taken[group] = True
+            members = tuple(entries[j][1] for j in group)
+            centroid = vectors[group].mean(axis=0)
+            centroid /= max(float(np.linalg.norm(centroid)), 1e-12)
+            head = documents[entries[first][2]]
+            document = f"{head} (+{len(members) - 1} near-duplicates: {', '.join(members[1:])})"
+            entry_id = f"m{members[0]}"
+            live.upsert(
+                ids=[entry_id],
+                embeddings=[centroid.tolist()],
+                documents=[document],
+                metadatas=[
+                    {
+                        "ns": key,
+                        "card": entry_id,
+                        "seq": entries[first][0],
+                        "kind": "merged",
+                        "tool": "",
+                        "members": ",".join(members),
+                    }
+                ],
+            )
+            self.retire(namespace, members)
+            merged.append(Merged(entry_id, members, document))
+        return merged
+
+
+def _members(meta: Any) -> tuple[str, ...]:
+    members = str(meta.get("members") or "")
+    return tuple(members.split(",")) if members else ()

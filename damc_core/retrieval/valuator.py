@@ -1,0 +1,216 @@
+"""Retrieval as a value signal and as candidate generation for :class:`~damc_core.DecisionMemory`.
+
+:class:`RetrievalValuator` wraps another valuator (the heuristics by default). Before a decision it
+indexes new cards, searches the index with the decision focus and the user's request, spreads
+each hit along the decision graph (card A informed call B, B produced result C: a hit on B lifts
+A and C), and lifts the wrapped value by the retrieval score. If the index cannot be reached the
+wrapped values are returned unchanged and a warning is logged: retrieval never stops the agent.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from ..errors import ConfigError
+from ..types import Card, CardKind, DecisionFocus, Namespace, Score, ScoredCard
+from ..value import HeuristicValuator, ValuationContext, Valuator
+from .index import CardIndex, Hit, focus_query
+
+logger = logging.getLogger("damc")
+
+
+@dataclass(frozen=True, slots=True)
+class Lifecycle:
+    """When cards leave the live index."""
+
+    cold_below: float = 0.05
+    """A card valued below this ..."""
+    cold_after: int = 200
+    """... for this many decisions in a row moves to cold storage (still searchable with ``cold=True``,
+    its record and card untouched in the store)."""
+    merge_threshold: float = 0.98
+    """Cosine similarity at which live cards count as near-duplicates and merge into one entry."""
+    every: int = 50
+    """Decisions between lifecycle passes (each pass reads the namespace's live vectors)."""
+
+    def __post_init__(self) -> None:
+        if self.cold_after <= 0 or self.every <= 0:
+            raise ConfigError("Lifecycle.cold_after and Lifecycle.every must be > 0")
+        if not 0 < self.merge_threshold <= 1:
+            raise ConfigError(f"Lifecycle.merge_threshold must be in (0, 1], got {self.merge_threshold}")
+
+
+@dataclass(slots=True)
+class _State:
+    indexed: set[str] | None = None
+    """Card ids already in the index (read from it on first use, so a reopened memory re-embeds nothing)."""
+    decisions: int = 0
+    low_since: dict[str, int] = field(default_factory=dict)
+    cold: int = 0
+    focus: DecisionFocus | None = None
+    hits: list[Hit] = field(default_factory=list)
+
+
+class RetrievalValuator:
+    """Lifts ``base``'s values by semantic and exact retrieval for the decision focus."""
+
+    def __init__(
+        self,
+        index: CardIndex,
+        *,
+        namespace: Namespace,
+        base: Valuator | None = None,
+        weight: float = 0.3,
+        k: int = 16,
+        graph: float = 0.6,
+        lifecycle: Lifecycle | None = None,
+    ) -> None:
+        if not 0 < weight <= 1 or not 0 <= graph <= 1:
+            raise ConfigError(f"weight must be in (0, 1] and graph in [0, 1], got {weight}, {graph}")
+        if k <= 0:
+            raise ConfigError(f"k must be > 0, got {k}")
+        self.index = index
+        self.namespace = namespace
+        self.base: Valuator = base or HeuristicValuator()
+        self.weight = weight
+        self.k = k
+        self.graph = graph
+        self.lifecycle = lifecycle
+        self._state = _State()
+
+    # -- candidate generation -------------------------------------------------------------------
+    def candidates(self, cards: Mapping[str, Card], *, focus: DecisionFocus, limit: int) -> list[str]:
+        """Ids of the cards retrieval finds for this focus (hits and their graph neighbours)."""
+        try:
+            self._sync(cards)
+            hits = self._search(focus)
+        except Exception as exc:  # an unreachable index must not stop the agent
+            logger.warning("damc: retrieval unavailable (%s); using heuristics only", exc)
+            return []
+        found: list[str] = []
+        for hit in hits:
+            for card_id in hit.members or (hit.card_id,):
+                found.append(card_id)
+                hit_card = cards.get(card_id)
+                if hit_card is not None:
+                    found.extend(_neighbours_forward(hit_card, cards))
+        return list(dict.fromkeys(i for i in found if i in cards))[:limit]
+
+    # -- valuation ------------------------------------------------------------------------------
+    def value(self, cards: Sequence[Card], *, context: ValuationContext) -> list[ScoredCard]:
+        valued = self.base.value(cards, context=context)
+        try:
+            self._sync({c.id: c for c in cards})
+            hits = self._search(context.focus)
+        except Exception as exc:
+            logger.warning("damc: retrieval unavailable (%s); using heuristics only", exc)
+            return valued
+        scores = self._scores(hits, cards)
+        out = []
+        for item in valued:
+            found = scores.get(item.card.id)
+            if found is None:
+                out.append(item)
+                continue
+            lift, why = found
+            value = 1.0 - (1.0 - item.value) * (1.0 - self.weight * lift)
+            out.append(ScoredCard(item.card, value, (*item.scores, Score("retrieval", lift, why))))
+        self._age(out)
+        return out
+
+    def _scores(self, hits: list[Hit], cards: Sequence[Card]) -> dict[str, tuple[float, str]]:
+        """Card id -> (retrieval score relative to the best hit, provenance), graph spread included."""
+        if not hits:
+            return {}
+        top = max(h.score for h in hits) or 1.0
+        by_id = {c.id: c for c in cards}
+        informed: defaultdict[str, list[str]] = defaultdict(list)
+        for card in cards:
+            for later in card.decision_links:
+                informed[later].append(card.id)
+        scores: dict[str, tuple[float, str]] = {}
+
+        def lift(card_id: str, value: float, why: str) -> None:
+            if value > scores.get(card_id, (0.0, ""))[0]:
+                scores[card_id] = (value, why)
+
+        for hit in hits:
+            relative = hit.score / top
+            why = f"retrieval: similarity {hit.similarity:.2f}" + (
+                f", exact {', '.join(hit.exact)}" if hit.exact else ""
+            )
+            for card_id in hit.members or (hit.card_id,):
+                lift(card_id, relative, why + (f" (merged into {hit.card_id})" if hit.members else ""))
+                matched = by_id.get(card_id)
+                if matched is None:
+                    continue
+                spread = relative * self.graph
+                for source in informed.get(card_id, ()):
+                    lift(source, spread, f"retrieval: informed {card_id}, which matched")
+                for neighbour in _neighbours_forward(matched, by_id):
+                    lift(neighbour, spread, f"retrieval: linked to {card_id}, which matched")
+        return scores
+
+    # -- index upkeep ---------------------------------------------------------------------------
+    def _sync(self, cards: Mapping[str, Card]) -> None:
+        state = self._state
+        if state.indexed is None:
+            state.indexed = self.index.ids(self.namespace) | self.index.ids(self.namespace, cold=True)
+        new = [cards[i] for i in cards.keys() - state.indexed if cards[i].summary]
+        if new:
+            self.index.add(self.namespace, sorted(new, key=lambda c: c.seq))
+            state.indexed.update(c.id for c in new)
+
+    def _search(self, focus: DecisionFocus) -> list[Hit]:
+        """Hits for the focus; one search per decision even when candidates and values both ask."""
+        state = self._state
+        if state.focus != focus:
+            hits = self.index.search(self.namespace, focus_query(focus), terms=focus.terms, k=self.k)
+            if state.cold:
+                hits += self.index.search(
+                    self.namespace, focus_query(focus), terms=focus.terms, k=self.k, cold=True
+                )
+            state.focus, state.hits = focus, hits
+        return state.hits
+
+    def _age(self, valued: list[ScoredCard]) -> None:
+        """Track how long each card stays below the cold threshold; every few decisions retire the
+        long-low cards and merge near-duplicates."""
+        lifecycle, state = self.lifecycle, self._state
+        state.decisions += 1
+        state.focus = None  # the next decision searches afresh
+        if lifecycle is None:
+            return
+        for item in valued:
+            if item.value < lifecycle.cold_below:
+                state.low_since.setdefault(item.card.id, state.decisions)
+            else:
+                state.low_since.pop(item.card.id, None)
+        if state.decisions % lifecycle.every:
+            return
+        try:
+            stale = [
+                i for i, since in state.low_since.items() if state.decisions - since >= lifecycle.cold_after
+            ]
+            state.cold += self.index.retire(self.namespace, stale)
+            for card_id in stale:
+                del state.low_since[card_id]
+            merged = self.index.merge_near_duplicates(self.namespace, threshold=lifecycle.merge_threshold)
+            state.cold += sum(len(m.members) for m in merged)
+        except Exception as exc:
+            logger.warning("damc: index lifecycle pass failed (%s); will retry", exc)
+
+
+def _neighbours_forward(card: Card, cards: Mapping[str, Card]) -> list[str]:
+    """Cards one decision step after ``card``: the calls it informed and, for a call, its result."""
+    out = list(card.decision_links)
+    if card.kind is CardKind.TOOL_CALL and card.tool_call_id:
+        call_ids = card.tool_call_id.split(", ")
+        for offset in range(1, len(call_ids) + 1):
+            result = cards.get(f"c{card.seq + offset}")
+            if result is not None and result.tool_call_id in call_ids:
+                out.append(result.id)
+    return out

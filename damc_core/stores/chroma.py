@@ -1,0 +1,227 @@
+"""Chroma as the home of raw records and cards, embedded (a folder) or shared (a Chroma server).
+
+``ChromaConfig(path=...)`` opens an embedded ``PersistentClient``; ``ChromaConfig(host=..., port=...)``
+talks to a server started with ``chroma run --path DIR --port P``, so agent processes on many
+machines share one memory. The API is the same either way. Records and cards live in two
+collections, namespaced by a metadata key that every read filters on. Their vectors are
+placeholders (two numbers from the sequence number): the semantic index of cards is
+:class:`damc_core.retrieval.CardIndex`, in the same server.
+
+Needs the ``chroma`` extra: ``pip install "damc[chroma]"``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import numpy as np
+
+from ..errors import ConfigError, SchemaVersionError, StoreClosedError, StoreError
+from ..serde import CardSerializer, JsonCardSerializer
+from ..types import CARD_FORMAT_VERSION, Card, Namespace, RawRecord
+
+if TYPE_CHECKING:
+    from chromadb.api import ClientAPI
+    from chromadb.api.models.Collection import Collection
+
+PAGE = 5000
+"""Rows per ``get`` and per write: bounds one request to a server."""
+
+T = TypeVar("T")
+
+
+def _chromadb() -> Any:
+    try:
+        import chromadb
+    except ImportError as exc:
+        raise ConfigError('Chroma backend not installed. Install with: pip install "damc[chroma]"') from exc
+    return chromadb
+
+
+@dataclass(frozen=True, slots=True)
+class ChromaConfig:
+    """Where Chroma is: an embedded folder (``path``) or a server (``host`` and ``port``)."""
+
+    path: str | Path | None = None
+    """Folder of an embedded ``PersistentClient``; ``damc-chroma`` when neither this nor ``host`` is set."""
+    host: str | None = None
+    """Chroma server host; set it (and ``port``) when several processes or machines share memory."""
+    port: int = 8000
+    ssl: bool = False
+    headers: dict[str, str] = field(default_factory=dict)
+    """HTTP headers for the server, e.g. an auth token."""
+    tenant: str = "default_tenant"
+    database: str = "default_database"
+    prefix: str = "damc"
+    """Collection names start with it, so several memories can share one server or folder."""
+
+    def __post_init__(self) -> None:
+        if self.path is not None and self.host is not None:
+            raise ConfigError("ChromaConfig takes path= (embedded) or host= (server), not both")
+        if not 0 < self.port < 65536:
+            raise ConfigError(f"ChromaConfig.port must be in 1..65535, got {self.port}")
+        if not self.prefix or not self.prefix.replace("_", "").replace("-", "").isalnum():
+            raise ConfigError(f"ChromaConfig.prefix must be letters, digits, '-' or '_', got {self.prefix!r}")
+
+    @property
+    def mode(self) -> str:
+        return "server" if self.host is not None else "embedded"
+
+    def client(self) -> ClientAPI:
+        """A Chroma client for this configuration, with anonymous telemetry off."""
+        chromadb = _chromadb()
+        from chromadb.config import Settings
+
+        settings = Settings(anonymized_telemetry=False)
+        try:
+            if self.host is not None:
+                client: ClientAPI = chromadb.HttpClient(
+                    host=self.host,
+                    port=self.port,
+                    ssl=self.ssl,
+                    headers=dict(self.headers),
+                    settings=settings,
+                    tenant=self.tenant,
+                    database=self.database,
+                )
+            else:
+                client = chromadb.PersistentClient(
+                    path=str(self.path or "damc-chroma"),
+                    settings=settings,
+                    tenant=self.tenant,
+                    database=self.database,
+                )
+        except Exception as exc:
+            where = f"{self.host}:{self.port}" if self.host is not None else str(self.path or "damc-chroma")
+            raise StoreError(f"cannot open Chroma ({self.mode}) at {where}: {exc}") from exc
+        return client
+
+
+def placeholder_vectors(seqs: Sequence[int]) -> np.ndarray:
+    """Records and cards are found by namespace and id, never by vector; Chroma needs one anyway.
+    Distinct points keep its HNSW graph well formed."""
+    return np.array([[float(seq), 1.0] for seq in seqs], dtype=np.float32)
+
+
+class ChromaStore:
+    """A :class:`~damc_core.stores.MemoryStore` in Chroma: raw records verbatim, cards serialized."""
+
+    def __init__(
+        self,
+        config: ChromaConfig | None = None,
+        *,
+        client: ClientAPI | None = None,
+        serde: CardSerializer | None = None,
+    ) -> None:
+        self.config = config or ChromaConfig()
+        self._serde = serde or JsonCardSerializer()
+        self._client: ClientAPI | None = client or self.config.client()
+        prefix = self.config.prefix
+        self._records = self._call(
+            lambda: self._open().get_or_create_collection(f"{prefix}_records", embedding_function=None)
+        )
+        self._cards = self._call(
+            lambda: self._open().get_or_create_collection(f"{prefix}_cards", embedding_function=None)
+        )
+
+    def __enter__(self) -> ChromaStore:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def _open(self) -> ClientAPI:
+        if self._client is None:
+            raise StoreClosedError("ChromaStore is closed; open a new one")
+        return self._client
+
+    def _call(self, operation: Callable[[], T]) -> T:
+        self._open()
+        try:
+            return operation()
+        except (StoreError, ConfigError):
+            raise
+        except Exception as exc:
+            raise StoreError(f"Chroma ({self.config.mode}) failed: {type(exc).__name__}: {exc}") from exc
+
+    def append(self, record: RawRecord) -> None:
+        key = record.namespace.key
+        self._call(
+            lambda: self._records.upsert(
+                ids=[f"{key}|{record.id}"],
+                documents=[record.body],
+                embeddings=placeholder_vectors([record.seq]),
+                metadatas=[{"ns": key, "seq": record.seq, "created_at": record.created_at, "v": record.v}],
+            )
+        )
+
+    def _as_record(self, namespace: Namespace, doc_id: str, body: str, meta: Any) -> RawRecord:
+        version = int(meta["v"])
+        if version > CARD_FORMAT_VERSION:
+            raise SchemaVersionError(f"record {doc_id!r} has format v{version}; upgrade damc")
+        return RawRecord(
+            id=doc_id.split("|", 1)[1],
+            namespace=namespace,
+            seq=int(meta["seq"]),
+            created_at=float(meta["created_at"]),
+            body=body,
+            v=version,
+        )
+
+    def record(self, namespace: Namespace, record_id: str) -> RawRecord | None:
+        found = self._call(
+            lambda: self._records.get(
+                ids=[f"{namespace.key}|{record_id}"], include=["documents", "metadatas"]
+            )
+        )
+        if not found["ids"]:
+            return None
+        documents, metadatas = found["documents"] or [], found["metadatas"] or []
+        return self._as_record(namespace, found["ids"][0], documents[0], metadatas[0])
+
+    def records(self, namespace: Namespace) -> list[RawRecord]:
+        rows = self._all(self._records, namespace)
+        records = [self._as_record(namespace, i, d, m) for i, d, m in rows]
+        return sorted(records, key=lambda r: r.seq)
+
+    def put_cards(self, namespace: Namespace, cards: Sequence[Card]) -> None:
+        key = namespace.key
+        for start in range(0, len(cards), PAGE):
+            chunk = cards[start : start + PAGE]
+            self._call(
+                lambda chunk=chunk: self._cards.upsert(  # type: ignore[misc]
+                    ids=[f"{key}|{c.id}" for c in chunk],
+                    documents=[self._serde.dumps(c) for c in chunk],
+                    embeddings=placeholder_vectors([c.seq for c in chunk]),
+                    metadatas=[{"ns": key, "seq": c.seq} for c in chunk],
+                )
+            )
+
+    def cards(self, namespace: Namespace) -> list[Card]:
+        rows = self._all(self._cards, namespace)
+        return sorted((self._serde.loads(d) for _, d, _ in rows), key=lambda c: c.seq)
+
+    def _all(self, collection: Collection, namespace: Namespace) -> list[tuple[str, str, Any]]:
+        """Every (id, document, metadata) of the namespace, a page at a time."""
+        rows: list[tuple[str, str, Any]] = []
+        while True:
+            page = self._call(
+                lambda: collection.get(
+                    where={"ns": namespace.key},
+                    include=["documents", "metadatas"],
+                    limit=PAGE,
+                    offset=len(rows),
+                )
+            )
+            rows.extend(zip(page["ids"], page["documents"] or [], page["metadatas"] or [], strict=True))
+            if len(page["ids"]) < PAGE:
+                return rows
+
+    def close(self) -> None:
+        self._client = None

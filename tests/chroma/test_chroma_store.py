@@ -1,0 +1,106 @@
+from __future__ import annotations
+
+import itertools
+import multiprocessing
+
+import pytest
+
+from damc_core import DecisionMemory, Namespace, StoreClosedError
+from damc_core.errors import ConfigError, StoreError
+from damc_core.stores.chroma import ChromaConfig, ChromaStore
+from damc_core.testing import run_store_conformance, sample_card
+
+WRITERS = 8
+EVENTS_PER_WRITER = 12
+
+
+def test_chroma_store_conforms(chroma_config: ChromaConfig) -> None:
+    counter = itertools.count()
+
+    def fresh() -> ChromaStore:
+        # A new prefix per check: each check must start from an empty store.
+        return ChromaStore(
+            ChromaConfig(
+                path=None if chroma_config.host else f"{chroma_config.path}-{next(counter)}",
+                host=chroma_config.host,
+                port=chroma_config.port,
+                prefix=f"{chroma_config.prefix}{next(counter)}",
+            )
+        )
+
+    run_store_conformance(fresh)
+
+
+def test_memory_reopens_from_chroma_with_every_card(chroma_config: ChromaConfig) -> None:
+    namespace = Namespace(user="u-1", session="trip")
+    with ChromaStore(chroma_config) as store:
+        memory = DecisionMemory(namespace=namespace, store=store)
+        memory.observe({"role": "user", "content": "Book HAT069 for mia_li_3668"})
+        memory.observe_tool("get_user_details", {"user_id": "mia_li_3668"}, {"reservations": ["NO6JO3"]})
+        before = [(c.id, c.summary) for c in memory.cards()]
+    with ChromaStore(chroma_config) as store:
+        reopened = DecisionMemory(namespace=namespace, store=store)
+        assert [(c.id, c.summary) for c in reopened.cards()] == before
+        assert reopened.handle_recall({"card_id": "c2"}) == '{"reservations": ["NO6JO3"]}'
+
+
+def test_huge_and_odd_records_round_trip(tmp_path: object) -> None:
+    store = ChromaStore(ChromaConfig(path=f"{tmp_path}/chroma"))
+    memory = DecisionMemory(store=store)
+    huge = "x" * 2_000_000
+    memory.observe({"role": "tool", "tool_call_id": "t", "content": huge})
+    memory.observe({"role": "user", "content": None})
+    assert memory.handle_recall({"card_id": "c0"}) == huge
+    assert len(store.records(memory.namespace)) == 2
+
+
+def test_bad_config_says_what_to_do() -> None:
+    with pytest.raises(ConfigError, match="not both"):
+        ChromaConfig(path="x", host="localhost")
+    with pytest.raises(ConfigError, match="port"):
+        ChromaConfig(host="localhost", port=0)
+    with pytest.raises(StoreError, match="cannot open Chroma"):
+        ChromaStore(ChromaConfig(host="127.0.0.1", port=1))
+
+
+def test_closed_store_refuses_work(tmp_path: object) -> None:
+    store = ChromaStore(ChromaConfig(path=f"{tmp_path}/chroma"))
+    store.close()
+    with pytest.raises(StoreClosedError):
+        store.put_cards(Namespace(), [sample_card(0)])
+
+
+def _writer(host: str, port: int, prefix: str, worker: int) -> None:
+    config = ChromaConfig(host=host, port=port, prefix=prefix)
+    store = ChromaStore(config)
+    memory = DecisionMemory(namespace=Namespace(user="fleet", session=f"agent-{worker}"), store=store)
+    shared = Namespace(user="fleet", session="shared")
+    for step in range(EVENTS_PER_WRITER):
+        memory.observe_tool("get_reservation_details", {"reservation_id": f"R{worker}X{step}"}, {"ok": step})
+        store.put_cards(shared, [sample_card(worker * 1000 + step)])
+
+
+def test_eight_writer_processes_on_one_server_lose_no_card(chroma_server: ChromaConfig) -> None:
+    assert chroma_server.host is not None
+    prefix = "fleet"
+    context = multiprocessing.get_context("spawn")
+    workers = [
+        context.Process(target=_writer, args=(chroma_server.host, chroma_server.port, prefix, w))
+        for w in range(WRITERS)
+    ]
+    for process in workers:
+        process.start()
+    for process in workers:
+        process.join(timeout=300)
+        assert process.exitcode == 0
+    store = ChromaStore(ChromaConfig(host=chroma_server.host, port=chroma_server.port, prefix=prefix))
+    shared = store.cards(Namespace(user="fleet", session="shared"))
+    assert sorted(c.seq for c in shared) == sorted(
+        w * 1000 + s for w in range(WRITERS) for s in range(EVENTS_PER_WRITER)
+    )
+    for worker in range(WRITERS):
+        memory = DecisionMemory(namespace=Namespace(user="fleet", session=f"agent-{worker}"), store=store)
+        assert len(memory.cards()) == 2 * EVENTS_PER_WRITER
+        last_call = memory.recall(f"c{2 * EVENTS_PER_WRITER - 2}")
+        assert last_call is not None
+        assert f"R{worker}X{EVENTS_PER_WRITER - 1}" in last_call["tool_calls"][0]["function"]["arguments"]

@@ -1,0 +1,225 @@
+from __future__ import annotations
+
+import logging
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from damc_core import DecisionFocus, DecisionMemory, InMemoryStore, MemorySettings, Namespace
+from damc_core.retrieval import (
+    CardIndex,
+    HashingEmbedder,
+    Lifecycle,
+    MiniLMEmbedder,
+    RetrievalValuator,
+    focus_query,
+    load_embedder,
+)
+from damc_core.stores.chroma import ChromaConfig
+from damc_core.testing import sample_card
+
+from .conftest import start_chroma_server, stop_chroma_server
+
+ALICE = Namespace(user="alice", session="trip")
+BOB = Namespace(user="bob", session="trip")
+
+
+@pytest.fixture(scope="module")
+def minilm() -> MiniLMEmbedder:
+    return MiniLMEmbedder()
+
+
+def _card(seq: int, summary: str, **fields: object) -> object:
+    return sample_card(seq, summary=summary, **fields)
+
+
+def test_minilm_embeds_offline_and_ranks_by_meaning(minilm: MiniLMEmbedder) -> None:
+    vectors = minilm.embed(
+        ["when do I check in at the hotel", "hotel check-in date is May 3", "the flight was sold out"]
+    )
+    assert vectors.shape == (3, 384)
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    assert vectors[0] @ vectors[1] > vectors[0] @ vectors[2] + 0.2
+
+
+def test_hashing_fallback_matches_shared_words_and_ids() -> None:
+    embedder = HashingEmbedder()
+    query, same, other = embedder.embed(["order #W4923227 status", "#w4923227 pending", "sunny weather"])
+    assert query @ same > 0.3 > query @ other
+    assert load_embedder("hashing").name == "hashing"
+
+
+def test_focus_query_puts_the_decision_before_the_request() -> None:
+    focus = DecisionFocus(query="book the hotel", terms=frozenset({"w4923227"}), tools=frozenset({"book"}))
+    assert focus_query(focus) == "decision focus: book w4923227; request: book the hotel"
+
+
+def test_index_finds_by_meaning_and_exact_id_without_leaking(
+    chroma_config: ChromaConfig, minilm: MiniLMEmbedder
+) -> None:
+    index = CardIndex(chroma_config, embedder=minilm)
+    index.add(
+        ALICE,
+        [
+            _card(0, "[c0] search_hotels -> Hilton Seattle, check-in 2024-05-03, king room 210 USD"),
+            _card(1, "[c1] get_order_details(order_id=#W4923227) -> status=pending total=120.50"),
+            _card(2, "[c2] user: my favourite colour is blue"),
+        ],
+    )
+    index.add(BOB, [_card(0, "[c0] search_hotels -> Hyatt Boston, check-in 2024-06-01")])
+    hits = index.search(ALICE, "decision focus: check-in date; request: book the hotel", k=3)
+    assert hits[0].card_id == "c0"
+    exact = index.search(ALICE, "what did the user like", terms=["w4923227"], k=1)
+    assert any(h.card_id == "c1" and h.exact == ("w4923227",) for h in exact)
+    assert {h.card_id for h in index.search(BOB, "hotel", k=5)} == {"c0"}
+    assert index.ids(BOB) == {"c0"} and index.ids(Namespace(user="carol")) == set()
+
+
+def test_reopened_collection_embeds_with_the_registered_function(
+    chroma_config: ChromaConfig, minilm: MiniLMEmbedder
+) -> None:
+    index = CardIndex(chroma_config, embedder=minilm)
+    index.add(ALICE, [_card(0, "[c0] hotel check-in 2024-05-03")])
+    collection = chroma_config.client().get_collection(index.collection(ALICE).name)
+    assert collection.configuration["embedding_function"].get_config() == {"model": "minilm-int8"}
+    found = collection.query(query_texts=["when is check-in"], n_results=1, include=["documents"])
+    assert found["documents"] == [["hotel check-in 2024-05-03"]]
+
+
+def test_cold_storage_and_near_duplicate_merge(chroma_config: ChromaConfig) -> None:
+    index = CardIndex(chroma_config, embedder=HashingEmbedder())
+    index.add(
+        ALICE,
+        [
+            _card(0, "[c0] get_flight_status(HAT069) -> status=available"),
+            _card(1, "[c1] get_flight_status(HAT069) -> status=available"),
+            _card(2, "[c2] get_flight_status(HAT069) -> status=available"),
+            _card(3, "[c3] user: please use the visa card ending 7447"),
+        ],
+    )
+    merged = index.merge_near_duplicates(ALICE, threshold=0.99)
+    assert [m.members for m in merged] == [("c0", "c1", "c2")]
+    assert index.ids(ALICE) == {"mc0", "c3"} and index.ids(ALICE, cold=True) == {"c0", "c1", "c2"}
+    hit = index.search(ALICE, "flight status HAT069", k=1)[0]
+    assert hit.card_id == "mc0" and hit.members == ("c0", "c1", "c2")
+    assert index.retire(ALICE, ["c3"]) == 1
+    assert index.search(ALICE, "visa card", terms=["7447"], k=2)[0].card_id == "mc0"
+    assert [h.card_id for h in index.search(ALICE, "visa card", terms=["7447"], k=1, cold=True)] == ["c3"]
+
+
+def _hotel_memory(valuator: RetrievalValuator | None, namespace: Namespace) -> DecisionMemory:
+    memory = DecisionMemory(namespace=namespace, store=InMemoryStore(), valuator=valuator)
+    memory.observe({"role": "user", "content": "I need a room in Seattle for my conference"})
+    memory.observe_tool(
+        "search_hotels",
+        {"city": "Seattle"},
+        [{"hotel": "Hilton", "check_in": "2024-05-03", "price": 210}],
+    )
+    for day in range(6):
+        memory.observe_tool("get_weather", {"city": "Seattle", "day": day}, {"forecast": f"rain day {day}"})
+    memory.observe({"role": "user", "content": "ok, go ahead and book the hotel on the check-in date"})
+    return memory
+
+
+def test_retrieval_lifts_the_card_the_decision_is_about(
+    chroma_config: ChromaConfig, minilm: MiniLMEmbedder
+) -> None:
+    index = CardIndex(chroma_config, embedder=minilm)
+    with_retrieval = _hotel_memory(RetrievalValuator(index, namespace=ALICE), ALICE)
+    heuristic = _hotel_memory(None, ALICE)
+
+    def hotel_value(memory: DecisionMemory) -> float:
+        decisions = memory.build(budget=2000).decisions
+        return next(d.value for d in decisions if d.card_id == "c2")
+
+    assert hotel_value(with_retrieval) > hotel_value(heuristic)
+    retrieval = [s for d in with_retrieval.build(budget=2000).decisions for s in d.scores]
+    assert any(s.name == "retrieval" and "similarity" in s.provenance for s in retrieval)
+
+
+def test_graph_lifts_what_informed_a_matching_decision_and_what_it_produced(
+    chroma_config: ChromaConfig, minilm: MiniLMEmbedder
+) -> None:
+    index = CardIndex(chroma_config, embedder=minilm)
+    valuator = RetrievalValuator(index, namespace=ALICE)
+    memory = DecisionMemory(namespace=ALICE, store=InMemoryStore(), valuator=valuator)
+    memory.observe_tool("get_user_details", {"user_id": "mia_li_3668"}, {"payment": "credit_card_4421486"})
+    memory.observe_tool(
+        "book_reservation", {"payment_id": "credit_card_4421486"}, {"reservation_id": "NO6JO3"}
+    )
+    assert memory.card("c1") is not None and "c2" in memory.card("c1").decision_links  # type: ignore[union-attr]
+    scored = {
+        s.card.id: s
+        for s in valuator.value(
+            memory.cards(),
+            context=_context(memory, "decision focus: book_reservation; request: book the trip"),
+        )
+    }
+    # c2 (the booking call) matches the focus; c1 gave it its payment id, c3 is what it produced.
+    assert [s.provenance for s in scored["c1"].scores if s.name == "retrieval"] == [
+        "retrieval: informed c2, which matched"
+    ]
+    lift = {
+        card_id: next(s.value for s in scored[card_id].scores if s.name == "retrieval") for card_id in scored
+    }
+    assert lift["c1"] > lift["c0"] and lift["c3"] >= 0.6 * lift["c2"]
+
+
+def _context(memory: DecisionMemory, query: str) -> object:
+    from damc_core import ValuationContext
+
+    return ValuationContext(
+        focus=DecisionFocus(query=query, tools=frozenset({"book_reservation"})),
+        current_seq=len(memory.cards()),
+        now=0.0,
+    )
+
+
+def test_lifecycle_retires_long_low_cards(chroma_config: ChromaConfig) -> None:
+    index = CardIndex(chroma_config, embedder=HashingEmbedder())
+    valuator = RetrievalValuator(
+        index, namespace=ALICE, lifecycle=Lifecycle(cold_below=0.99, cold_after=2, every=3)
+    )
+    memory = DecisionMemory(
+        namespace=ALICE,
+        store=InMemoryStore(),
+        valuator=valuator,
+        settings=MemorySettings(recent_messages=0),
+    )
+    memory.observe({"role": "user", "content": "hello"})
+    memory.observe({"role": "assistant", "content": "hi, how can I help"})
+    for _ in range(3):
+        memory.build(budget=500)
+    assert index.ids(ALICE, cold=True) == {"c0", "c1"}
+    assert memory.recall("c0") == {"role": "user", "content": "hello"}
+
+
+def test_unreachable_index_falls_back_to_heuristics(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    server, config = start_chroma_server(tmp_path / "server")
+    try:
+        index = CardIndex(config, embedder=HashingEmbedder())
+        memory = DecisionMemory(
+            store=InMemoryStore(), valuator=RetrievalValuator(index, namespace=Namespace())
+        )
+        memory.observe({"role": "user", "content": "Book HAT069"})
+        assert "HAT069" in str(memory.build(budget=300).messages)
+    finally:
+        stop_chroma_server(server)
+    memory.observe({"role": "user", "content": "and seat 14C, please"})
+    with caplog.at_level(logging.WARNING, logger="damc"):
+        context = memory.build(budget=300)
+    assert "HAT069" in str(context.messages) and "14C" in str(context.messages)
+    assert "retrieval unavailable" in caplog.text
+
+
+def test_damc_core_imports_without_chromadb(tmp_path: Path) -> None:
+    blocker = tmp_path / "chromadb.py"
+    blocker.write_text("raise ImportError('chromadb is not installed')\n")
+    code = "import damc_core, damc_core.retrieval.embed; print('ok')"
+    out = subprocess.run(
+        [sys.executable, "-c", code], env={"PYTHONPATH": str(tmp_path)}, capture_output=True, text=True
+    )
+    assert out.stdout.strip() == "ok", out.stderr
