@@ -191,6 +191,7 @@ def test_lifecycle_retires_long_low_cards(chroma_config: ChromaConfig) -> None:
     )
     memory.observe({"role": "user", "content": "hello"})
     memory.observe({"role": "assistant", "content": "hi, how can I help"})
+    memory.observe({"role": "user", "content": "just browsing"})  # the request: valued 1, stays live
     for _ in range(3):
         memory.build(budget=500)
     assert index.ids(ALICE, cold=True) == {"c0", "c1"}
