@@ -116,14 +116,13 @@ class LlamaCppScorer:
         """The request's tokens and where the continuation starts.
 
         Context and continuation are tokenized apart, so the continuation's tokens are the same
-        whatever context precedes it.
+        whatever context precedes it. Special-token text (``<|im_start|>``) is read as the special
+        token, as servers read prompts, so a chat-template frame means what it says.
         """
         if not request.continuation:
             raise ValueError("ScoreRequest.continuation is empty: there is nothing to score")
-        context = self._llama.tokenize(request.context.encode("utf-8"), add_bos=True, special=False)
-        continuation = self._llama.tokenize(
-            request.continuation.encode("utf-8"), add_bos=False, special=False
-        )
+        context = self._llama.tokenize(request.context.encode("utf-8"), add_bos=True, special=True)
+        continuation = self._llama.tokenize(request.continuation.encode("utf-8"), add_bos=False, special=True)
         if not context:
             raise ValueError("ScoreRequest.context is empty and the model adds no start token")
         return context + continuation, len(context)
