@@ -5,7 +5,7 @@ with at least ``--min-cards`` cards and a context of at most ``--max-tokens``; t
 is left out of the head unless ``--with-system``), with the bundled SmolLM2 scorer:
 
 * Spearman rank correlation of :class:`AblationSurrogate` and of :class:`CoarseToFine` with exact
-  :class:`LeaveOneOut`, each given at most ``n / 4`` ablations (at most 32);
+  :class:`LeaveOneOut`, each given at most ``n / 4`` ablations (at most 32; ``--budget``);
 * scorer passes per second and tokens evaluated per pass;
 * what prefix reuse saves: leave-one-out with and without KV-cache reuse (on the first
   ``--reuse-points`` points: without reuse is the slow part).
@@ -108,6 +108,7 @@ def main() -> None:
     parser.add_argument("--min-cards", type=int, default=8)
     parser.add_argument("--max-tokens", type=int, default=900)
     parser.add_argument("--reuse-points", type=int, default=2)
+    parser.add_argument("--budget", type=float, default=0.25, help="ablations as a fraction of the cards")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
         "--with-system", action="store_true", help="keep the ~1,500-token system prompt in the head"
@@ -120,7 +121,7 @@ def main() -> None:
     rows = []
     for index, (label, problem) in enumerate(problems):
         n = len(problem.card_ids)
-        budget = max(1, min(32, n // 4))
+        budget = max(1, min(32, int(n * args.budget)))
         exact = run(LeaveOneOut(), problem, scorer)
         surrogate = run(AblationSurrogate(ablations=budget), problem, scorer)
         coarse = run(CoarseToFine(max_passes=budget + 1), problem, scorer)
