@@ -1,0 +1,65 @@
+"""What a counterfactual estimator works on: one decision, its cards, and the action that was right."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class ScoreRequest:
+    """One scorer call: ``log P(continuation | context)``."""
+
+    context: str
+    """Everything before the action, ending with the action prefix and no trailing space."""
+    continuation: str
+    """The action's text; starts with a space when the prefix does not end a line."""
+
+
+@dataclass(frozen=True, slots=True)
+class AblationProblem:
+    """One decision point, seen as a set of removable cards inside a fixed frame.
+
+    The context for a keep-mask is ``head`` + the kept ``card_texts`` (each followed by a newline)
+    + ``tail``; the tail ends with the action prefix, so the gold action's probability is measured
+    right where the model would write it.
+    """
+
+    card_ids: tuple[str, ...]
+    card_texts: tuple[str, ...]
+    """Rendered cards, in prompt order (oldest first)."""
+    head: str
+    """Fixed text before the cards: instructions, the user's request."""
+    tail: str
+    """Fixed text after the cards, ending with the action prefix."""
+    action: str
+    """The correct next action, e.g. ``book_reservation({"payment_id": "credit_card_7815826"})``."""
+
+    def __post_init__(self) -> None:
+        if len(self.card_ids) != len(self.card_texts):
+            raise ValueError("card_ids and card_texts must have the same length")
+
+    def context(self, keep: Sequence[bool]) -> str:
+        """The prompt with only the cards whose ``keep`` flag is set."""
+        if len(keep) != len(self.card_texts):
+            raise ValueError(f"keep mask has {len(keep)} flags for {len(self.card_texts)} cards")
+        kept = "".join(text + "\n" for text, flag in zip(self.card_texts, keep, strict=True) if flag)
+        return self.head + kept + self.tail
+
+    def request(self, keep: Sequence[bool]) -> ScoreRequest:
+        return ScoreRequest(self.context(keep), self.action)
+
+
+@dataclass(frozen=True, slots=True)
+class CardValues:
+    """An estimator's answer for one decision: how much each card raises the action's log-probability."""
+
+    card_ids: tuple[str, ...]
+    values: tuple[float, ...]
+    """``log P(action | all cards) - log P(action | all but this one)`` (or its estimate), in nats."""
+    full: float
+    """``log P(action | all cards)``."""
+    passes: int
+    """Scorer requests the estimate took."""
+    estimator: str
+    """Which estimator produced it, for score provenance."""

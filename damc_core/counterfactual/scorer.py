@@ -1,0 +1,24 @@
+"""The scorer protocol: log-probability of a continuation given a context, from a language model."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from .problem import ScoreRequest
+
+
+class LogProbScorer(Protocol):
+    """Measures ``log P(continuation | context)`` in nats, summed over the continuation's tokens.
+
+    ``score`` takes a batch so a backend can share work between requests: requests that share a
+    context prefix (every ablation of one decision does) should reuse its evaluation. Results are
+    in request order.
+    """
+
+    @property
+    def name(self) -> str:
+        """Identifies model and backend in score provenance, e.g. ``llama.cpp:SmolLM2-135M-Instruct``."""
+        ...
+
+    def score(self, requests: Sequence[ScoreRequest]) -> list[float]: ...
