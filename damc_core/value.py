@@ -19,11 +19,11 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from .errors import ConfigError
 from .extract import CONFIRMED, NEGATIVE_STATUS, STATE_CHANGE_VERB
-from .types import Card, CardKind, DecisionFocus, Score, ScoredCard
+from .types import BuiltContext, Card, CardKind, DecisionFocus, Message, Namespace, Score, ScoredCard
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,12 +39,42 @@ class ValuationContext:
     """Card id -> ``seq`` of the newest event that mentioned one of its identifiers or took one as
     an argument. Turn decay counts from there, so a card the conversation keeps returning to stays
     fresh."""
+    namespace: Namespace | None = None
+    """Whose conversation the cards belong to; card ids are unique only within one namespace."""
 
 
 class Valuator(Protocol):
     """Gives every candidate card a decision value in [0, 1] with the scores behind it."""
 
     def value(self, cards: Sequence[Card], *, context: ValuationContext) -> list[ScoredCard]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ObservedDecision:
+    """A tool call the agent made from a built context, reported once its result came back clean.
+
+    Valuators that learn from the agent's own decisions (see :class:`DecisionRecorder`) take the
+    executed call as the right action for that context.
+    """
+
+    namespace: Namespace
+    seq: int
+    """``seq`` of the assistant message that made the call."""
+    system: str | None
+    """The system prompt in force."""
+    history: tuple[Message, ...]
+    """Every message before the call, system prompt excluded, as observed."""
+    built: BuiltContext
+    """The context built right before the call: what the model decided from."""
+    action: Message
+    """The assistant message with the one call whose result came back clean."""
+
+
+@runtime_checkable
+class DecisionRecorder(Protocol):
+    """A valuator that ``DecisionMemory`` tells about each decision whose call succeeded."""
+
+    def record_decision(self, decision: ObservedDecision) -> None: ...
 
 
 class TaskMode(str, Enum):
