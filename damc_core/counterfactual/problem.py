@@ -43,7 +43,7 @@ class AblationProblem:
         """The prompt with only the cards whose ``keep`` flag is set."""
         if len(keep) != len(self.card_texts):
             raise ValueError(f"keep mask has {len(keep)} flags for {len(self.card_texts)} cards")
-        kept = "".join(text + "\n" for text, flag in zip(self.card_texts, keep) if flag)
+        kept = "".join(text + "\n" for text, flag in zip(self.card_texts, keep, strict=True) if flag)
         return self.head + kept + self.tail
 
     def request(self, keep: Sequence[bool]) -> ScoreRequest:

@@ -1,0 +1,235 @@
+"""Estimators: from an ablation problem and a scorer to one value per card.
+
+The value of a card is what the gold action's log-probability loses when the card alone is left
+out (leave-one-out). :class:`LeaveOneOut` measures it exactly with ``n + 1`` scorer passes; the
+others spend fewer passes:
+
+* :class:`AblationSurrogate` scores random contexts that each leave out a few cards and fits a
+  sparse linear model of the loss on which cards were left out (the idea of ContextCite);
+* :class:`CoarseToFine` leaves out groups of adjacent cards and splits only the groups whose
+  removal matters (the idea of AttriBoT's hierarchical attribution).
+
+All of them submit their contexts in one ``score`` call, ordered so that consecutive contexts share
+long prefixes (a scorer that keeps its KV cache then evaluates little more than the changed part).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+from ..errors import ConfigError
+from .problem import AblationProblem, CardValues
+from .scorer import LogProbScorer
+
+
+class Estimator(Protocol):
+    """Values the cards of one decision with a scorer."""
+
+    def estimate(self, problem: AblationProblem, scorer: LogProbScorer) -> CardValues: ...
+
+
+def _keep_all(n: int) -> tuple[bool, ...]:
+    return (True,) * n
+
+
+def _without(n: int, left_out: Sequence[int]) -> tuple[bool, ...]:
+    mask = [True] * n
+    for i in left_out:
+        mask[i] = False
+    return tuple(mask)
+
+
+def _score_masks(
+    problem: AblationProblem, scorer: LogProbScorer, masks: Sequence[tuple[bool, ...]]
+) -> list[float]:
+    """Scores of ``masks`` (in their order), submitted in prefix-sharing order: masks sorted with
+    kept-before-dropped at each position put masks that agree on their first cards side by side."""
+    order = sorted(range(len(masks)), key=lambda i: tuple(not flag for flag in masks[i]))
+    scores = scorer.score([problem.request(masks[i]) for i in order])
+    out = [0.0] * len(masks)
+    for i, score in zip(order, scores, strict=True):
+        out[i] = score
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class LeaveOneOut:
+    """Exact values: the full context and each context without one card, ``n + 1`` passes."""
+
+    name: str = "leave-one-out"
+
+    def estimate(self, problem: AblationProblem, scorer: LogProbScorer) -> CardValues:
+        n = len(problem.card_ids)
+        masks = [_keep_all(n), *(_without(n, [i]) for i in range(n))]
+        full, *without = _score_masks(problem, scorer, masks)
+        return CardValues(
+            card_ids=problem.card_ids,
+            values=tuple(full - w for w in without),
+            full=full,
+            passes=len(masks),
+            estimator=self.name,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class AblationSurrogate:
+    """Leave-one-out values estimated from ``ablations`` random contexts plus the full one.
+
+    Each card is left out of the same number of contexts (about ``drop_fraction`` of them, at
+    least one), so no card goes unmeasured. The loss of each context, ``full - score``, is fitted
+    as a sum of per-card losses by the Lasso (coordinate descent; ``alpha`` relative to the
+    largest useful penalty): few cards carry a decision, and the sparse fit finds them from fewer
+    contexts than cards. When ``ablations`` would cover exact leave-one-out, that is run instead.
+    """
+
+    ablations: int = 32
+    drop_fraction: float = 0.25
+    alpha: float = 0.01
+    seed: int = 0
+    name: str = "ablation-surrogate"
+
+    def __post_init__(self) -> None:
+        if self.ablations < 1:
+            raise ConfigError(f"AblationSurrogate.ablations must be >= 1, got {self.ablations}")
+        if not 0.0 < self.drop_fraction <= 0.5:
+            raise ConfigError(
+                f"AblationSurrogate.drop_fraction must be in (0, 0.5], got {self.drop_fraction}"
+            )
+        if self.alpha < 0.0:
+            raise ConfigError(f"AblationSurrogate.alpha must be >= 0, got {self.alpha}")
+
+    def estimate(self, problem: AblationProblem, scorer: LogProbScorer) -> CardValues:
+        n = len(problem.card_ids)
+        if self.ablations >= n:
+            exact = LeaveOneOut().estimate(problem, scorer)
+            return CardValues(exact.card_ids, exact.values, exact.full, exact.passes, self.name)
+        dropped = self.design(n)
+        masks = [_keep_all(n), *(tuple(not d for d in row) for row in dropped.tolist())]
+        full, *scores = _score_masks(problem, scorer, masks)
+        losses = full - np.asarray(scores, dtype=np.float64)
+        values = lasso(dropped.astype(np.float64), losses, alpha=self.alpha)
+        return CardValues(
+            card_ids=problem.card_ids,
+            values=tuple(float(v) for v in values),
+            full=full,
+            passes=len(masks),
+            estimator=self.name,
+        )
+
+    def design(self, n: int) -> np.ndarray:
+        """Which cards each ablation leaves out (``ablations x n`` booleans), seeded.
+
+        Each card is left out of about ``drop_fraction`` of the ablations, so the contexts stay
+        near the full one, and no two cards are left out of the same ablations while distinct
+        patterns remain (two cards always removed together could not be told apart).
+        """
+        rng = np.random.default_rng(self.seed)
+        m = self.ablations
+        k = max(1, math.ceil(self.drop_fraction * m))
+        sizes = sorted(range(1, m + 1), key=lambda size: (abs(size - k), size))
+        dropped = np.zeros((m, n), dtype=bool)
+        used: set[tuple[int, ...]] = set()
+        for card in range(n):
+            for size in sizes:
+                if math.comb(m, size) <= sum(len(p) == size for p in used):
+                    continue
+                pattern = tuple(sorted(rng.choice(m, size=size, replace=False).tolist()))
+                while pattern in used:
+                    pattern = tuple(sorted(rng.choice(m, size=size, replace=False).tolist()))
+                break
+            else:  # every pattern is taken: repeat one of the preferred size
+                pattern = tuple(rng.choice(m, size=k, replace=False).tolist())
+            used.add(pattern)
+            dropped[list(pattern), card] = True
+        return dropped
+
+
+def lasso(x: np.ndarray, y: np.ndarray, *, alpha: float, iterations: int = 500) -> np.ndarray:
+    """``argmin_w ||y - x w||^2 / (2 m) + a ||w||_1`` without intercept, by coordinate descent.
+
+    ``alpha`` is relative: ``a = alpha * max_j |x_j . y| / m``, the penalty above which every
+    weight is zero, so one setting suits losses of any scale.
+    """
+    m, n = x.shape
+    weights = np.zeros(n)
+    if m == 0 or not np.any(y):
+        return weights
+    penalty = alpha * float(np.max(np.abs(x.T @ y))) / m
+    norms = (x * x).sum(axis=0) / m
+    residual = y.astype(np.float64).copy()
+    for _ in range(iterations):
+        largest_step = 0.0
+        for j in range(n):
+            if norms[j] == 0.0:
+                continue
+            old = weights[j]
+            rho = float(x[:, j] @ residual) / m + norms[j] * old
+            new = math.copysign(max(abs(rho) - penalty, 0.0), rho) / norms[j]
+            if new != old:
+                residual -= x[:, j] * (new - old)
+                weights[j] = new
+                largest_step = max(largest_step, abs(new - old))
+        if largest_step < 1e-9:
+            break
+    return weights
+
+
+@dataclass(frozen=True, slots=True)
+class CoarseToFine:
+    """Leave out groups of adjacent cards, then split only the groups whose removal matters.
+
+    The cards start in ``branching`` groups; a group whose removal changes the action's
+    log-probability by at least ``threshold`` nats is split into ``branching`` parts, and so on
+    down to single cards, largest effects first, within ``max_passes`` (``None``: no limit). A card
+    whose group was not split gets the group's value shared evenly.
+    """
+
+    branching: int = 4
+    threshold: float = 0.5
+    max_passes: int | None = None
+    name: str = "coarse-to-fine"
+
+    def __post_init__(self) -> None:
+        if self.branching < 2:
+            raise ConfigError(f"CoarseToFine.branching must be >= 2, got {self.branching}")
+        if self.threshold < 0.0:
+            raise ConfigError(f"CoarseToFine.threshold must be >= 0, got {self.threshold}")
+        if self.max_passes is not None and self.max_passes < 1:
+            raise ConfigError(f"CoarseToFine.max_passes must be >= 1 or None, got {self.max_passes}")
+
+    def estimate(self, problem: AblationProblem, scorer: LogProbScorer) -> CardValues:
+        n = len(problem.card_ids)
+        budget = self.max_passes if self.max_passes is not None else math.inf
+        values = [0.0] * n
+        level = _split(range(n), self.branching)
+        masks: list[tuple[bool, ...]] = [_keep_all(n), *(_without(n, g) for g in level)]
+        full, *scores = _score_masks(problem, scorer, masks)
+        passes = len(masks)
+        while level:
+            effects = sorted(zip((full - s for s in scores), level, strict=True), key=lambda p: -abs(p[0]))
+            children: list[range] = []
+            for effect, group in effects:
+                parts = _split(group, self.branching)
+                affordable = passes + len(children) + len(parts) <= budget
+                if len(group) > 1 and abs(effect) >= self.threshold and affordable:
+                    children.extend(parts)
+                else:
+                    for card in group:
+                        values[card] = effect / len(group)
+            level = children
+            scores = _score_masks(problem, scorer, [_without(n, g) for g in level]) if level else []
+            passes += len(level)
+        return CardValues(problem.card_ids, tuple(values), full, passes, self.name)
+
+
+def _split(cards: range, parts: int) -> list[range]:
+    """``cards`` cut into at most ``parts`` adjacent, near-equal, non-empty ranges."""
+    size = len(cards)
+    bounds = [cards.start + size * i // parts for i in range(parts + 1)]
+    return [range(a, b) for a, b in itertools.pairwise(bounds) if b > a]
