@@ -268,11 +268,14 @@ class DecisionMemory:
             if self._built is None or self._built[0] != card.seq:
                 return  # no context was built for this call, so there is no decision to learn from
             _, system, built = self._built
-            history = tuple(e.message for e in self._session.history[:-1])
+            entries = self._session.history[:-1]
+            history = tuple(e.message for e in entries)
+            ids = tuple(e.card_id for e in entries)
             for raw in message.get("tool_calls") or ():
                 call_id = str(raw.get("id", "")) if isinstance(raw, dict) else ""
+                action = {**message, "tool_calls": [raw]}
                 self._open_decisions[call_id] = ObservedDecision(
-                    self.namespace, card.seq, system, history, built, {**message, "tool_calls": [raw]}
+                    self.namespace, card.seq, system, history, ids, built, action
                 )
             return
         decision = self._open_decisions.pop(card.tool_call_id or "", None)

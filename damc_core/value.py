@@ -64,6 +64,8 @@ class ObservedDecision:
     """The system prompt in force."""
     history: tuple[Message, ...]
     """Every message before the call, system prompt excluded, as observed."""
+    card_ids: tuple[str, ...]
+    """The card of each message of ``history``, in the same order."""
     built: BuiltContext
     """The context built right before the call: what the model decided from."""
     action: Message

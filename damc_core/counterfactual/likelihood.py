@@ -11,34 +11,23 @@ one of them (it is the same for all strategies), so only what a memory sends is 
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ..encode import parse_arguments
 from ..evaluate import baselines, replay
 from ..memory import MemorySettings
-from ..tokens import TokenCounter, call_function, content_text
+from ..tokens import TokenCounter, content_text
 from ..types import Message
 from .gold import gold_action
 from .problem import ScoreRequest
+from .problems import ACTION_PREFIX, action_text
 from .scorer import LogProbScorer
-
-ACTION_PREFIX = "\nassistant calls:"
-"""Ends every scored context: the gold action is measured right where the model would write it."""
-
-
-def action_text(message: Message) -> str:
-    """The first call of an assistant message as `` name({...})``, arguments as compact JSON."""
-    function = call_function((message.get("tool_calls") or [None])[0])
-    arguments = json.dumps(parse_arguments(function.get("arguments")), ensure_ascii=False, sort_keys=True)
-    return f" {function.get('name') or 'unknown_tool'}({arguments})"
 
 
 def transcript(messages: Sequence[Message], *, system: str | None = None) -> str:
-    """A context as the model reads it: ``role: text`` blocks, calls as ``name(args)``.
+    """A context as the model reads it: ``role: text`` blocks, calls written as cards write them.
 
     ``system`` (the trajectory's own system prompt) is cut out of system messages, so a memory
     section placed in the system message is kept and the shared policy text is not.
@@ -49,7 +38,7 @@ def transcript(messages: Sequence[Message], *, system: str | None = None) -> str
         text = content_text(message.get("content"))
         if role == "system" and system and system in text:
             text = text.replace(system, "", 1).strip()
-        calls = [action_text({"tool_calls": [c]}).strip() for c in message.get("tool_calls") or ()]
+        calls = [action_text({"tool_calls": [c]}) for c in message.get("tool_calls") or ()]
         if role == "tool":
             role = f"tool {message.get('name') or ''}".rstrip()
         body = "\n".join(part for part in (text, *calls) if part)
@@ -130,7 +119,7 @@ def decision_likelihood(
         history = [m for m in messages[:step] if m.get("role") != "system"]
         chosen = {**damc, **{name: run(history, counter) for name, run in strategies.items()}}
         requests = [
-            ScoreRequest(transcript(chosen[n], system=system) + ACTION_PREFIX, action_text(gold))
+            ScoreRequest(transcript(chosen[n], system=system) + "\n" + ACTION_PREFIX, " " + action_text(gold))
             for n in names
         ]
         try:
