@@ -11,12 +11,23 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from .counterfactual.commands import (
+    SCORER_HELP,
+    add_value_parser,
+    add_values_option,
+    likelihood_table,
+    make_scorer,
+    value_command,
+    values_stages,
+)
+from .counterfactual.likelihood import decision_likelihood
 from .errors import DamcError
 from .evaluate import ReplayPoint, contexts_jsonl, evaluate, replay
 from .explain import explain
 from .memory import MemorySettings
 from .tokens import TiktokenCounter
 from .trace import load_trajectories
+from .types import Message
 
 CLI_BUDGET = 500
 CLI_RECENT = 0
@@ -51,7 +62,8 @@ def cmd_replay(args: argparse.Namespace, console: Console) -> int:
     written = 0
     with out.open("w", encoding="utf-8") as handle, _progress(console) as progress:
         task = progress.add_task("replaying", total=_count_points(trajectories))
-        for point in replay(trajectories, settings=_settings(args), counter=TiktokenCounter()):
+        stages = values_stages(args.values)
+        for point in replay(trajectories, settings=_settings(args), counter=TiktokenCounter(), stages=stages):
             handle.write(contexts_jsonl(point) + "\n")
             written += 1
             progress.advance(task)
@@ -73,6 +85,7 @@ def cmd_eval(args: argparse.Namespace, console: Console) -> int:
             counter=TiktokenCounter(),
             budgets=args.budget,
             on_point=advance,
+            stages=values_stages(args.values),
         )
     table = Table(title=f"Decision-fact retention on {args.trace}")
     for column in ("strategy", "mean tokens", "token ratio", "tool facts", "user facts"):
@@ -91,7 +104,32 @@ def cmd_eval(args: argparse.Namespace, console: Console) -> int:
         f"decision points: {len(first.tokens)}, tool-grounded facts: {first.totals['tool']}, "
         f"user-grounded facts: {first.totals['user']}"
     )
+    if args.likelihood:
+        cmd_likelihood(args, console, trajectories)
     return 0
+
+
+def cmd_likelihood(args: argparse.Namespace, console: Console, trajectories: list[list[Message]]) -> None:
+    """``damc eval --likelihood``: log P(gold action | context) beside the full history's."""
+    scorer = make_scorer(args.scorer)
+    with _progress(console) as progress:
+        task = progress.add_task("scoring actions", total=_count_points(trajectories))
+        report = decision_likelihood(
+            trajectories,
+            scorer=scorer,
+            settings=_settings(args),
+            counter=TiktokenCounter(),
+            budgets=args.budget,
+            stages=values_stages(args.values),
+            on_point=lambda: progress.advance(task),
+        )
+    console.print(likelihood_table(report, args.trace))
+    skipped = ", ".join(f"{n} {why}" for why, n in report.skipped.items() if n)
+    console.print(f"decision points scored: {report.points}" + (f"; skipped: {skipped}" if skipped else ""))
+
+
+def cmd_value(args: argparse.Namespace, console: Console) -> int:
+    return value_command(args, console, _progress(console), _settings(args))
 
 
 def cmd_inspect(args: argparse.Namespace, console: Console) -> int:
@@ -135,15 +173,22 @@ def build_parser() -> argparse.ArgumentParser:
     p_replay = sub.add_parser("replay", help="write the context DAMC would send before every tool call")
     common(p_replay)
     p_replay.add_argument("--out", required=True, help="output JSONL: {traj, step, messages} per line")
+    add_values_option(p_replay)
     p_replay.set_defaults(run=cmd_replay)
     p_eval = sub.add_parser("eval", help="retention of decision facts beside baselines")
     common(p_eval, many_budgets=True)
+    add_values_option(p_eval)
+    p_eval.add_argument(
+        "--likelihood", action="store_true", help="also score log P(gold action | context) with --scorer"
+    )
+    p_eval.add_argument("--scorer", default="llama.cpp", help=SCORER_HELP)
     p_eval.set_defaults(run=cmd_eval)
     p_inspect = sub.add_parser("inspect", help="cards, scores and assembled context at one decision")
     common(p_inspect)
     p_inspect.add_argument("--traj", type=int, default=0)
     p_inspect.add_argument("--step", type=int, required=True)
     p_inspect.set_defaults(run=cmd_inspect)
+    add_value_parser(sub, common, cmd_value)
     return parser
 
 
