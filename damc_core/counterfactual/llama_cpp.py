@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib.util
 import threading
+import weakref
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -85,12 +86,13 @@ class LlamaCppScorer:
             raise ConfigError(f"LlamaCppScorer: llama.cpp cannot load {path}: {exc}") from exc
         self.model_path = path
         self.n_ctx = int(self._lib.llama_n_ctx(self._llama.ctx))
-        self.n_batch = n_batch
+        self.n_batch = min(n_batch, int(self._lib.llama_n_batch(self._llama.ctx)))  # capped at n_ctx
         self.reuse_prefix = reuse_prefix
         self.evaluated_tokens = 0
         """Tokens run through the model so far (what prefix reuse saves shows here)."""
         self._n_vocab = int(self._llama.n_vocab())
         self._batch = self._lib.llama_batch_init(n_batch, 0, 1)
+        self._free_batch = weakref.finalize(self, self._lib.llama_batch_free, self._batch)
         self._cached: list[int] = []
         self._lock = threading.Lock()
 
@@ -102,9 +104,9 @@ class LlamaCppScorer:
         """Free the model and its context now rather than at garbage collection."""
         with self._lock:
             if self._batch is not None:
-                self._lib.llama_batch_free(self._batch)
+                self._free_batch()
                 self._batch = None
-            self._llama.close()
+                self._llama.close()
 
     def __enter__(self) -> LlamaCppScorer:
         return self
@@ -116,34 +118,32 @@ class LlamaCppScorer:
         """The request's tokens and where the continuation starts.
 
         Context and continuation are tokenized apart, so the continuation's tokens are the same
-        whatever context precedes it.
+        whatever context precedes it. Special-token text (``<|im_start|>``) is read as the special
+        token, as servers read prompts, so a chat-template frame means what it says.
         """
         if not request.continuation:
             raise ValueError("ScoreRequest.continuation is empty: there is nothing to score")
-        context = self._llama.tokenize(request.context.encode("utf-8"), add_bos=True, special=False)
-        continuation = self._llama.tokenize(
-            request.continuation.encode("utf-8"), add_bos=False, special=False
-        )
+        context = self._llama.tokenize(request.context.encode("utf-8"), add_bos=True, special=True)
+        continuation = self._llama.tokenize(request.continuation.encode("utf-8"), add_bos=False, special=True)
         if not context:
             raise ValueError("ScoreRequest.context is empty and the model adds no start token")
         return context + continuation, len(context)
 
     def score(self, requests: Sequence[ScoreRequest]) -> list[float]:
-        encoded = [self.tokens(r) for r in requests]
-        for tokens, _ in encoded:
-            if len(tokens) > self.n_ctx:
-                raise ValueError(
-                    f"a request of {len(tokens)} tokens does not fit the scorer's n_ctx={self.n_ctx}; "
-                    "create LlamaCppScorer with a larger n_ctx or shorten the context"
-                )
-        order = sorted(range(len(encoded)), key=lambda i: encoded[i][0])
-        out = [0.0] * len(encoded)
         with self._lock:
             if self._batch is None:
                 raise RuntimeError("LlamaCppScorer was used after close()")
-            for i in order:
+            encoded = [self.tokens(r) for r in requests]
+            for tokens, _ in encoded:
+                if len(tokens) > self.n_ctx:
+                    raise ValueError(
+                        f"a request of {len(tokens)} tokens does not fit the scorer's n_ctx={self.n_ctx}; "
+                        "create LlamaCppScorer with a larger n_ctx or shorten the context"
+                    )
+            out = [0.0] * len(encoded)
+            for i in sorted(range(len(encoded)), key=lambda i: encoded[i][0]):
                 out[i] = self._score_tokens(*encoded[i])
-        return out
+            return out
 
     def _score_tokens(self, tokens: list[int], start: int) -> float:
         """Sum of log-softmax at the positions that predict ``tokens[start:]``."""

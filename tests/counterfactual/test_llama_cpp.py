@@ -104,3 +104,21 @@ def test_bad_requests_and_settings_get_clear_errors(scorer, tmp_path):
     with pytest.raises(ConfigError, match="cannot load"):
         LlamaCppScorer(not_a_model)
     assert scorer.score([BOOKING.request([True] * 4)])[0] < 0  # still usable after refusing
+
+
+def test_a_request_longer_than_one_batch_is_evaluated_in_chunks_with_the_same_result(scorer):
+    request = BOOKING.request([True, False, False, True])
+    with LlamaCppScorer(n_ctx=64) as small_batches:  # llama.cpp rounds n_ctx up and caps n_batch at it
+        assert small_batches.n_batch < len(small_batches.tokens(request)[0]) <= small_batches.n_ctx
+        chunked = small_batches.score([request])
+
+    assert chunked == pytest.approx(scorer.score([request]), abs=1e-3)
+
+
+def test_a_closed_scorer_refuses_work_instead_of_crashing():
+    closed = LlamaCppScorer(n_ctx=64)
+    closed.close()
+    closed.close()
+
+    with pytest.raises(RuntimeError, match="after close"):
+        closed.score([BOOKING.request([True] * 4)])

@@ -1,0 +1,118 @@
+"""OpenAICompatibleScorer against llama.cpp's OpenAI-compatible server with the bundled model, on loopback."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+
+pytest.importorskip("llama_cpp.server", reason="needs llama-cpp-python[server]")
+pytest.importorskip("openai", reason="needs the openai extra")
+
+from damc_core.counterfactual import AblationProblem, ScoreRequest
+from damc_core.counterfactual.llama_cpp import LlamaCppScorer, bundled_model_path
+from damc_core.counterfactual.openai_endpoint import OpenAICompatibleScorer, continuation_log_prob
+from damc_core.errors import ConfigError
+
+# llama-cpp-python pairs each echoed token with the logits *after* it when the model adds no BOS
+# token (SmolLM2 adds none); a prompt that opens with the BOS text, as a chat frame does, is scored right.
+PROBLEM = AblationProblem(
+    card_ids=("c2", "c3"),
+    card_texts=(
+        "[c2] get_user_details(user_id=mia_li_3668) -> payment_methods: credit_card_7815826 (visa)",
+        "[c3] user: Yes, book HAT069.",
+    ),
+    head="<|im_start|>system\nMemory cards:\n",
+    tail="\nNext tool call:",
+    action=" book_reservation(flight_number=HAT069, payment_id=credit_card_7815826)",
+)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def server_url():
+    port = free_port()
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "llama_cpp.server",
+            "--model",
+            str(bundled_model_path()),
+            "--model_alias",
+            "smollm2",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--n_ctx",
+            "512",
+            "--logits_all",
+            "true",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}/v1"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                urllib.request.urlopen(f"{url}/models", timeout=2).close()
+                break
+            except OSError:
+                if process.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError("llama_cpp.server did not start") from None
+                time.sleep(0.5)
+        yield url
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+def test_the_endpoint_echoes_prompt_log_probabilities_that_agree_with_the_in_process_scorer(server_url):
+    endpoint = OpenAICompatibleScorer("smollm2", base_url=server_url)
+    requests = [PROBLEM.request([True, True]), PROBLEM.request([False, True])]
+
+    remote = endpoint.score(requests)
+    with LlamaCppScorer(n_ctx=512) as local_scorer:
+        local = local_scorer.score(requests)
+
+    assert endpoint.name == "openai-completions:smollm2"
+    assert remote == pytest.approx(local, abs=0.05)
+    assert remote[0] - remote[1] > 5.0  # without the card holding the payment id the call is unlikely
+
+
+def test_continuation_tokens_are_counted_back_from_the_end_of_the_prompt():
+    tokens = ["<|im_start|>", "Next", " tool", " call", ":", " book", "_res", "ervation", "("]
+    log_probs = [None, -4.0, -3.0, -1.0, -0.5, -1.0, -2.0, -0.5, -9.0]
+
+    # " book_reservation" is 17 characters; "(" was generated
+    assert continuation_log_prob(tokens, log_probs, continuation_chars=17, generated=1) == -3.5
+    # an endpoint that stopped at once generated nothing
+    assert continuation_log_prob(tokens[:-1], log_probs[:-1], continuation_chars=17, generated=0) == -3.5
+    # a token that straddles the end of the context belongs to the continuation (":" of ": book_...")
+    assert continuation_log_prob(tokens, log_probs, continuation_chars=16, generated=1) == -3.5
+    assert continuation_log_prob(tokens, log_probs, continuation_chars=18, generated=1) == -4.0
+
+
+def test_an_empty_continuation_is_refused_before_any_request(server_url):
+    endpoint = OpenAICompatibleScorer("smollm2", base_url=server_url)
+    with pytest.raises(ValueError, match="continuation is empty"):
+        endpoint.score([ScoreRequest("Next tool call:", "")])
+
+
+def test_settings_are_checked_when_the_scorer_is_made():
+    with pytest.raises(ConfigError, match="base_url"):
+        OpenAICompatibleScorer("smollm2")
+    with pytest.raises(ConfigError, match="model"):
+        OpenAICompatibleScorer("", base_url="http://127.0.0.1:9/v1")
