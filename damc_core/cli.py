@@ -12,13 +12,24 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from .counterfactual.commands import (
+    SCORER_HELP,
+    add_value_parser,
+    add_values_option,
+    likelihood_table,
+    make_scorer,
+    value_command,
+    values_stages,
+)
+from .counterfactual.likelihood import decision_likelihood
 from .errors import DamcError
 from .evaluate import ReplayPoint, contexts_jsonl, evaluate, replay
 from .explain import explain
 from .memory import MemorySettings
 from .tokens import TiktokenCounter
 from .trace import load_trajectories
-from .types import Namespace
+from .types import Message, Namespace
+from .value import Valuator
 
 CLI_BUDGET = 500
 CLI_RECENT = 0
@@ -31,14 +42,30 @@ def _settings(args: argparse.Namespace) -> MemorySettings:
 
 
 def _stages(args: argparse.Namespace) -> Callable[[Namespace], dict[str, Any]] | None:
-    """Per-trajectory stages: a retrieval valuator on a Chroma index when ``--chroma`` is given."""
-    if not getattr(args, "chroma", None):
+    """Per-trajectory stages: a retrieval valuator on a Chroma index with ``--chroma``, counterfactual
+    values from a file with ``--values`` (over the retrieval valuator when both are given)."""
+    chroma, values = getattr(args, "chroma", None), getattr(args, "values", None)
+    if not chroma and not values:
         return None
-    from .retrieval import CardIndex, RetrievalValuator, load_embedder
-    from .stores.chroma import ChromaConfig
+    index = None
+    if chroma:
+        from .retrieval import CardIndex, load_embedder
+        from .stores.chroma import ChromaConfig
 
-    index = CardIndex(ChromaConfig(path=args.chroma), embedder=load_embedder(args.embedder))
-    return lambda namespace: {"valuator": RetrievalValuator(index, namespace=namespace)}
+        index = CardIndex(ChromaConfig(path=chroma), embedder=load_embedder(args.embedder))
+    counterfactual = values_stages(values) if values else None
+
+    def stages(namespace: Namespace) -> dict[str, Any]:
+        valuator: Valuator | None = None
+        if index is not None:
+            from .retrieval import RetrievalValuator
+
+            valuator = RetrievalValuator(index, namespace=namespace)
+        if counterfactual is not None:
+            valuator = counterfactual(valuator)
+        return {"valuator": valuator} if valuator is not None else {}
+
+    return stages
 
 
 def _count_points(trajectories: Sequence[Sequence[dict[str, object]]]) -> int:
@@ -89,6 +116,7 @@ def cmd_eval(args: argparse.Namespace, console: Console) -> int:
             counter=TiktokenCounter(),
             budgets=args.budget,
             on_point=advance,
+            stages=_stages(args),
         )
     table = Table(title=f"Decision-fact retention on {args.trace}")
     for column in ("strategy", "mean tokens", "token ratio", "tool facts", "user facts"):
@@ -107,7 +135,32 @@ def cmd_eval(args: argparse.Namespace, console: Console) -> int:
         f"decision points: {len(first.tokens)}, tool-grounded facts: {first.totals['tool']}, "
         f"user-grounded facts: {first.totals['user']}"
     )
+    if args.likelihood:
+        cmd_likelihood(args, console, trajectories)
     return 0
+
+
+def cmd_likelihood(args: argparse.Namespace, console: Console, trajectories: list[list[Message]]) -> None:
+    """``damc eval --likelihood``: log P(gold action | context) beside the full history's."""
+    scorer = make_scorer(args.scorer)
+    with _progress(console) as progress:
+        task = progress.add_task("scoring actions", total=_count_points(trajectories))
+        report = decision_likelihood(
+            trajectories,
+            scorer=scorer,
+            settings=_settings(args),
+            counter=TiktokenCounter(),
+            budgets=args.budget,
+            stages=_stages(args),
+            on_point=lambda: progress.advance(task),
+        )
+    console.print(likelihood_table(report, args.trace))
+    skipped = ", ".join(f"{n} {why}" for why, n in report.skipped.items() if n)
+    console.print(f"decision points scored: {report.points}" + (f"; skipped: {skipped}" if skipped else ""))
+
+
+def cmd_value(args: argparse.Namespace, console: Console) -> int:
+    return value_command(args, console, _progress(console), _settings(args))
 
 
 def cmd_inspect(args: argparse.Namespace, console: Console) -> int:
@@ -159,15 +212,22 @@ def build_parser() -> argparse.ArgumentParser:
     p_replay.add_argument(
         "--embedder", default="minilm-int8", help="embedder of --chroma: minilm-int8 or hashing"
     )
+    add_values_option(p_replay)
     p_replay.set_defaults(run=cmd_replay)
     p_eval = sub.add_parser("eval", help="retention of decision facts beside baselines")
     common(p_eval, many_budgets=True)
+    add_values_option(p_eval)
+    p_eval.add_argument(
+        "--likelihood", action="store_true", help="also score log P(gold action | context) with --scorer"
+    )
+    p_eval.add_argument("--scorer", default="llama.cpp", help=SCORER_HELP)
     p_eval.set_defaults(run=cmd_eval)
     p_inspect = sub.add_parser("inspect", help="cards, scores and assembled context at one decision")
     common(p_inspect)
     p_inspect.add_argument("--traj", type=int, default=0)
     p_inspect.add_argument("--step", type=int, required=True)
     p_inspect.set_defaults(run=cmd_inspect)
+    add_value_parser(sub, common, cmd_value)
     return parser
 
 

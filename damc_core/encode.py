@@ -361,6 +361,18 @@ def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def is_error_result(message: Message) -> bool:
+    """Whether a tool message reports a failure (error status, an ``error`` key, or error text)."""
+    text = content_text(message.get("content")).strip()
+    parsed: object = None
+    if text[:1] == "{":
+        try:
+            parsed = json.loads(text)
+        except (ValueError, RecursionError):
+            parsed = None
+    return _is_error(message, text, parsed)
+
+
 def _is_error(message: Message, text: str, parsed: object) -> bool:
     if message.get("status") == "error" or message.get("is_error"):
         return True

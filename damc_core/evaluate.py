@@ -198,14 +198,17 @@ def evaluate(
     counter: TokenCounter,
     budgets: Sequence[int] = (),
     on_point: Callable[[ReplayPoint], None] | None = None,
+    stages: Mapping[str, Any] | Callable[[Namespace], Mapping[str, Any]] | None = None,
 ) -> list[Retention]:
     """DAMC at each budget (``settings.budget`` when none are given) and the baselines, on every
-    decision point of the trajectories."""
+    decision point of the trajectories; ``stages`` as in :func:`replay`."""
     budgets = list(budgets) or [settings.budget]
     rows = []
     for budget in budgets:
         damc = Retention(f"damc @{budget}")
-        for point in replay(trajectories, settings=replace(settings, budget=budget), counter=counter):
+        for point in replay(
+            trajectories, settings=replace(settings, budget=budget), counter=counter, stages=stages
+        ):
             facts = needed_facts(point.history, trajectories[point.traj][point.step])
             full = count_messages(point.history, counter)
             damc.add(point.built.messages, facts, full, counter, _system_prompt(trajectories[point.traj]))

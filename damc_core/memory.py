@@ -49,7 +49,14 @@ from .types import (
     ScoredCard,
     Table,
 )
-from .value import CandidateSource, HeuristicValuator, ValuationContext, Valuator
+from .value import (
+    CandidateSource,
+    DecisionRecorder,
+    HeuristicValuator,
+    ObservedDecision,
+    ValuationContext,
+    Valuator,
+)
 
 logger = logging.getLogger("damc")
 
@@ -229,6 +236,10 @@ class DecisionMemory:
         self._render_cache: dict[tuple[str, Detail, frozenset[str] | None, frozenset[str], int], Card] = {}
         self._line_tokens: dict[str, int] = {}
         self._lock = threading.RLock()
+        self._built: tuple[int, str | None, BuiltContext] | None = None
+        """(seq, system prompt, context) of the newest build: the context of the next call."""
+        self._open_decisions: dict[str, ObservedDecision] = {}
+        """Call id -> the decision that made it, until its result tells whether it succeeded."""
         self._reload()
 
     # -- observe -------------------------------------------------------------------------------
@@ -250,7 +261,37 @@ class DecisionMemory:
         )
         self.store.append(record)
         session.seq += 1
-        return self._process(record, message)
+        card = self._process(record, message)
+        if isinstance(self.valuator, DecisionRecorder):
+            self._note_decision(card, message, self.valuator)
+        return card
+
+    def _note_decision(self, card: Card, message: Message, recorder: DecisionRecorder) -> None:
+        """Pair a call made right after a build with that context; report it once its result is clean.
+
+        A failing recorder is logged, never raised: learning must not stop the agent.
+        """
+        if card.kind is CardKind.TOOL_CALL:
+            if self._built is None or self._built[0] != card.seq:
+                return  # no context was built for this call, so there is no decision to learn from
+            _, system, built = self._built
+            entries = self._session.history[:-1]
+            history = tuple(e.message for e in entries)
+            ids = tuple(e.card_id for e in entries)
+            for raw in message.get("tool_calls") or ():
+                call_id = str(raw.get("id", "")) if isinstance(raw, dict) else ""
+                action = {**message, "tool_calls": [raw]}
+                self._open_decisions[call_id] = ObservedDecision(
+                    self.namespace, card.seq, system, history, ids, built, action
+                )
+            return
+        decision = self._open_decisions.pop(card.tool_call_id or "", None)
+        if decision is None or card.kind is not CardKind.TOOL_RESULT:
+            return
+        try:
+            recorder.record_decision(decision)
+        except Exception as exc:
+            logger.warning("damc: valuator could not record decision at seq %s (%s)", decision.seq, exc)
 
     def _process(self, record: RawRecord, message: Message) -> Card:
         """Encode a stored record into a card, derive what it changes, and store the card."""
@@ -458,7 +499,11 @@ class DecisionMemory:
         shortlist = self._candidates(focus)
         candidates, decisions = self._triage(shortlist, {e.card_id for e in recent_entries}, excluded)
         context = ValuationContext(
-            focus=focus, current_seq=session.seq, now=self.clock(), last_used=session.last_used
+            focus=focus,
+            current_seq=session.seq,
+            now=self.clock(),
+            last_used=session.last_used,
+            namespace=self.namespace,
         )
         header = self._count_lines(fence_memory([])) + MESSAGE_OVERHEAD
         memory_budget = max(0, budget - self._count_messages(recent) - header)
@@ -474,14 +519,17 @@ class DecisionMemory:
         decisions += [
             Decision(s.card.id, False, why, s.value, 0, s.card.raw_tokens, s.all_scores) for s, why in dropped
         ]
-        return BuiltContext(
+        built = BuiltContext(
             messages=messages,
             decisions=tuple(sorted(decisions, key=lambda d: int(d.card_id[1:]))),
             memory_tokens=self._count_lines(memory) if memory else 0,
             total_tokens=self._count_messages(messages),
             unconsidered=len(session.cards) - len(shortlist),
             raw_tokens=session.raw_tokens + (self._count_lines(system) + MESSAGE_OVERHEAD if system else 0),
+            focus=focus,
         )
+        self._built = (session.seq, system, built)
+        return built
 
     def _budget(self, budget: int | None) -> int:
         budget = self.settings.budget if budget is None else budget

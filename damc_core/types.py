@@ -233,6 +233,8 @@ class BuiltContext:
     """Tokens the same history would cost sent verbatim."""
     unconsidered: int = 0
     """Cards left out before valuation because a long memory is first cut to a shortlist."""
+    focus: DecisionFocus = field(default_factory=DecisionFocus)
+    """What the decision was read to be about; learning valuators compare decisions by it."""
 
     @property
     def compression_ratio(self) -> float:

@@ -23,7 +23,7 @@ from typing import Protocol, runtime_checkable
 
 from .errors import ConfigError
 from .extract import CONFIRMED, ID_KEY, NEGATIVE_STATUS, STATE_CHANGE_VERB
-from .types import Card, CardKind, DecisionFocus, Score, ScoredCard
+from .types import BuiltContext, Card, CardKind, DecisionFocus, Message, Namespace, Score, ScoredCard
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +39,8 @@ class ValuationContext:
     """Card id -> ``seq`` of the newest event that mentioned one of its identifiers or took one as
     an argument. Turn decay counts from there, so a card the conversation keeps returning to stays
     fresh."""
+    namespace: Namespace | None = None
+    """Whose conversation the cards belong to; card ids are unique only within one namespace."""
 
 
 class Valuator(Protocol):
@@ -54,6 +56,36 @@ class CandidateSource(Protocol):
 
     def candidates(self, cards: Mapping[str, Card], *, focus: DecisionFocus, limit: int) -> list[str]:
         """Ids of up to ``limit`` cards worth valuing for ``focus``, best first."""
+
+
+@dataclass(frozen=True, slots=True)
+class ObservedDecision:
+    """A tool call the agent made from a built context, reported once its result came back clean.
+
+    Valuators that learn from the agent's own decisions (see :class:`DecisionRecorder`) take the
+    executed call as the right action for that context.
+    """
+
+    namespace: Namespace
+    seq: int
+    """``seq`` of the assistant message that made the call."""
+    system: str | None
+    """The system prompt in force."""
+    history: tuple[Message, ...]
+    """Every message before the call, system prompt excluded, as observed."""
+    card_ids: tuple[str, ...]
+    """The card of each message of ``history``, in the same order."""
+    built: BuiltContext
+    """The context built right before the call: what the model decided from."""
+    action: Message
+    """The assistant message with the one call whose result came back clean."""
+
+
+@runtime_checkable
+class DecisionRecorder(Protocol):
+    """A valuator that ``DecisionMemory`` tells about each decision whose call succeeded."""
+
+    def record_decision(self, decision: ObservedDecision) -> None: ...
 
 
 class TaskMode(str, Enum):

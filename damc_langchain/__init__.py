@@ -1,10 +1,18 @@
 """LangChain adapter for DAMC: translate LangChain messages, delegate to ``damc_core``."""
 
 from .callbacks import DamcCallbackHandler
+from .judge import ChatModelJudge
 from .langgraph import damc_pre_model_hook
 from .middleware import DamcMiddleware
 
-__all__ = ["DAMCMemory", "DamcCallbackHandler", "DamcMiddleware", "damc_pre_model_hook", "wrap"]
+__all__ = [
+    "ChatModelJudge",
+    "DAMCMemory",
+    "DamcCallbackHandler",
+    "DamcMiddleware",
+    "damc_pre_model_hook",
+    "wrap",
+]
 
 
 def __getattr__(name: str) -> object:

@@ -1,0 +1,165 @@
+"""The counterfactual parts of the ``damc`` command: ``damc value``, ``--values`` and ``--likelihood``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import Progress
+from rich.table import Table
+
+from ..errors import ConfigError
+from ..evaluate import replay
+from ..memory import MemorySettings
+from ..tokens import TiktokenCounter, TokenCounter
+from ..trace import load_trajectories
+from ..types import Message
+from ..value import Valuator
+from .book import ValueBook, ValuedDecision, decision_line, replay_namespace
+from .estimators import AblationSurrogate, CoarseToFine, Estimator, LeaveOneOut
+from .gold import gold_action
+from .likelihood import LikelihoodReport
+from .problem import CardValues
+from .problems import problem_from_history
+from .scorer import LogProbScorer
+from .valuator import CounterfactualValuator
+
+ESTIMATORS: dict[str, Callable[[], Estimator]] = {
+    "loo": LeaveOneOut,
+    "surrogate": AblationSurrogate,
+    "coarse": CoarseToFine,
+}
+SCORER_HELP = "llama.cpp (the bundled SmolLM2-135M-Instruct, default) or llama.cpp:PATH.gguf"
+
+
+def make_scorer(spec: str) -> LogProbScorer:
+    """The scorer a ``--scorer`` option names."""
+    backend, _, path = spec.partition(":")
+    if backend != "llama.cpp":
+        raise ConfigError(f"unknown scorer {spec!r}; use {SCORER_HELP}")
+    from .llama_cpp import LlamaCppScorer
+
+    return LlamaCppScorer(path or None)
+
+
+def value_trajectories(
+    trajectories: Sequence[Sequence[Message]],
+    *,
+    estimator: Estimator,
+    scorer: LogProbScorer,
+    settings: MemorySettings,
+    counter: TokenCounter,
+    with_system: bool = True,
+    on_point: Callable[[], None] | None = None,
+) -> Iterator[dict[str, Any]]:
+    """One values line per decision point with a gold action: every card's value there.
+
+    ``with_system=False`` leaves the trajectory's system prompt out of the scored contexts (much
+    faster with long policies; small scoring models make little use of them).
+    """
+    for point in replay(trajectories, settings=settings, counter=counter):
+        messages = trajectories[point.traj]
+        gold = gold_action(messages, point.step)
+        first = messages[0] if messages else {}
+        system = str(first.get("content") or "") if with_system and first.get("role") == "system" else None
+        if gold is not None:
+            problem = problem_from_history(point.history, gold, system=system)
+            if problem.card_ids:
+                values = estimator.estimate(problem, scorer)
+                if not with_system and first.get("role") == "system":  # ids as the replay numbers them
+                    values = _after_system(values)
+                namespace = replay_namespace({"traj": point.traj})
+                terms = point.built.focus.terms
+                decision = ValuedDecision.of(namespace, point.step, terms, values, scorer.name)
+                yield {
+                    "traj": point.traj,
+                    "step": point.step,
+                    **decision_line(decision),
+                    "full": values.full,
+                    "passes": values.passes,
+                }
+        if on_point is not None:
+            on_point()
+
+
+def _after_system(values: CardValues) -> CardValues:
+    """Card ids of a problem built without the system prompt, as a replay (which observed it) has them."""
+    return replace(values, card_ids=tuple(f"c{int(i[1:]) + 1}" for i in values.card_ids))
+
+
+def value_command(
+    args: argparse.Namespace, console: Console, progress: Progress, settings: MemorySettings
+) -> int:
+    """``damc value``: write every decision point's card values, with a progress bar."""
+    trajectories = load_trajectories(args.trace)
+    points = sum(1 for t in trajectories for m in t if m.get("role") == "assistant" and m.get("tool_calls"))
+    scorer = make_scorer(args.scorer)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    written = passes = 0
+    with out.open("w", encoding="utf-8") as handle, progress as bar:
+        task = bar.add_task(f"valuing ({args.estimator})", total=points)
+        for line in value_trajectories(
+            trajectories,
+            estimator=ESTIMATORS[args.estimator](),
+            scorer=scorer,
+            settings=settings,
+            counter=TiktokenCounter(),
+            with_system=not args.without_system,
+            on_point=lambda: bar.advance(task),
+        ):
+            handle.write(json.dumps(line, ensure_ascii=False) + "\n")
+            handle.flush()  # a long run can be stopped and its values used
+            written += 1
+            passes += int(line["passes"])
+    console.print(f"wrote values of {written} decision points ({passes} scorer passes) to {out}")
+    return 0
+
+
+def add_value_parser(
+    sub: Any, common: Callable[[argparse.ArgumentParser], None], run: Callable[..., int]
+) -> None:
+    p = sub.add_parser("value", help="counterfactual value of every card at every decision point")
+    common(p)
+    p.add_argument("--estimator", choices=sorted(ESTIMATORS), default="loo")
+    p.add_argument("--scorer", default="llama.cpp", help=SCORER_HELP)
+    p.add_argument("--out", required=True, help="output JSONL: one decision point per line")
+    p.add_argument(
+        "--without-system", action="store_true", help="leave the system prompt out of scored contexts"
+    )
+    p.set_defaults(run=run)
+
+
+def add_values_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--values",
+        help="values file from `damc value`: blend its counterfactual values into the heuristics",
+    )
+
+
+def values_stages(path: str) -> Callable[[Valuator | None], CounterfactualValuator]:
+    """For a ``--values`` file: a function that puts the stored values over a base valuator
+    (the heuristics when ``None``), one valuator per replayed conversation."""
+    book = ValueBook.read_jsonl(path)
+    return lambda base: CounterfactualValuator(base=base, book=book)
+
+
+def likelihood_table(report: LikelihoodReport, trace: str) -> Table:
+    table = Table(title=f"Decision likelihood on {trace} (log P(gold action | context), nats)")
+    for column in ("strategy", "mean tokens", "mean log P", "vs full history", "not worse"):
+        table.add_column(column, justify="left" if column == "strategy" else "right")
+    for row in report.rows:
+        tokens = sum(row.tokens) / len(row.tokens) if row.tokens else 0.0
+        table.add_row(
+            row.name,
+            f"{tokens:.0f}",
+            f"{row.mean_log_prob:.3f}",
+            f"{row.mean_delta:+.3f}",
+            f"{row.not_worse:.2f}",
+        )
+    return table

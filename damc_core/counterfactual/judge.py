@@ -1,0 +1,175 @@
+"""``LLMJudgeValuator``: a chat model rates each card's importance for the current decision.
+
+The model is anything that turns a prompt into text (:class:`JudgeModel`): an OpenAI client
+through :class:`OpenAIJudge`, a LangChain chat model through ``damc_langchain.ChatModelJudge``.
+Replies are parsed leniently; a reply without a score in 0-10, or a model that fails, gives the
+``default`` value with the reason recorded in the score's provenance, so a judge can never stop
+the agent. Ratings are cached per card rendering and decision query.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from ..errors import ConfigError
+from ..types import Card, Score, ScoredCard
+from ..value import ValuationContext
+
+logger = logging.getLogger("damc")
+
+PROMPT = """You help an agent decide what to keep in its memory.
+The agent's current decision: {query}
+Memory card:
+{card}
+
+How important is this card for the current decision, 0-10, and why?
+Answer as: SCORE: <0-10> - <one short reason>"""
+
+_SCORE = re.compile(r"(?:score\s*[:=]?\s*)?(-?\d+(?:\.\d+)?)\s*(?:/\s*10\b|out of 10\b)?", re.I)
+_LABELLED = re.compile(r"score\s*[:=]?\s*\**\s*(-?\d+(?:\.\d+)?)", re.I)
+
+
+class JudgeModel(Protocol):
+    """A chat model seen as prompt -> reply text."""
+
+    @property
+    def name(self) -> str:
+        """Identifies the model in score provenance."""
+        ...
+
+    def complete(self, prompt: str) -> str: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Rating:
+    """A parsed judge reply."""
+
+    score: float | None
+    """0-10, or ``None`` when the reply held no usable score."""
+    reason: str
+
+
+def parse_rating(reply: object) -> Rating:
+    """The 0-10 score and reason in a reply; ``score=None`` (with why) when there is none.
+
+    A labelled ``SCORE: 7`` wins over other numbers; otherwise the first number is taken. A number
+    outside 0-10 is not clamped: a judge that answers 70 did not use the scale, so it is unusable.
+    """
+    if not isinstance(reply, str) or not reply.strip():
+        return Rating(None, f"empty or non-text reply ({type(reply).__name__})")
+    text = reply.strip()
+    match = _LABELLED.search(text) or _SCORE.search(text)
+    if match is None:
+        return Rating(None, f"no score in reply {_clip(text)!r}")
+    score = float(match.group(1))
+    if not 0 <= score <= 10:
+        return Rating(None, f"score {match.group(1)} is outside 0-10 in reply {_clip(text)!r}")
+    reason = text[match.end() :].strip(" \t\n-:.*/")
+    reason = re.sub(r"^(?:/\s*10|out of 10)\b", "", reason).strip(" \t\n-:.*")
+    reason = reason or text[: match.start()].strip()
+    return Rating(score, _clip(reason or "no reason given"))
+
+
+def _clip(text: str, limit: int = 120) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+class LLMJudgeValuator:
+    """Asks ``model`` how important each card is for the decision; value = score / 10.
+
+    Cards are rated one prompt each, at most ``max_cards`` per decision (the rest, by newest first,
+    keep ``default``: the judge is for the cards heuristics cannot tell apart, not for every card
+    of a long session). Combine it with others through ``WeightedValuators``.
+    """
+
+    def __init__(
+        self,
+        model: JudgeModel,
+        *,
+        prompt: str = PROMPT,
+        default: float = 0.3,
+        max_cards: int = 24,
+        cache_size: int = 4096,
+    ) -> None:
+        if not 0 <= default <= 1:
+            raise ConfigError(f"default must be in [0, 1], got {default}")
+        if max_cards < 0:
+            raise ConfigError(f"max_cards must be >= 0, got {max_cards}")
+        if "{card}" not in prompt or "{query}" not in prompt:
+            raise ConfigError("prompt must contain the {card} and {query} placeholders")
+        self.model = model
+        self.prompt = prompt
+        self.default = default
+        self.max_cards = max_cards
+        self.cache_size = cache_size
+        self._cache: dict[tuple[str, str, str], Score] = {}
+        self._lock = threading.Lock()
+
+    def value(self, cards: Sequence[Card], *, context: ValuationContext) -> list[ScoredCard]:
+        rated = {c.id for c in sorted(cards, key=lambda c: -c.seq)[: self.max_cards]}
+        out = []
+        for card in cards:
+            if card.id in rated:
+                score = self._rate(card, context.focus.query)
+            else:
+                score = Score("judge", self.default, f"judge {self.model.name}: not rated (max_cards)")
+            out.append(ScoredCard(card, score.value, (score,)))
+        return out
+
+    def _rate(self, card: Card, query: str) -> Score:
+        key = (card.id, card.summary, query)
+        with self._lock:
+            cached = self._cache.get(key)
+        if cached is not None:
+            return cached
+        prompt = self.prompt.format(query=query or "(not stated)", card=card.summary)
+        try:
+            reply: Any = self.model.complete(prompt)
+        except Exception as exc:  # a judge must never stop the agent
+            logger.warning("damc: judge %s failed on card %s (%s)", self.model.name, card.id, exc)
+            return Score(
+                "judge", self.default, f"judge {self.model.name} failed ({type(exc).__name__}); default"
+            )
+        rating = parse_rating(reply)
+        if rating.score is None:
+            score = Score("judge", self.default, f"judge {self.model.name}: {rating.reason}; default")
+        else:
+            score = Score("judge", rating.score / 10, f"judge {self.model.name}: {rating.reason}")
+        with self._lock:
+            if len(self._cache) >= self.cache_size:
+                self._cache.clear()
+            self._cache[key] = score
+        return score
+
+
+class OpenAIJudge:
+    """A :class:`JudgeModel` over an ``openai.OpenAI`` client (or any with the same chat API).
+
+    Works with OpenAI-compatible servers too: pass a client made with their ``base_url``.
+    """
+
+    def __init__(self, client: Any, *, model: str, temperature: float = 0.0, max_tokens: int = 80) -> None:
+        self.client = client
+        self.model = model
+        self.temperature = temperature
+        self.max_tokens = max_tokens
+
+    @property
+    def name(self) -> str:
+        return f"openai:{self.model}"
+
+    def complete(self, prompt: str) -> str:
+        response = self.client.chat.completions.create(
+            model=self.model,
+            messages=[{"role": "user", "content": prompt}],
+            temperature=self.temperature,
+            max_tokens=self.max_tokens,
+        )
+        content = response.choices[0].message.content if response.choices else None
+        return content if isinstance(content, str) else ""

@@ -1,0 +1,149 @@
+"""Decision likelihood: how likely a language model finds the right next action from a context.
+
+The second retention metric beside fact recall. At every decision point of recorded trajectories,
+``log P(gold action | context)`` is measured for DAMC's context and for the usual memories, and
+reported as the difference to the full history. A memory that keeps what the decision needs loses
+nothing here; one that also drops noise can gain.
+
+Contexts are read as plain transcripts; the trajectory's own system prompt is left out of every
+one of them (it is the same for all strategies), so only what a memory sends is compared.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from ..evaluate import baselines, replay
+from ..memory import MemorySettings
+from ..tokens import TokenCounter, content_text
+from ..types import Message, Namespace
+from .gold import gold_action
+from .problem import ScoreRequest
+from .problems import ACTION_PREFIX, action_text
+from .scorer import LogProbScorer
+
+
+def transcript(messages: Sequence[Message], *, system: str | None = None) -> str:
+    """A context as the model reads it: ``role: text`` blocks, calls written as cards write them.
+
+    ``system`` (the trajectory's own system prompt) is cut out of system messages, so a memory
+    section placed in the system message is kept and the shared policy text is not.
+    """
+    blocks = []
+    for message in messages:
+        role = str(message.get("role") or "unknown")
+        text = content_text(message.get("content"))
+        if role == "system" and system and system in text:
+            text = text.replace(system, "", 1).strip()
+        calls = [action_text({"tool_calls": [c]}) for c in message.get("tool_calls") or ()]
+        if role == "tool":
+            role = f"tool {message.get('name') or ''}".rstrip()
+        body = "\n".join(part for part in (text, *calls) if part)
+        if body:
+            blocks.append(f"{role}: {body}")
+    return "\n".join(blocks)
+
+
+@dataclass(slots=True)
+class LikelihoodRow:
+    """One strategy's ``log P(gold action | context)`` at every scored decision point."""
+
+    name: str
+    log_probs: list[float] = field(default_factory=list)
+    deltas: list[float] = field(default_factory=list)
+    """Minus the full history's figure at the same point (positive: likelier than from everything)."""
+    tokens: list[int] = field(default_factory=list)
+
+    @property
+    def mean_log_prob(self) -> float:
+        return sum(self.log_probs) / len(self.log_probs) if self.log_probs else math.nan
+
+    @property
+    def mean_delta(self) -> float:
+        return sum(self.deltas) / len(self.deltas) if self.deltas else math.nan
+
+    @property
+    def not_worse(self) -> float:
+        """Share of points where the context made the action at least as likely as the full history."""
+        return sum(d >= 0 for d in self.deltas) / len(self.deltas) if self.deltas else math.nan
+
+
+@dataclass(frozen=True, slots=True)
+class LikelihoodReport:
+    rows: list[LikelihoodRow]
+    points: int
+    """Decision points scored."""
+    skipped: Mapping[str, int]
+    """Decision points not scored, by reason (no successful call, too long for the scorer)."""
+
+
+def decision_likelihood(
+    trajectories: Sequence[Sequence[Message]],
+    *,
+    scorer: LogProbScorer,
+    settings: MemorySettings,
+    counter: TokenCounter,
+    budgets: Sequence[int] = (),
+    stages: Mapping[str, Any] | Callable[[Namespace], Mapping[str, Any]] | None = None,
+    on_point: Callable[[], None] | None = None,
+) -> LikelihoodReport:
+    """DAMC (at each budget) and the baselines, scored at every decision point with a gold action.
+
+    The gold action is the call the trajectory made that then succeeded
+    (:func:`~damc_core.counterfactual.gold.gold_action`). ``on_point`` is called once per decision
+    point, scored or skipped.
+    """
+    budgets = list(budgets) or [settings.budget]
+    contexts: dict[tuple[int, int], dict[str, list[Message]]] = {}
+    for budget in budgets:
+        for point in replay(
+            trajectories, settings=replace(settings, budget=budget), counter=counter, stages=stages
+        ):
+            contexts.setdefault((point.traj, point.step), {})[f"damc @{budget}"] = point.built.messages
+    strategies = baselines(budgets)
+    names = [f"damc @{b}" for b in budgets] + list(strategies)
+    rows = {name: LikelihoodRow(name) for name in names}
+    skipped = {"no successful call": 0, "longer than the scorer's context": 0}
+    scored = 0
+    for (traj, step), damc in contexts.items():
+        messages = trajectories[traj]
+        gold = gold_action(messages, step)
+        if gold is None:
+            skipped["no successful call"] += 1
+            _tick(on_point)
+            continue
+        system = _system_prompt(messages)
+        history = [m for m in messages[:step] if m.get("role") != "system"]
+        chosen = {**damc, **{name: run(history, counter) for name, run in strategies.items()}}
+        requests = [
+            ScoreRequest(transcript(chosen[n], system=system) + "\n" + ACTION_PREFIX, " " + action_text(gold))
+            for n in names
+        ]
+        try:
+            log_probs = scorer.score(requests)
+        except ValueError:
+            skipped["longer than the scorer's context"] += 1
+            _tick(on_point)
+            continue
+        full = log_probs[names.index("full history")]
+        for name, request, value in zip(names, requests, log_probs, strict=True):
+            row = rows[name]
+            row.log_probs.append(value)
+            row.deltas.append(value - full)
+            row.tokens.append(counter.count(request.context))
+        scored += 1
+        _tick(on_point)
+    return LikelihoodReport([rows[n] for n in names], scored, skipped)
+
+
+def _tick(on_point: Callable[[], None] | None) -> None:
+    if on_point is not None:
+        on_point()
+
+
+def _system_prompt(messages: Sequence[Message]) -> str | None:
+    first = messages[0] if messages else {}
+    return content_text(first.get("content")) if first.get("role") == "system" else None

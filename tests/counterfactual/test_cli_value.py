@@ -1,0 +1,98 @@
+"""``damc value`` with the local model, and its values steering ``damc replay`` and ``damc eval``."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from damc_core import MemorySettings, TiktokenCounter
+from damc_core.cli import main
+from damc_core.counterfactual.commands import values_stages
+from damc_core.evaluate import replay
+
+pytest.importorskip("llama_cpp", reason="needs the counterfactual extra")
+
+
+@pytest.fixture(autouse=True)
+def wide_terminal(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")
+
+
+@pytest.fixture(scope="module")
+def valued_trace(tmp_path_factory):
+    """The airline conversation as a tau-bench trace, valued once with leave-one-out."""
+    from conftest import airline_conversation
+
+    folder = tmp_path_factory.mktemp("values")
+    trace = folder / "trace.json"
+    trace.write_text(json.dumps([{"task_id": 0, "traj": airline_conversation()}]), encoding="utf-8")
+    values = folder / "values.jsonl"
+    code = main(["value", str(trace), "--estimator", "loo", "--without-system", "--out", str(values)])
+    assert code == 0
+    return trace, values
+
+
+def test_value_writes_every_card_value_at_every_decision_with_a_removable_card(valued_trace, capsys):
+    _, values = valued_trace
+    lines = [json.loads(line) for line in values.read_text(encoding="utf-8").splitlines()]
+
+    # step 2 (get_user_details) has only the task's first user turn, which every context keeps
+    assert [(line["traj"], line["step"]) for line in lines] == [(0, 4), (0, 8)]
+    search, booking = lines
+    assert search["card_ids"] == ["c3"]  # the user's profile, numbered as the replay numbers it
+    assert booking["card_ids"] == ["c3", "c5", "c6", "c7"]
+    assert (
+        booking["passes"] == 5 and booking["source"] == "leave-one-out/llama.cpp:SmolLM2-135M-Instruct.Q4_1"
+    )
+    assert all(isinstance(v, float) for v in booking["values"]) and booking["full"] < 0
+    assert "hat069" in booking["terms"]
+
+
+def test_values_steer_later_decisions_of_the_replay(valued_trace, tmp_path):
+    trace, values = valued_trace
+    from conftest import airline_conversation
+
+    points = list(
+        replay(
+            [airline_conversation()],
+            settings=MemorySettings(budget=500, recent_messages=0),
+            counter=TiktokenCounter(),
+            stages=values_stages(str(values)),
+        )
+    )
+
+    def counterfactual(step: int) -> set[str]:
+        (point,) = [p for p in points if p.step == step]
+        return {d.card_id for d in point.built.decisions if any(s.name == "counterfactual" for s in d.scores)}
+
+    assert counterfactual(4) == set()  # nothing was valued before step 4
+    assert counterfactual(8) == {"c3"}  # valued at step 4, the only earlier decision
+
+    out = tmp_path / "contexts.jsonl"
+    assert main(["replay", str(trace), "--values", str(values), "--out", str(out)]) == 0
+    assert len(out.read_text(encoding="utf-8").splitlines()) == 3
+
+
+def test_eval_with_values_and_likelihood_prints_both_tables(valued_trace, capsys):
+    trace, values = valued_trace
+
+    code = main(["eval", str(trace), "--budget", "300", "--values", str(values), "--likelihood"])
+
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "Decision-fact retention" in out and "Decision likelihood" in out
+    assert "vs full history" in out and "decision points scored: 3" in out
+
+
+def test_unknown_scorer_and_broken_values_file_are_clear_errors(valued_trace, tmp_path, capsys):
+    trace, _ = valued_trace
+    broken = tmp_path / "values.jsonl"
+    broken.write_text("not json\n", encoding="utf-8")
+
+    assert main(["value", str(trace), "--scorer", "gpt-9", "--out", str(tmp_path / "v.jsonl")]) == 2
+    assert main(["eval", str(trace), "--values", str(broken)]) == 2
+
+    err = capsys.readouterr().err
+    assert "unknown scorer 'gpt-9'" in err
+    assert "values.jsonl:1: not a values line" in err

@@ -1,0 +1,153 @@
+"""An LLM judge as a valuator: lenient parsing, safe defaults, provenance, and the OpenAI adapter.
+
+No provider runs here, so the OpenAI client (the real ``openai`` package) talks to a recording
+transport that answers like the chat completions endpoint and keeps every request it received.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from damc_core import HeuristicValuator, WeightedValuators
+from damc_core.counterfactual.judge import LLMJudgeValuator, OpenAIJudge, parse_rating
+from damc_core.errors import ConfigError
+from damc_core.types import DecisionFocus
+from damc_core.value import ValuationContext
+
+openai = pytest.importorskip("openai")
+httpx = pytest.importorskip("httpx")
+
+
+class RecordingEndpoint:
+    """``POST /chat/completions`` answering with scripted replies; ``requests`` holds each body."""
+
+    def __init__(self, *replies: str) -> None:
+        self.replies = list(replies)
+        self.requests: list[dict] = []
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        self.requests.append(json.loads(request.content))
+        reply = self.replies[(len(self.requests) - 1) % len(self.replies)]
+        return httpx.Response(
+            200,
+            json={
+                "id": f"chatcmpl-{len(self.requests)}",
+                "object": "chat.completion",
+                "created": 0,
+                "model": self.requests[-1]["model"],
+                "choices": [
+                    {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": reply}}
+                ],
+            },
+        )
+
+
+def openai_judge(endpoint: RecordingEndpoint) -> OpenAIJudge:
+    client = openai.OpenAI(
+        api_key="local",
+        base_url="http://judge.local/v1",
+        http_client=httpx.Client(transport=httpx.MockTransport(endpoint)),
+        max_retries=0,
+    )
+    return OpenAIJudge(client, model="judge-mini")
+
+
+@pytest.mark.parametrize(
+    ("reply", "score"),
+    [
+        ("SCORE: 8 - holds the payment id the booking needs", 8.0),
+        ("**Score:** 7.5/10 because it lists the flights", 7.5),
+        ("I'd say 3 out of 10; it only repeats the greeting", 3.0),
+        ("0 - irrelevant", 0.0),
+    ],
+)
+def test_parse_rating_reads_scores_in_the_shapes_models_write(reply, score):
+    rating = parse_rating(reply)
+    assert rating.score == score
+    assert rating.reason and rating.reason != "no reason given"
+
+
+@pytest.mark.parametrize(
+    ("reply", "why"),
+    [
+        ("SCORE: 70 - very important", "outside 0-10"),
+        ("This card is crucial.", "no score"),
+        ("", "empty"),
+        (None, "empty or non-text"),
+    ],
+)
+def test_unusable_replies_give_no_score_and_say_why(reply, why):
+    rating = parse_rating(reply)
+    assert rating.score is None
+    assert why in rating.reason
+
+
+def test_judge_rates_each_card_through_the_openai_client(airline_messages, make_memory):
+    memory = make_memory()
+    for message in airline_messages[:6]:
+        memory.observe(message)
+    cards = [c for c in memory.cards() if c.summary][:3]
+    endpoint = RecordingEndpoint("SCORE: 9 - the user's id", "SCORE: 2 - small talk", "banana")
+    judge = LLMJudgeValuator(openai_judge(endpoint), default=0.25)
+    context = ValuationContext(focus=DecisionFocus(query="Book HAT069"), current_seq=6, now=0.0)
+
+    scored = judge.value(cards, context=context)
+
+    assert [s.value for s in scored] == [0.9, 0.2, 0.25]
+    assert scored[0].scores[0].provenance == "judge openai:judge-mini: the user's id"
+    assert "no score in reply 'banana'; default" in scored[2].scores[0].provenance
+    assert [r["model"] for r in endpoint.requests] == ["judge-mini"] * 3
+    prompts = [r["messages"][0]["content"] for r in endpoint.requests]
+    assert all("The agent's current decision: Book HAT069" in p for p in prompts)
+    assert [card.summary in prompt for card, prompt in zip(cards, prompts, strict=True)] == [True] * 3
+
+    judge.value(cards, context=context)  # same cards, same decision: answered from the cache
+    assert len(endpoint.requests) == 3
+
+
+def test_failing_judge_gives_the_default_and_records_why(airline_messages, make_memory):
+    def refuse(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(500, json={"error": {"message": "overloaded"}})
+
+    client = openai.OpenAI(
+        api_key="local",
+        base_url="http://judge.local/v1",
+        http_client=httpx.Client(transport=httpx.MockTransport(refuse)),
+        max_retries=0,
+    )
+    memory = make_memory()
+    for message in airline_messages[:4]:
+        memory.observe(message)
+    judge = LLMJudgeValuator(OpenAIJudge(client, model="judge-mini"), default=0.4)
+
+    scored = judge.value(memory.cards(), context=ValuationContext(DecisionFocus(), 4, 0.0))
+
+    assert {s.value for s in scored} == {0.4}
+    assert all("failed (InternalServerError)" in s.scores[0].provenance for s in scored)
+
+
+def test_judge_combines_with_heuristics_and_keeps_both_provenances(airline_messages, make_memory):
+    endpoint = RecordingEndpoint("SCORE: 10 - needed now")
+    combined = WeightedValuators(
+        ((HeuristicValuator(), 1.0), (LLMJudgeValuator(openai_judge(endpoint)), 1.0))
+    )
+    memory = make_memory(valuator=combined)
+    for message in airline_messages[:8]:
+        memory.observe(message)
+
+    built = memory.build(budget=400)
+
+    judged = [d for d in built.decisions if any(s.name == "judge" for s in d.scores)]
+    assert judged, "every valued card carries the judge's score"
+    assert all(any(s.name == "decay" for s in d.scores) for d in judged)
+    assert endpoint.requests
+
+
+def test_judge_settings_are_checked_when_made():
+    endpoint = RecordingEndpoint("SCORE: 1")
+    with pytest.raises(ConfigError, match="default must be in"):
+        LLMJudgeValuator(openai_judge(endpoint), default=3)
+    with pytest.raises(ConfigError, match="placeholders"):
+        LLMJudgeValuator(openai_judge(endpoint), prompt="Rate this")

@@ -1,0 +1,173 @@
+"""``CounterfactualValuator``: past decisions' card values steer the next decision, no model call.
+
+The model-backed measurement has its own tests (with the local model); here decisions are valued
+by a transparent rule, so the blending, the cold start and the memory wiring can be checked exactly.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from damc_core import HeuristicValuator, Namespace
+from damc_core.counterfactual.book import ValueBook, ValuedDecision, similarity
+from damc_core.counterfactual.valuator import Blend, CounterfactualValuator
+from damc_core.encode import argument_values, parse_arguments
+from damc_core.errors import ConfigError, TraceError
+from damc_core.types import DecisionFocus
+from damc_core.value import ObservedDecision, ValuationContext
+
+NS = Namespace(user="mia_li_3668", session="trip-1")
+
+
+class ArgumentHolders:
+    """Values a decision by which cards hold the call's argument values (1 nat each), and records it."""
+
+    def __init__(self) -> None:
+        self.seen: list[ObservedDecision] = []
+
+    def __call__(self, decision: ObservedDecision) -> ValuedDecision:
+        self.seen.append(decision)
+        call = decision.action["tool_calls"][0]["function"]
+        wanted = {v.lower() for v in argument_values(parse_arguments(call["arguments"]))}
+        values = {}
+        for entry in decision.built.decisions:
+            values[entry.card_id] = 0.0
+        for index, message in enumerate(decision.history, start=1):
+            text = json.dumps(message).lower()
+            values[f"c{index}"] = 1.0 if any(w in text for w in wanted) else 0.0
+        return ValuedDecision(NS, decision.seq, decision.built.focus.terms, values, "holders/rule")
+
+
+def valued(seq: int, terms: set[str], **values: float) -> ValuedDecision:
+    return ValuedDecision(NS, seq, frozenset(terms), values, "loo/test")
+
+
+def test_estimate_is_the_similarity_weighted_mean_over_earlier_decisions():
+    book = ValueBook([valued(3, {"hat069", "jfk"}, c1=2.0), valued(5, {"zfa04y"}, c1=0.0, c2=1.0)])
+
+    found = book.estimate(NS, ["c1", "c2", "c9"], terms=frozenset({"hat069", "jfk"}), before=10)
+
+    near, far = 1.0, similarity(frozenset({"hat069", "jfk"}), frozenset({"zfa04y"}))
+    assert found["c1"].nats == pytest.approx((2.0 * near + 0.0 * far) / (near + far))
+    assert found["c1"].decisions == 2
+    assert found["c2"].nats == pytest.approx(1.0)
+    assert "c9" not in found  # no past decision valued it
+    assert book.estimate(NS, ["c1"], terms=frozenset(), before=4)["c1"].decisions == 1  # only seq < 4
+    assert book.estimate(Namespace(user="other"), ["c1"], terms=frozenset(), before=10) == {}
+
+
+def test_without_evidence_the_heuristic_value_stands(airline_messages, make_memory):
+    memory = make_memory()
+    for message in airline_messages[:6]:
+        memory.observe(message)
+    context = ValuationContext(DecisionFocus(), current_seq=6, now=0.0, namespace=NS)
+
+    plain = HeuristicValuator().value(memory.cards(), context=context)
+    blended = CounterfactualValuator().value(memory.cards(), context=context)
+
+    assert blended == plain
+
+
+def test_counterfactual_share_grows_with_the_decisions_behind_it(airline_messages, make_memory):
+    memory = make_memory()
+    for message in airline_messages[:6]:
+        memory.observe(message)
+    card = memory.card("c3")  # the user's profile
+    context = ValuationContext(DecisionFocus(terms=frozenset({"mia_li_3668"})), 20, 0.0, namespace=NS)
+    base = HeuristicValuator().value([card], context=context)[0].value
+
+    def value_after(decisions: int) -> float:
+        book = ValueBook(valued(seq, {"mia_li_3668"}, c3=5.0) for seq in range(6, 6 + decisions))
+        scored = CounterfactualValuator(book=book).value([card], context=context)[0]
+        assert scored.scores[-1].name == "counterfactual"
+        assert f"over {decisions} past decisions" in scored.scores[-1].provenance
+        return scored.value
+
+    one, many = value_after(1), value_after(12)
+    assert base < one < many <= 1.0
+    blend = Blend()
+    assert many == pytest.approx((1 - blend.share(12)) * base + blend.share(12) * blend.unit(5.0))
+
+
+def test_a_card_that_never_helped_loses_value(airline_messages, make_memory):
+    memory = make_memory()
+    for message in airline_messages[:6]:
+        memory.observe(message)
+    card = memory.card("c3")
+    context = ValuationContext(DecisionFocus(), 20, 0.0, namespace=NS)
+    book = ValueBook(valued(seq, set(), c3=-0.4) for seq in range(6, 14))
+
+    scored = CounterfactualValuator(book=book).value([card], context=context)[0]
+
+    assert scored.value < HeuristicValuator().value([card], context=context)[0].value
+    assert scored.scores[-1].value == 0.0
+
+
+def test_memory_reports_built_calls_whose_result_came_back_clean(airline_messages, make_memory, msg):
+    rule = ArgumentHolders()
+    valuator = CounterfactualValuator(value_decision=rule, batch_every=2)
+    memory = make_memory(valuator=valuator)
+    conversation = airline_messages
+    for message in conversation[:2]:
+        memory.observe(message)
+    memory.build(budget=400)
+    memory.observe(conversation[2])  # get_user_details, called from the context just built
+    memory.observe(conversation[3])  # clean result: recorded
+    memory.observe(conversation[4])  # search call made without a build: no decision to learn from
+    memory.observe(conversation[5])
+    memory.build(budget=400)
+    memory.observe(msg.call("call_x", "book_reservation", {"flight_number": "HAT999"}))
+    memory.observe(msg.result("call_x", "book_reservation", "Error: flight HAT999 not found"))
+    assert valuator.pending == 1 and not rule.seen  # the failed call was not recorded
+
+    memory.observe(conversation[6])  # the assistant offers HAT069
+    memory.observe(conversation[7])  # the user confirms
+    memory.build(budget=400)
+    memory.observe(conversation[8])  # book_reservation with HAT069 and the credit card
+    memory.observe(conversation[9])
+
+    assert [d.seq for d in rule.seen] == [2, 10] and valuator.pending == 0 and len(valuator.book) == 2
+    first, second = rule.seen
+    assert first.action["tool_calls"][0]["function"]["name"] == "get_user_details"
+    assert [m["role"] for m in first.history] == ["user"] and first.system == conversation[0]["content"]
+    assert second.built.focus.terms and "hat069" in second.built.focus.terms
+
+    built = memory.build(budget=400)
+    steered = {d.card_id for d in built.decisions if any(s.name == "counterfactual" for s in d.scores)}
+    assert "c3" in steered  # the profile held the user id and the card the booking used
+
+
+def test_a_failing_measurement_is_logged_and_skipped(airline_messages, make_memory, caplog):
+    def broken(decision: ObservedDecision) -> ValuedDecision:
+        raise RuntimeError("model file missing")
+
+    valuator = CounterfactualValuator(value_decision=broken, batch_every=1)
+    memory = make_memory(valuator=valuator)
+    memory.observe(airline_messages[1])
+    memory.build(budget=300)
+    memory.observe(airline_messages[2])
+    memory.observe(airline_messages[3])  # the agent goes on
+
+    assert len(valuator.book) == 0 and "could not value decision at seq 1" in caplog.text
+
+
+def test_values_file_round_trip_and_bad_lines(tmp_path):
+    book = ValueBook([valued(3, {"hat069"}, c1=0.5, c2=-0.1)])
+    path = tmp_path / "values.jsonl"
+    book.write_jsonl(path)
+
+    again = ValueBook.read_jsonl(path)
+
+    assert again.decisions(NS) == book.decisions(NS)
+    path.write_text('{"traj": 0, "step": 4, "card_ids": ["c1"]}\n', encoding="utf-8")
+    with pytest.raises(TraceError, match=r"values\.jsonl:1: not a values line"):
+        ValueBook.read_jsonl(path)
+
+
+def test_settings_are_checked_when_made():
+    with pytest.raises(ConfigError, match="batch_every"):
+        CounterfactualValuator(batch_every=0)
+    with pytest.raises(ConfigError, match="max_share"):
+        Blend(max_share=1.5)

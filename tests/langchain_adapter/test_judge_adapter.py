@@ -1,0 +1,32 @@
+"""A LangChain chat model as the judge of ``LLMJudgeValuator``."""
+
+from __future__ import annotations
+
+from langchain_core.messages import AIMessage, HumanMessage
+
+from damc_core.counterfactual.judge import LLMJudgeValuator
+from damc_core.types import DecisionFocus
+from damc_core.value import ValuationContext
+from damc_langchain import ChatModelJudge
+
+
+def test_chat_model_judge_sends_one_human_message_and_parses_the_reply(
+    recording_model, airline_messages, make_memory
+):
+    model = recording_model(AIMessage("SCORE: 6 - the flight list the booking picks from"))
+    memory = make_memory()
+    for message in airline_messages[:6]:
+        memory.observe(message)
+    card = memory.cards()[-1]
+
+    scored = LLMJudgeValuator(ChatModelJudge(model)).value(
+        [card], context=ValuationContext(DecisionFocus(query="Book HAT069"), 6, 0.0)
+    )
+
+    assert scored[0].value == 0.6
+    assert (
+        scored[0].scores[0].provenance == "judge langchain:recording: the flight list the booking picks from"
+    )
+    (prompt,) = model.received
+    assert len(prompt) == 1 and isinstance(prompt[0], HumanMessage)
+    assert card.summary in prompt[0].content
