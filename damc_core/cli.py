@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +29,6 @@ from .memory import MemorySettings
 from .tokens import TiktokenCounter
 from .trace import load_trajectories
 from .types import Message, Namespace
-from .value import Valuator
 
 CLI_BUDGET = 500
 CLI_RECENT = 0
@@ -41,29 +40,21 @@ def _settings(args: argparse.Namespace) -> MemorySettings:
     return MemorySettings(budget=budget, recent_messages=args.recent)
 
 
-def _stages(args: argparse.Namespace) -> Callable[[Namespace], dict[str, Any]] | None:
-    """Per-trajectory stages: a retrieval valuator on a Chroma index with ``--chroma``, counterfactual
-    values from a file with ``--values`` (over the retrieval valuator when both are given)."""
-    chroma, values = getattr(args, "chroma", None), getattr(args, "values", None)
-    if not chroma and not values:
-        return None
-    index = None
-    if chroma:
-        from .retrieval import CardIndex, load_embedder
-        from .stores.chroma import ChromaConfig
+def _stages(args: argparse.Namespace) -> Callable[[Namespace], Mapping[str, Any]] | Mapping[str, Any] | None:
+    """Stages of the replayed memories: a retrieval valuator on a Chroma index with ``--chroma``
+    (one per conversation), counterfactual values from a file with ``--values`` (over the
+    retrieval valuator when both are given)."""
+    values = getattr(args, "values", None)
+    if not getattr(args, "chroma", None):
+        return values_stages(values)
+    from .retrieval import CardIndex, RetrievalValuator, load_embedder
+    from .stores.chroma import ChromaConfig
 
-        index = CardIndex(ChromaConfig(path=chroma), embedder=load_embedder(args.embedder))
-    counterfactual = values_stages(values) if values else None
+    index = CardIndex(ChromaConfig(path=args.chroma), embedder=load_embedder(args.embedder))
 
-    def stages(namespace: Namespace) -> dict[str, Any]:
-        valuator: Valuator | None = None
-        if index is not None:
-            from .retrieval import RetrievalValuator
-
-            valuator = RetrievalValuator(index, namespace=namespace)
-        if counterfactual is not None:
-            valuator = counterfactual(valuator)
-        return {"valuator": valuator} if valuator is not None else {}
+    def stages(namespace: Namespace) -> Mapping[str, Any]:
+        retrieval = RetrievalValuator(index, namespace=namespace)
+        return values_stages(values, base=retrieval) or {"valuator": retrieval}
 
     return stages
 

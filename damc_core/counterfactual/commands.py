@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -142,11 +142,12 @@ def add_values_option(p: argparse.ArgumentParser) -> None:
     )
 
 
-def values_stages(path: str) -> Callable[[Valuator | None], CounterfactualValuator]:
-    """For a ``--values`` file: a function that puts the stored values over a base valuator
-    (the heuristics when ``None``), one valuator per replayed conversation."""
-    book = ValueBook.read_jsonl(path)
-    return lambda base: CounterfactualValuator(base=base, book=book)
+def values_stages(path: str | None, base: Valuator | None = None) -> Mapping[str, Any] | None:
+    """``DecisionMemory`` stages for a ``--values`` file (``None`` when none is given): the stored
+    values over ``base`` (the heuristics when ``None``)."""
+    if path is None:
+        return None
+    return {"valuator": CounterfactualValuator(base=base, book=ValueBook.read_jsonl(path))}
 
 
 def likelihood_table(report: LikelihoodReport, trace: str) -> Table:
