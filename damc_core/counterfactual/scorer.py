@@ -22,3 +22,12 @@ class LogProbScorer(Protocol):
         ...
 
     def score(self, requests: Sequence[ScoreRequest]) -> list[float]: ...
+
+
+def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    """Length of the token prefix two requests share: the part of a KV cache a scorer can keep."""
+    n = min(len(a), len(b))
+    for i in range(n):
+        if a[i] != b[i]:
+            return i
+    return n
