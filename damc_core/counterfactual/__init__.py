@@ -10,31 +10,49 @@ Stages, each a small protocol with default implementations:
   cheaper ablations (:class:`AblationSurrogate`, :class:`CoarseToFine`).
 
 :func:`problem_from_replay` makes the ablation problem of a replayed decision point.
+:class:`CounterfactualValuator` brings the values of past decisions to the next one with no model
+call; :class:`LLMJudgeValuator` asks a chat model instead; :func:`decision_likelihood` measures a
+context by the log-probability of the right action.
 """
 
+from .batch import model_valuation
+from .book import ValueBook, ValuedDecision
 from .estimators import AblationSurrogate, CoarseToFine, Estimator, LeaveOneOut
+from .gold import gold_action
 from .hf_transformers import TransformersScorer
+from .judge import JudgeModel, LLMJudgeValuator, OpenAIJudge
+from .likelihood import decision_likelihood
 from .llama_cpp import LlamaCppScorer, bundled_model_path
 from .openai_endpoint import OpenAICompatibleScorer
 from .problem import AblationProblem, CardValues, ScoreRequest
 from .problems import action_succeeded, action_text, problem_from_history, problem_from_replay
 from .scorer import LogProbScorer
+from .valuator import CounterfactualValuator
 
 __all__ = [
     "AblationProblem",
     "AblationSurrogate",
     "CardValues",
     "CoarseToFine",
+    "CounterfactualValuator",
     "Estimator",
+    "JudgeModel",
+    "LLMJudgeValuator",
     "LeaveOneOut",
     "LlamaCppScorer",
     "LogProbScorer",
     "OpenAICompatibleScorer",
+    "OpenAIJudge",
     "ScoreRequest",
     "TransformersScorer",
+    "ValueBook",
+    "ValuedDecision",
     "action_succeeded",
     "action_text",
     "bundled_model_path",
+    "decision_likelihood",
+    "gold_action",
+    "model_valuation",
     "problem_from_history",
     "problem_from_replay",
 ]

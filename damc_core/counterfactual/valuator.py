@@ -17,12 +17,12 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ..errors import ConfigError
-from ..types import Card, Namespace, Score, ScoredCard
-from ..value import HeuristicValuator, ObservedDecision, ValuationContext, Valuator
+from ..types import Card, DecisionFocus, Namespace, Score, ScoredCard
+from ..value import CandidateSource, HeuristicValuator, ObservedDecision, ValuationContext, Valuator
 from .book import Estimate, ValueBook, ValuedDecision
 
 logger = logging.getLogger("damc")
@@ -96,6 +96,12 @@ class CounterfactualValuator:
         self._cache: dict[_CacheKey, tuple[float, dict[str, Estimate]]] = {}
 
     # -- online ----------------------------------------------------------------------------------
+    def candidates(self, cards: Mapping[str, Card], *, focus: DecisionFocus, limit: int) -> list[str]:
+        """The base valuator's candidates (e.g. retrieval's), so wrapping it keeps them; none otherwise."""
+        if isinstance(self.base, CandidateSource):
+            return self.base.candidates(cards, focus=focus, limit=limit)
+        return []
+
     def value(self, cards: Sequence[Card], *, context: ValuationContext) -> list[ScoredCard]:
         base = self.base.value(cards, context=context)
         if context.namespace is None:

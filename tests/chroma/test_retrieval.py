@@ -224,3 +224,20 @@ def test_damc_core_imports_without_chromadb(tmp_path: Path) -> None:
         [sys.executable, "-c", code], env={"PYTHONPATH": str(tmp_path)}, capture_output=True, text=True
     )
     assert out.stdout.strip() == "ok", out.stderr
+
+
+def test_counterfactual_values_over_retrieval_keep_its_candidates(
+    chroma_config: ChromaConfig, minilm: MiniLMEmbedder
+) -> None:
+    from damc_core.counterfactual import CounterfactualValuator
+    from damc_core.value import CandidateSource
+
+    retrieval = RetrievalValuator(CardIndex(chroma_config, embedder=minilm), namespace=ALICE)
+    memory = _hotel_memory(CounterfactualValuator(base=retrieval), ALICE)
+    memory.build(budget=2000)  # indexes the cards
+    cards = {c.id: c for c in memory.cards()}
+    focus = DecisionFocus(query="book the hotel on the check-in date")
+
+    assert isinstance(memory.valuator, CandidateSource)
+    found = memory.valuator.candidates(cards, focus=focus, limit=4)
+    assert found == retrieval.candidates(cards, focus=focus, limit=4) and "c2" in found
