@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from .counterfactual.book import ValueBook
 from .counterfactual.commands import (
     SCORER_HELP,
     add_value_parser,
@@ -22,6 +23,7 @@ from .counterfactual.commands import (
     values_stages,
 )
 from .counterfactual.likelihood import decision_likelihood
+from .counterfactual.valuator import CounterfactualValuator
 from .errors import DamcError
 from .evaluate import ReplayPoint, contexts_jsonl, evaluate, replay
 from .explain import explain
@@ -51,10 +53,11 @@ def _stages(args: argparse.Namespace) -> Callable[[Namespace], Mapping[str, Any]
     from .stores.chroma import ChromaConfig
 
     index = CardIndex(ChromaConfig(path=args.chroma), embedder=load_embedder(args.embedder))
+    book = ValueBook.read_jsonl(values) if values else None  # read once, shared by every conversation
 
     def stages(namespace: Namespace) -> Mapping[str, Any]:
         retrieval = RetrievalValuator(index, namespace=namespace)
-        return values_stages(values, base=retrieval) or {"valuator": retrieval}
+        return {"valuator": CounterfactualValuator(base=retrieval, book=book) if book else retrieval}
 
     return stages
 

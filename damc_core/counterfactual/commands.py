@@ -19,7 +19,6 @@ from ..memory import MemorySettings
 from ..tokens import TiktokenCounter, TokenCounter
 from ..trace import load_trajectories
 from ..types import Message
-from ..value import Valuator
 from .book import ValueBook, ValuedDecision, decision_line, replay_namespace
 from .estimators import AblationSurrogate, CoarseToFine, Estimator, LeaveOneOut
 from .gold import gold_action
@@ -142,12 +141,11 @@ def add_values_option(p: argparse.ArgumentParser) -> None:
     )
 
 
-def values_stages(path: str | None, base: Valuator | None = None) -> Mapping[str, Any] | None:
-    """``DecisionMemory`` stages for a ``--values`` file (``None`` when none is given): the stored
-    values over ``base`` (the heuristics when ``None``)."""
+def values_stages(path: str | None) -> Mapping[str, Any] | None:
+    """``DecisionMemory`` stages for a ``--values`` file (``None`` when none is given)."""
     if path is None:
         return None
-    return {"valuator": CounterfactualValuator(base=base, book=ValueBook.read_jsonl(path))}
+    return {"valuator": CounterfactualValuator(book=ValueBook.read_jsonl(path))}
 
 
 def likelihood_table(report: LikelihoodReport, trace: str) -> Table:
