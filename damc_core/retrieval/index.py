@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -27,12 +27,17 @@ from .embed import MINILM, Embedder, load_embedder
 if TYPE_CHECKING:
     from chromadb.api import ClientAPI
     from chromadb.api.models.Collection import Collection
+    from chromadb.api.types import Where
 
 EXACT_BONUS = 0.25
 """Hybrid score added per focus identifier a card holds verbatim (capped at 1.0 overall)."""
 MAX_EXACT_TERMS = 8
 """Identifiers of one focus looked up verbatim; each is one filtered ``get``."""
 DOCUMENT_CHARS = 2000
+LOW_SINCE = "low_since"
+"""Metadata key of a live entry: the event sequence number since which its card has been valued
+low (see :class:`~damc_core.retrieval.Lifecycle`). Kept with the vectors, so a process that takes
+the namespace over, on this machine or another, continues the count."""
 _CARD_TAG = re.compile(r"^\[c\d+\]\s*")
 
 
@@ -252,6 +257,24 @@ class CardIndex:
             self.retire(namespace, members)
             merged.append(Merged(entry_id, members, document))
         return merged
+
+    # -- lifecycle state -----------------------------------------------------------------------
+    def low_since(self, namespace: Namespace) -> dict[str, int]:
+        """Live card id -> the event sequence number since which it has been valued low."""
+        marked: Where = {LOW_SINCE: {"$gte": 0}}
+        got = self.collection(namespace).get(where=marked, include=["metadatas"])
+        return {
+            card_id: int(str(meta[LOW_SINCE]))
+            for card_id, meta in zip(got["ids"], got["metadatas"] or [], strict=True)
+        }
+
+    def mark_low(self, namespace: Namespace, changes: Mapping[str, int | None]) -> None:
+        """Record when cards went low (a sequence number) or that they recovered (``None``).
+        Ids not in the live index are ignored."""
+        if not changes:
+            return
+        ids = sorted(changes)
+        self.collection(namespace).update(ids=ids, metadatas=[{LOW_SINCE: changes[i]} for i in ids])
 
 
 def _members(meta: Any) -> tuple[str, ...]:

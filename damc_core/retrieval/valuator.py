@@ -28,9 +28,11 @@ class Lifecycle:
 
     cold_below: float = 0.05
     """A card valued below this ..."""
-    cold_after: int = 200
-    """... for this many decisions in a row moves to cold storage (still searchable with ``cold=True``,
-    its record and card untouched in the store)."""
+    cold_after: int = 400
+    """... at every decision over this many events (cards written) moves to cold storage (still
+    searchable with ``cold=True``, its record and card untouched in the store). Counted in events,
+    not in one process's decisions, because the count is kept in the index: a process that takes
+    the namespace over continues it."""
     merge_threshold: float = 0.98
     """Cosine similarity at which live cards count as near-duplicates and merge into one entry."""
     every: int = 50
@@ -48,8 +50,10 @@ class _State:
     indexed: set[str] | None = None
     """Card ids already in the index (read from it on first use, so a reopened memory re-embeds nothing)."""
     decisions: int = 0
-    low_since: dict[str, int] = field(default_factory=dict)
-    cold: int = 0
+    low_since: dict[str, int] | None = None
+    """Card id -> event sequence number since which it has been valued low (read from the index)."""
+    cold: set[str] = field(default_factory=set)
+    """Card ids in cold storage (read from the index on first use, like ``indexed``)."""
     focus: DecisionFocus | None = None
     hits: list[Hit] = field(default_factory=list)
 
@@ -118,7 +122,7 @@ class RetrievalValuator:
             lift, why = found
             value = 1.0 - (1.0 - item.value) * (1.0 - self.weight * lift)
             out.append(ScoredCard(item.card, value, (*item.scores, Score("retrieval", lift, why))))
-        self._age(out)
+        self._age(out, context.current_seq)
         return out
 
     def _scores(self, hits: list[Hit], cards: Sequence[Card]) -> dict[str, tuple[float, str]]:
@@ -158,7 +162,8 @@ class RetrievalValuator:
     def _sync(self, cards: Mapping[str, Card]) -> None:
         state = self._state
         if state.indexed is None:
-            state.indexed = self.index.ids(self.namespace) | self.index.ids(self.namespace, cold=True)
+            state.cold = self.index.ids(self.namespace, cold=True)
+            state.indexed = self.index.ids(self.namespace) | state.cold
         new = [cards[i] for i in cards.keys() - state.indexed if cards[i].summary]
         if new:
             self.index.add(self.namespace, sorted(new, key=lambda c: c.seq))
@@ -176,31 +181,40 @@ class RetrievalValuator:
             state.focus, state.hits = focus, hits
         return state.hits
 
-    def _age(self, valued: list[ScoredCard]) -> None:
-        """Track how long each card stays below the cold threshold; every few decisions retire the
-        long-low cards and merge near-duplicates."""
+    def _age(self, valued: list[ScoredCard], now: int) -> None:
+        """Track since when each card has stayed below the cold threshold (in the index, where any
+        process continues it); every few decisions retire the long-low cards and merge
+        near-duplicates."""
         lifecycle, state = self.lifecycle, self._state
         state.decisions += 1
         state.focus = None  # the next decision searches afresh
         if lifecycle is None:
             return
-        for item in valued:
-            if item.value < lifecycle.cold_below:
-                state.low_since.setdefault(item.card.id, state.decisions)
-            else:
-                state.low_since.pop(item.card.id, None)
-        if state.decisions % lifecycle.every:
-            return
         try:
-            stale = [
-                i for i, since in state.low_since.items() if state.decisions - since >= lifecycle.cold_after
-            ]
-            state.cold += self.index.retire(self.namespace, stale)
+            if state.low_since is None:
+                state.low_since = self.index.low_since(self.namespace)
+            low, changes = state.low_since, dict[str, int | None]()
+            for item in valued:
+                card_id = item.card.id
+                if card_id in state.cold:
+                    continue
+                if item.value < lifecycle.cold_below:
+                    if card_id not in low:
+                        low[card_id] = changes[card_id] = now
+                elif low.pop(card_id, None) is not None:
+                    changes[card_id] = None
+            self.index.mark_low(self.namespace, changes)
+            if state.decisions % lifecycle.every:
+                return
+            stale = [i for i, since in low.items() if now - since >= lifecycle.cold_after]
+            self.index.retire(self.namespace, stale)
+            state.cold.update(stale)
             for card_id in stale:
-                del state.low_since[card_id]
+                del low[card_id]
             merged = self.index.merge_near_duplicates(self.namespace, threshold=lifecycle.merge_threshold)
-            state.cold += sum(len(m.members) for m in merged)
+            state.cold.update(member for m in merged for member in m.members)
         except Exception as exc:
+            state.low_since = None  # re-read from the index next time
             logger.warning("damc: index lifecycle pass failed (%s); will retry", exc)
 
 

@@ -181,7 +181,7 @@ def _context(memory: DecisionMemory, query: str) -> object:
 def test_lifecycle_retires_long_low_cards(chroma_config: ChromaConfig) -> None:
     index = CardIndex(chroma_config, embedder=HashingEmbedder())
     valuator = RetrievalValuator(
-        index, namespace=ALICE, lifecycle=Lifecycle(cold_below=0.99, cold_after=2, every=3)
+        index, namespace=ALICE, lifecycle=Lifecycle(cold_below=0.99, cold_after=2, every=1)
     )
     memory = DecisionMemory(
         namespace=ALICE,
@@ -192,10 +192,43 @@ def test_lifecycle_retires_long_low_cards(chroma_config: ChromaConfig) -> None:
     memory.observe({"role": "user", "content": "hello"})
     memory.observe({"role": "assistant", "content": "hi, how can I help"})
     memory.observe({"role": "user", "content": "just browsing"})  # the request: valued 1, stays live
-    for _ in range(3):
-        memory.build(budget=500)
+    memory.build(budget=500)  # c0 and c1 go low at event 3
+    memory.observe({"role": "assistant", "content": "take your time"})
+    memory.build(budget=500)
+    assert index.ids(ALICE, cold=True) == set()
+    memory.observe({"role": "user", "content": "thanks"})
+    memory.build(budget=500)  # two events later
     assert index.ids(ALICE, cold=True) == {"c0", "c1"}
     assert memory.recall("c0") == {"role": "user", "content": "hello"}
+
+
+def test_another_process_continues_the_lifecycle_count(chroma_config: ChromaConfig) -> None:
+    """How long a card has stayed low is kept with the vectors, not in the process that counted."""
+    store = InMemoryStore()
+    lifecycle = Lifecycle(cold_below=0.99, cold_after=3, every=1)
+
+    def process() -> tuple[DecisionMemory, CardIndex]:
+        index = CardIndex(chroma_config, embedder=HashingEmbedder())
+        valuator = RetrievalValuator(index, namespace=ALICE, lifecycle=lifecycle)
+        memory = DecisionMemory(
+            namespace=ALICE, store=store, valuator=valuator, settings=MemorySettings(recent_messages=0)
+        )
+        return memory, index
+
+    first, index = process()
+    first.observe({"role": "user", "content": "hello"})
+    first.observe({"role": "assistant", "content": "hi, how can I help"})
+    first.observe({"role": "user", "content": "just browsing"})  # the request: valued 1, stays live
+    first.build(budget=500)  # c0 and c1 go low at event 3
+    assert index.low_since(ALICE) == {"c0": 3, "c1": 3}
+
+    second, index = process()  # a fresh process: nothing carried over in memory
+    second.observe({"role": "assistant", "content": "take your time"})
+    second.observe({"role": "user", "content": "thanks"})
+    second.observe({"role": "assistant", "content": "you are welcome"})
+    second.build(budget=500)  # event 6: three events since c0 and c1 went low
+    assert {"c0", "c1"} <= index.ids(ALICE, cold=True)
+    assert "c0" not in index.low_since(ALICE)
 
 
 def test_unreachable_index_falls_back_to_heuristics(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
