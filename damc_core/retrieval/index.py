@@ -14,7 +14,7 @@ import hashlib
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -261,7 +261,7 @@ class CardIndex:
     # -- lifecycle state -----------------------------------------------------------------------
     def low_since(self, namespace: Namespace) -> dict[str, int]:
         """Live card id -> the event sequence number since which it has been valued low."""
-        marked: Where = {LOW_SINCE: {"$gte": 0}}
+        marked = cast("Where", {LOW_SINCE: {"$gte": 0}})
         got = self.collection(namespace).get(where=marked, include=["metadatas"])
         return {
             card_id: int(str(meta[LOW_SINCE]))
