@@ -292,7 +292,11 @@ class HeuristicValuator:
 
 @dataclass(frozen=True, slots=True)
 class WeightedValuators:
-    """Several valuators as one: a weighted mean of their values, every score kept with its source."""
+    """Several valuators as one: a weighted mean of their values, every score kept with its source.
+
+    Parts that propose candidates (retrieval) or learn from decisions (counterfactual) keep doing
+    so inside the mix: both are forwarded.
+    """
 
     parts: tuple[tuple[Valuator, float], ...]
 
@@ -309,3 +313,19 @@ class WeightedValuators:
             scores = tuple(s for r, _ in results for s in r[i].scores)
             out.append(ScoredCard(card, value, scores))
         return out
+
+    def candidates(self, cards: Mapping[str, Card], *, focus: DecisionFocus, limit: int) -> list[str]:
+        """The parts' candidates, merged in part order, without repeats."""
+        found = (
+            card_id
+            for valuator, _ in self.parts
+            if isinstance(valuator, CandidateSource)
+            for card_id in valuator.candidates(cards, focus=focus, limit=limit)
+        )
+        return list(dict.fromkeys(found))[:limit]
+
+    def record_decision(self, decision: ObservedDecision) -> None:
+        """Tell every part that learns from decisions."""
+        for valuator, _ in self.parts:
+            if isinstance(valuator, DecisionRecorder):
+                valuator.record_decision(decision)

@@ -274,3 +274,18 @@ def test_counterfactual_values_over_retrieval_keep_its_candidates(
     assert isinstance(memory.valuator, CandidateSource)
     found = memory.valuator.candidates(cards, focus=focus, limit=4)
     assert found == retrieval.candidates(cards, focus=focus, limit=4) and "c2" in found
+
+
+def test_retrieval_in_a_weighted_mix_keeps_feeding_candidates(
+    chroma_config: ChromaConfig, minilm: MiniLMEmbedder
+) -> None:
+    from damc_core import HeuristicValuator, WeightedValuators
+
+    retrieval = RetrievalValuator(CardIndex(chroma_config, embedder=minilm), namespace=ALICE)
+    memory = _hotel_memory(WeightedValuators(((retrieval, 1.0), (HeuristicValuator(), 1.0))), ALICE)
+    memory.build(budget=2000)  # indexes the cards
+    cards = {c.id: c for c in memory.cards()}
+    focus = DecisionFocus(query="book the hotel on the check-in date")
+
+    found = memory.valuator.candidates(cards, focus=focus, limit=4)
+    assert found == retrieval.candidates(cards, focus=focus, limit=4) and "c2" in found

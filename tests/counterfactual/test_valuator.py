@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from damc_core import HeuristicValuator, Namespace
+from damc_core import HeuristicValuator, Namespace, WeightedValuators
 from damc_core.counterfactual.book import ValueBook, ValuedDecision, similarity
 from damc_core.counterfactual.valuator import Blend, CounterfactualValuator
 from damc_core.encode import argument_values, parse_arguments
@@ -137,6 +137,19 @@ def test_memory_reports_built_calls_whose_result_came_back_clean(airline_message
     built = memory.build(budget=400)
     steered = {d.card_id for d in built.decisions if any(s.name == "counterfactual" for s in d.scores)}
     assert "c3" in steered  # the profile held the user id and the card the booking used
+
+
+def test_a_counterfactual_valuator_in_a_weighted_mix_still_learns(airline_messages, make_memory):
+    rule = ArgumentHolders()
+    counterfactual = CounterfactualValuator(value_decision=rule, batch_every=1)
+    memory = make_memory(valuator=WeightedValuators(((counterfactual, 2.0), (HeuristicValuator(), 1.0))))
+    for message in airline_messages[:2]:
+        memory.observe(message)
+    memory.build(budget=400)
+    memory.observe(airline_messages[2])  # get_user_details, called from the context just built
+    memory.observe(airline_messages[3])  # its clean result
+
+    assert [d.seq for d in rule.seen] == [2] and len(counterfactual.book) == 1
 
 
 def test_a_failing_measurement_is_logged_and_skipped(airline_messages, make_memory, caplog):
