@@ -52,10 +52,10 @@ from .types import (
 from .value import (
     CandidateSource,
     DecisionRecorder,
-    HeuristicValuator,
     ObservedDecision,
     ValuationContext,
     Valuator,
+    heuristics_of,
 )
 
 logger = logging.getLogger("damc")
@@ -223,7 +223,7 @@ class DecisionMemory:
         self.namespace = namespace or Namespace()
         self.store: MemoryStore = store if store is not None else SQLiteStore("damc-memory.sqlite3")
         self.encoder: Encoder = encoder or DefaultEncoder()
-        self.heuristics = valuator if isinstance(valuator, HeuristicValuator) else HeuristicValuator()
+        self.heuristics = heuristics_of(valuator)
         self.valuator: Valuator = valuator or self.heuristics
         self.selector: Selector = selector or HybridSelector()
         self.compressor: Compressor = compressor or TemplateCompressor()

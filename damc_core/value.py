@@ -43,6 +43,7 @@ class ValuationContext:
     """Whose conversation the cards belong to; card ids are unique only within one namespace."""
 
 
+@runtime_checkable
 class Valuator(Protocol):
     """Gives every candidate card a decision value in [0, 1] with the scores behind it."""
 
@@ -329,3 +330,19 @@ class WeightedValuators:
         for valuator, _ in self.parts:
             if isinstance(valuator, DecisionRecorder):
                 valuator.record_decision(decision)
+
+
+def heuristics_of(valuator: Valuator | None) -> HeuristicValuator:
+    """The heuristic valuator that ``valuator`` is, wraps (``base``) or mixes in, searched
+    breadth-first; the default one when there is none. Cards' standing scores and priors come
+    from it, so a wrapped valuator's task mode and priors apply there too."""
+    queue: list[object] = [valuator]
+    while queue:
+        found = queue.pop(0)
+        if isinstance(found, HeuristicValuator):
+            return found
+        if isinstance(found, WeightedValuators):
+            queue.extend(part for part, _ in found.parts)
+        elif isinstance(getattr(found, "base", None), Valuator):
+            queue.append(found.base)  # type: ignore[attr-defined]
+    return HeuristicValuator()

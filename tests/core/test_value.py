@@ -7,6 +7,7 @@ import math
 import pytest
 
 from damc_core import (
+    CardKind,
     ConfigError,
     Decay,
     DecisionFocus,
@@ -174,6 +175,19 @@ def test_weighted_valuators_average_values_and_keep_every_score(memory, msg):
 
     assert mixed.value == pytest.approx((3 * a.value + b.value) / 4)
     assert len(mixed.scores) == len(a.scores) + len(b.scores)
+
+
+def test_a_wrapped_or_mixed_heuristic_valuator_sets_the_cards_priors(make_memory, msg):
+    from damc_core.counterfactual import CounterfactualValuator
+
+    creative = HeuristicValuator(mode=TaskMode.CREATIVE, priors={CardKind.USER_INSTRUCTION: 0.9})
+    for valuator in (
+        CounterfactualValuator(base=creative),
+        WeightedValuators(((CounterfactualValuator(), 1.0), (creative, 1.0))),
+    ):
+        memory = make_memory(valuator=valuator)
+        card = memory.observe(msg.user("hello"))
+        assert memory.heuristics is creative and card.prior >= 0.9
 
 
 def test_weighted_valuators_need_positive_weights():
