@@ -1,16 +1,23 @@
-"""Conformance checks every ``MemoryStore`` backend must pass.
+"""Conformance checks every ``MemoryStore`` backend must pass, and a booking conversation every
+framework adapter must turn into the same cards.
 
-A backend's test suite runs them in a few lines::
+A backend's test suite runs the store checks in a few lines::
 
     def test_my_store_conforms(tmp_path):
         run_store_conformance(lambda: MyStore(tmp_path / "db"))
 
 ``make_store`` is called once per check and must return a new, empty store each time.
+
+An adapter's tests wrap the booking tools (:data:`BOOKING_TOOLS`) in their framework's tool type
+and script the model with :data:`BOOKING_STEPS`; the cards DAMC makes must not depend on the
+framework that carried the conversation.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
+from typing import Any
 
 from .errors import StoreClosedError
 from .stores import MemoryStore
@@ -123,3 +130,53 @@ def run_store_conformance(make_store: Callable[[], MemoryStore]) -> None:
             raise AssertionError(f"{check.__name__}: {exc}") from exc
         finally:
             store.close()
+
+
+# -- the booking conversation of the adapter tests ---------------------------------------------
+BOOKING_FLIGHTS = [
+    {
+        "flight_number": f"HAT{100 + i}",
+        "status": "available" if i != 3 else "sold out",
+        "prices": {"economy": 100 + 7 * i},
+        "gate": f"B{i}",
+        "aircraft": "A320neo",
+        "meal": "snack box",
+    }
+    for i in range(30)
+]
+"""Thirty flights, one sold out: a long tool result with one option excluded."""
+BOOKING_QUESTION = "Book HAT107 on 2024-05-20 for mia_li_3668 with my visa"
+BOOKING_ANSWER = "Booked HAT107, reservation 4WQ150."
+
+
+def get_user_details(user_id: str) -> str:
+    """Look up a user."""
+    return json.dumps(
+        {
+            "user_id": user_id,
+            "payment_methods": {
+                "credit_card_4421486": {"id": "credit_card_4421486", "brand": "visa"},
+                "certificate_7504069": {"id": "certificate_7504069", "amount": 250},
+            },
+            "address": {"address1": "975 Sunset Drive " * 20},
+        }
+    )
+
+
+def search_flights(date: str) -> str:
+    """Search flights on a date."""
+    return json.dumps(BOOKING_FLIGHTS)
+
+
+def book(flight_number: str, payment_id: str) -> str:
+    """Book a flight."""
+    return json.dumps({"reservation_id": "4WQ150", "status": "confirmed", "flight_number": flight_number})
+
+
+BOOKING_TOOLS = (get_user_details, search_flights, book)
+BOOKING_STEPS: tuple[tuple[str, dict[str, Any], str], ...] = (
+    ("get_user_details", {"user_id": "mia_li_3668"}, "c1"),
+    ("search_flights", {"date": "2024-05-20"}, "c2"),
+    ("book", {"flight_number": "HAT107", "payment_id": "credit_card_4421486"}, "c3"),
+)
+"""The model's tool calls, in order: (tool name, arguments, call id)."""
