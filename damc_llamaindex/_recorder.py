@@ -107,21 +107,28 @@ def to_event(message: ChatMessage) -> dict[str, Any]:
 
 def parse_react(text: str) -> list[ReactStep] | None:
     """The steps of a ReAct transcript (``Thought: / Action: / Action Input: / Observation: /
-    Answer:``), or ``None`` when the text is not one: ReActAgent stores a whole run as one text."""
+    Answer:``), or ``None`` when the text is not one: ReActAgent stores a whole run as one text.
+
+    A tool's output may itself hold lines that start with ``Thought:`` or ``Observation:``; a
+    chunk that is neither an action nor an answer and follows an observation belongs to it.
+    """
     if not text.startswith("Thought:"):
         return None
     starts = [m.start() for m in _STEP.finditer(text)]
-    steps = []
+    steps: list[ReactStep] = []
     for start, end in zip(starts, [*starts[1:], len(text)], strict=True):
         chunk = text[start:end].rstrip("\n")
-        if chunk.startswith("Observation:"):
-            steps.append(ReactStep("observation", chunk[len("Observation:") :].strip()))
-            continue
         body = chunk[len("Thought:") :]
-        if action := _ACTION.search(body):
+        action = None if chunk.startswith("Observation:") else _ACTION.search(body)
+        answer = None if chunk.startswith("Observation:") or action else _ANSWER.search(body)
+        if steps and steps[-1].kind == "observation" and not (action or answer):
+            steps[-1] = ReactStep("observation", f"{steps[-1].text}\n{chunk}")
+        elif chunk.startswith("Observation:"):
+            steps.append(ReactStep("observation", chunk[len("Observation:") :].strip()))
+        elif action:
             thought = body[: action.start()].strip()
             steps.append(ReactStep("action", thought, action.group(1), parse_action_input(action.group(2))))
-        elif answer := _ANSWER.search(body):
+        elif answer:
             steps.append(ReactStep("answer", body[: answer.start()].strip(), answer=answer.group(1).strip()))
     return steps if any(step.kind != "observation" for step in steps) else None
 

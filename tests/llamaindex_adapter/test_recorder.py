@@ -49,6 +49,26 @@ def test_a_react_transcript_is_split_into_calls_observations_and_the_answer():
     assert parse_react("Booked HAT107.") is None
 
 
+def test_an_observation_with_thought_and_observation_lines_stays_whole():
+    output = "Thought: this log line comes from the tool\nObservation: so does this one\nstatus=ok"
+    transcript = "\n".join(
+        [
+            "Thought: I need the log.",
+            "Action: read_log",
+            "Action Input: {'day': '2024-05-20'}",
+            f"Observation: {output}",
+            "Thought: The log is fine.",
+            "Answer: All good.",
+        ]
+    )
+
+    action, observation, answer = parse_react(transcript)
+
+    assert (action.kind, action.tool) == ("action", "read_log")
+    assert (observation.kind, observation.text) == ("observation", output)
+    assert (answer.kind, answer.answer) == ("answer", "All good.")
+
+
 def test_parallel_calls_stay_together_with_their_results():
     both = ChatMessage(
         role="assistant",
