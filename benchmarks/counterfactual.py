@@ -8,7 +8,10 @@ is left out of the head unless ``--with-system``), with the bundled SmolLM2 scor
   :class:`LeaveOneOut`, each given at most ``n / 4`` ablations (at most 32; ``--budget``);
 * scorer passes per second and tokens evaluated per pass;
 * what prefix reuse saves: leave-one-out with and without KV-cache reuse (on the first
-  ``--reuse-points`` points: without reuse is the slow part).
+  ``--reuse-points`` points: without reuse is the slow part);
+* with ``--noise-floor``, how far exact leave-one-out agrees with itself: Spearman between its
+  values and those of a second run on a frame changed in no meaningful way (a comma added to the
+  memory header). No estimator can agree with leave-one-out more closely than that.
 
     nice python benchmarks/counterfactual.py --points 6
 """
@@ -19,7 +22,7 @@ import argparse
 import random
 import statistics
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -114,6 +117,9 @@ def main() -> None:
         "--with-system", action="store_true", help="keep the ~1,500-token system prompt in the head"
     )
     parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument(
+        "--noise-floor", action="store_true", help="also run leave-one-out on a trivially changed frame"
+    )
     args = parser.parse_args()
 
     scorer = LlamaCppScorer(n_ctx=args.max_tokens + 64, n_threads=args.threads)
@@ -141,6 +147,10 @@ def main() -> None:
             "top_card_coarse": coarse.values.card_ids[int(np.argmax(coarse.values.values))],
             "max_loo": max(exact.values.values),
         }
+        if args.noise_floor:
+            reworded = replace(problem, head=problem.head.replace("Memory cards", "Memory cards,", 1))
+            again = run(LeaveOneOut(), reworded, scorer)
+            row["loo_self_rho"] = spearman(again.values.values, exact.values.values)
         if index < args.reuse_points:
             scorer.reuse_prefix = False
             fresh = run(LeaveOneOut(), problem, scorer)
@@ -158,6 +168,7 @@ def main() -> None:
             f"coarse-to-fine rho={row['coarse_rho']:.2f} ({coarse.values.passes} passes) | "
             f"top card loo/surrogate/coarse {row['top_card_loo']}/{row['top_card_surrogate']}/"
             f"{row['top_card_coarse']} (loo {row['max_loo']:.1f} nats)"
+            + (f" | loo vs itself reworded rho={row['loo_self_rho']:.2f}" if "loo_self_rho" in row else "")
             + (
                 f" | reuse: {row['reuse_speedup_s']:.1f}x time, {row['reuse_speedup_tokens']:.1f}x tokens, "
                 f"max diff {row['reuse_max_diff']:.2g}"
@@ -169,8 +180,10 @@ def main() -> None:
     if not rows:
         return
     print("\nsummary over", len(rows), "decision points")
-    for key in ("surrogate_rho", "coarse_rho", "passes_per_s", "tokens_per_pass"):
-        values = [float(r[key]) for r in rows if not np.isnan(float(r[key]))]
+    for key in ("surrogate_rho", "coarse_rho", "loo_self_rho", "passes_per_s", "tokens_per_pass"):
+        values = [float(r[key]) for r in rows if key in r and not np.isnan(float(r[key]))]
+        if not values:
+            continue
         print(f"  {key}: mean {statistics.mean(values):.3f} median {statistics.median(values):.3f}")
     for name in ("surrogate", "coarse"):
         agree = sum(r[f"top_card_{name}"] == r["top_card_loo"] for r in rows)
