@@ -267,18 +267,23 @@ class CardIndex:
                 got = collection.get(where_document={"$contains": term}, include=["metadatas"], limit=k)
                 found.append((term, list(got["ids"]), list(got["metadatas"] or [])))
             return found
-        postings = _postings(twin, terms)
-        wanted = list(dict.fromkeys(i for t in terms for i in postings.get(t, ())))
-        cards: dict[str, tuple[Any, str]] = {}
-        if wanted:
-            got = collection.get(ids=wanted, include=["metadatas", "documents"])
-            metas, documents = got["metadatas"] or [], got["documents"] or []
-            cards = dict(zip(got["ids"], zip(metas, map(str, documents), strict=True), strict=True))
-        found = []
-        for term in terms:  # the text check drops cards re-added with other text since
-            held = [i for i in postings.get(term, ()) if i in cards and term in cards[i][1]][:k]
-            found.append((term, held, [cards[i][0] for i in held]))
-        return found
+        queue = _postings(twin, terms)
+        held: dict[str, list[tuple[str, Any]]] = {t: [] for t in terms}
+        cards: dict[str, tuple[Any, str] | None] = {}
+        while batch := {t: ids[: k - len(held[t])] for t, ids in queue.items() if ids and len(held[t]) < k}:
+            # the first k cards of each posting, then more only where some were retired or rewritten
+            missing = list(dict.fromkeys(i for ids in batch.values() for i in ids if i not in cards))
+            if missing:
+                got = collection.get(ids=missing, include=["metadatas", "documents"])
+                cards.update(dict.fromkeys(missing))
+                metas, documents = got["metadatas"] or [], got["documents"] or []
+                cards.update(zip(got["ids"], zip(metas, map(str, documents), strict=True), strict=True))
+            for term, ids in batch.items():
+                del queue[term][: len(ids)]
+                held[term] += [
+                    (i, card[0]) for i in ids if (card := cards[i]) is not None and term in card[1]
+                ]
+        return [(t, [i for i, _ in held[t]], [m for _, m in held[t]]) for t in terms]
 
     # -- lifecycle -----------------------------------------------------------------------------
     def retire(self, namespace: Namespace, card_ids: Iterable[str]) -> int:
