@@ -5,7 +5,8 @@ a ``PersistentClient`` folder; ``server``: a ``chroma run`` process on loopback 
 script), the script fills one :class:`~damc_core.retrieval.CardIndex` with N synthetic cards of
 one namespace (plus 1 % in a second namespace), then times ``--queries`` searches of each kind
 through ``CardIndex.search``: vector top-16 alone, and hybrid (vector top-16 plus two
-exact-identifier lookups, as a decision makes them; each must find its target card).
+exact-identifier lookups, as a decision makes them, by id through the index's ``_terms`` twin;
+each must find its target card).
 
 Embedding a million texts with MiniLM takes far too long on 2 cores, so the index is measured with
 synthetic vectors: random unit vectors (384 dimensions, as MiniLM's) seeded from each card's text.

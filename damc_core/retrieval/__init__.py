@@ -6,7 +6,7 @@
 """
 
 from .embed import HASHING, MINILM, Embedder, HashingEmbedder, MiniLMEmbedder, load_embedder
-from .index import CardIndex, Hit, Merged, card_document, focus_query
+from .index import CardIndex, Hit, Merged, card_document, focus_query, identifier_terms
 from .valuator import Lifecycle, RetrievalValuator
 
 __all__ = [
@@ -22,5 +22,6 @@ __all__ = [
     "RetrievalValuator",
     "card_document",
     "focus_query",
+    "identifier_terms",
     "load_embedder",
 ]

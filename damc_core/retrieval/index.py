@@ -6,12 +6,23 @@ for low value and members of merged near-duplicates (out of the live index, stil
 
 Search is hybrid: cosine similarity from the embedding, plus a bonus for each focus identifier
 the card holds verbatim (``#W4923227`` is matched exactly, whatever the embedding makes of it).
+
+Identifiers are looked up by id, not by filter: every filtered ``get`` of Chroma's SQLite backend
+scans the whole collection (a document ``$contains`` took 47 ms at 100k cards, a metadata equality
+15 ms, growing linearly), while a ``get`` by ids uses its index. So each card collection has a
+twin, ``..._terms``, with one entry per identifier (:func:`identifier_terms`) whose id is the
+identifier and whose metadata lists the first ``POSTINGS`` cards holding it; a lookup reads the
+focus identifiers' entries, then those cards, and keeps the cards whose text holds the identifier.
+Collections made before the twin existed (no ``damc_terms`` in their metadata) are still searched
+by document substring: same hits, slower; re-adding their cards under another
+``ChromaConfig.prefix`` moves them to the fast lookup.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
+import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
@@ -38,7 +49,20 @@ LOW_SINCE = "low_since"
 """Metadata key of a live entry: the event sequence number since which its card has been valued
 low (see :class:`~damc_core.retrieval.Lifecycle`). Kept with the vectors, so a process that takes
 the namespace over, on this machine or another, continues the count."""
+POSTINGS = 64
+"""Card ids kept per identifier; a lookup wants at most ``k`` of them, so an identifier as common
+as a date is no longer written once it has this many (and retiring its first cards can hide the
+rest from the exact lookup, never from the vector search)."""
+TERMS_FORMAT = ("damc_terms", 1)
+"""Collection metadata of card collections that have an identifier twin."""
+SPAN_PARTS = 8
+"""Longest run of parts (``a_b_c`` has three) indexed as one identifier; the whole run is too."""
+MAX_CARD_TERMS = 1024
+"""Cap on the identifiers of one card (a card of thousands of numbers stops here)."""
+_WRITE_ROWS = 1000
 _CARD_TAG = re.compile(r"^\[c\d+\]\s*")
+_RUN = re.compile(r"[a-z0-9_#.\-]+")
+_PART = re.compile(r"[a-z0-9]+")
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +94,29 @@ def card_document(card: Card) -> str:
     matched case-blind and ``#`` stays with the id), without the ``[c12]`` tag (two cards that say
     the same thing must embed the same), cut to a length the model reads."""
     return _CARD_TAG.sub("", card.summary, count=1)[:DOCUMENT_CHARS].lower()
+
+
+def identifier_terms(document: str) -> list[str]:
+    """The identifiers an exact lookup finds a document by: in each run of identifier characters
+    (``[a-z0-9_#.-]``), every span of whole parts with a digit and 4+ characters, with and without
+    a leading ``#``. ``credit_card_4421486`` is found by ``4421486`` and ``card_4421486``,
+    ``2024-05-27`` by ``05-27``, ``#w4923227`` by ``w4923227``; ``17447`` is not found by ``7447``."""
+    found: dict[str, None] = {}
+    for run in _RUN.finditer(document):
+        text = run.group(0)
+        parts = [(m.start(), m.end(), any(c.isdigit() for c in m.group(0))) for m in _PART.finditer(text)]
+        spans = [(i, j) for i in range(len(parts)) for j in range(i, min(len(parts), i + SPAN_PARTS))]
+        if len(parts) > SPAN_PARTS:
+            spans.append((0, len(parts) - 1))
+        for i, j in spans:
+            start, end = parts[i][0], parts[j][1]
+            if end - start >= 4 and any(digit for _, _, digit in parts[i : j + 1]):
+                found[text[start:end]] = None
+                if start and text[start - 1] == "#":
+                    found[text[start - 1 : end]] = None
+        if len(found) >= MAX_CARD_TERMS:
+            break
+    return list(found)[:MAX_CARD_TERMS]
 
 
 def focus_query(focus: DecisionFocus) -> str:
@@ -106,6 +153,7 @@ class CardIndex:
         self._client = client or self.config.client()
         self._function = _embedding_function(self.embedder)
         self._collections: dict[tuple[str, bool], Collection] = {}
+        self._terms: dict[tuple[str, bool], Collection | None] = {}
 
     def collection(self, namespace: Namespace, *, cold: bool = False) -> Collection:
         """The live (or cold) collection of a namespace, created on first use."""
@@ -116,10 +164,31 @@ class CardIndex:
             found = self._client.get_or_create_collection(
                 f"{self.config.prefix}_{tier}_{self.embedder.name}_{digest}",
                 embedding_function=self._function,
-                metadata={"hnsw:space": "cosine", "damc_namespace": namespace.key},
+                metadata={
+                    "hnsw:space": "cosine",
+                    "damc_namespace": namespace.key,
+                    TERMS_FORMAT[0]: TERMS_FORMAT[1],
+                },
             )
             self._collections[(namespace.key, cold)] = found
         return found
+
+    def terms(self, namespace: Namespace, *, cold: bool = False) -> Collection | None:
+        """The identifier twin of a card collection (ids are identifiers, metadata ``cards`` the
+        comma-separated ids of the first cards holding each); ``None`` for a collection made before
+        twins existed."""
+        if (namespace.key, cold) not in self._terms:
+            cards = self.collection(namespace, cold=cold)
+            twin = None
+            if (cards.metadata or {}).get(TERMS_FORMAT[0]) == TERMS_FORMAT[1]:
+                twin = self._client.get_or_create_collection(
+                    f"{cards.name}_terms",
+                    embedding_function=None,
+                    configuration={"hnsw": {"space": "l2", "ef_construction": 16, "max_neighbors": 4}},
+                    metadata={"damc_namespace": namespace.key},
+                )
+            self._terms[(namespace.key, cold)] = twin
+        return self._terms[(namespace.key, cold)]
 
     # -- writing -------------------------------------------------------------------------------
     def add(self, namespace: Namespace, cards: Sequence[Card]) -> None:
@@ -130,14 +199,15 @@ class CardIndex:
         live = self.collection(namespace)
         documents = [card_document(c) for c in cards]
         vectors = self.embedder.embed(documents)
-        for start in range(0, len(cards), 1000):
-            chunk = slice(start, start + 1000)
+        for start in range(0, len(cards), _WRITE_ROWS):
+            chunk = slice(start, start + _WRITE_ROWS)
             live.upsert(
                 ids=[c.id for c in cards[chunk]],
                 documents=documents[chunk],
                 embeddings=vectors[chunk],
                 metadatas=[self._metadata(key, c) for c in cards[chunk]],
             )
+        _post(self.terms(namespace), [c.id for c in cards], documents)
 
     @staticmethod
     def _metadata(key: str, card: Card) -> dict[str, str | int | float | bool]:
@@ -177,10 +247,10 @@ class CardIndex:
             result["ids"][0], (result["metadatas"] or [[]])[0], (result["distances"] or [[]])[0], strict=True
         ):
             found[card_id] = (1.0 - float(distance), (), _members(meta))
-        identifiers = [t for t in terms if IDENTIFIER_TERM.fullmatch(t) and len(t) >= 4]
-        for term in sorted(identifiers, key=len, reverse=True)[:MAX_EXACT_TERMS]:
-            got = collection.get(where_document={"$contains": term}, include=["metadatas"], limit=k)
-            for card_id, meta in zip(got["ids"], got["metadatas"] or [], strict=True):
+        identifiers = sorted({t.lower() for t in terms}, key=_longest)
+        chosen = [t for t in identifiers if IDENTIFIER_TERM.fullmatch(t) and len(t) >= 4]
+        for term, card_ids, metas in self._exact(namespace, chosen[:MAX_EXACT_TERMS], k, cold=cold):
+            for card_id, meta in zip(card_ids, metas, strict=True):
                 similarity, exact, members = found.get(card_id, (0.0, (), _members(meta)))
                 found[card_id] = (similarity, (*exact, term), members)
         hits = [
@@ -188,6 +258,37 @@ class CardIndex:
             for card_id, (sim, exact, members) in found.items()
         ]
         return sorted(hits, key=lambda h: -h.score)[: k + MAX_EXACT_TERMS]
+
+    def _exact(
+        self, namespace: Namespace, terms: list[str], k: int, *, cold: bool
+    ) -> Iterable[tuple[str, list[str], list[Any]]]:
+        """For each term, the ids and metadata of up to ``k`` cards whose text holds it."""
+        if not terms:
+            return []
+        collection, twin = self.collection(namespace, cold=cold), self.terms(namespace, cold=cold)
+        if twin is None:
+            found = []
+            for term in terms:
+                got = collection.get(where_document={"$contains": term}, include=["metadatas"], limit=k)
+                found.append((term, list(got["ids"]), list(got["metadatas"] or [])))
+            return found
+        queue = _postings(twin, terms)
+        held: dict[str, list[tuple[str, Any]]] = {t: [] for t in terms}
+        cards: dict[str, tuple[Any, str] | None] = {}
+        while batch := {t: ids[: k - len(held[t])] for t, ids in queue.items() if ids and len(held[t]) < k}:
+            # the first k cards of each posting, then more only where some were retired or rewritten
+            missing = list(dict.fromkeys(i for ids in batch.values() for i in ids if i not in cards))
+            if missing:
+                got = collection.get(ids=missing, include=["metadatas", "documents"])
+                cards.update(dict.fromkeys(missing))
+                metas, documents = got["metadatas"] or [], got["documents"] or []
+                cards.update(zip(got["ids"], zip(metas, map(str, documents), strict=True), strict=True))
+            for term, ids in batch.items():
+                del queue[term][: len(ids)]
+                held[term] += [
+                    (i, card[0]) for i in ids if (card := cards[i]) is not None and term in card[1]
+                ]
+        return [(t, [i for i, _ in held[t]], [m for _, m in held[t]]) for t in terms]
 
     # -- lifecycle -----------------------------------------------------------------------------
     def retire(self, namespace: Namespace, card_ids: Iterable[str]) -> int:
@@ -205,7 +306,10 @@ class CardIndex:
             documents=got["documents"],
             metadatas=got["metadatas"],
         )
+        documents = [str(d) for d in got["documents"] or []]
+        _post(self.terms(namespace, cold=True), got["ids"], documents)
         live.delete(ids=got["ids"])
+        _post(self.terms(namespace), got["ids"], documents, remove=True)
         return len(got["ids"])
 
     def merge_near_duplicates(self, namespace: Namespace, *, threshold: float = 0.97) -> list[Merged]:
@@ -254,6 +358,7 @@ class CardIndex:
                     }
                 ],
             )
+            _post(self.terms(namespace), [entry_id], [document])
             self.retire(namespace, members)
             merged.append(Merged(entry_id, members, document))
         return merged
@@ -280,3 +385,52 @@ class CardIndex:
 def _members(meta: Any) -> tuple[str, ...]:
     members = str(meta.get("members") or "")
     return tuple(members.split(",")) if members else ()
+
+
+def _post(
+    twin: Collection | None, card_ids: Sequence[str], documents: Sequence[str], *, remove: bool = False
+) -> None:
+    """Add the cards to (or remove them from) the postings of their identifiers."""
+    if twin is None:
+        return
+    wanted: dict[str, list[str]] = {}
+    for card_id, document in zip(card_ids, documents, strict=True):
+        for term in identifier_terms(document):
+            wanted.setdefault(term, []).append(card_id)
+    terms = list(wanted)
+    for start in range(0, len(terms), _WRITE_ROWS):
+        chunk = terms[start : start + _WRITE_ROWS]
+        held = _postings(twin, chunk)
+        changed: dict[str, list[str]] = {}
+        for term in chunk:
+            old = held.get(term, [])
+            if remove:
+                gone = set(wanted[term])
+                new = [i for i in old if i not in gone]
+            elif len(old) < POSTINGS:
+                new = list(dict.fromkeys([*old, *wanted[term]]))[:POSTINGS]
+            else:
+                continue
+            if new != old:
+                changed[term] = new
+        if changed:
+            twin.upsert(
+                ids=list(changed),
+                embeddings=np.array([[_point(t)] for t in changed], dtype=np.float32),
+                metadatas=[{"cards": ",".join(ids)} for ids in changed.values()],
+            )
+
+
+def _point(term: str) -> float:
+    """A 1-d vector for an identifier entry (Chroma wants one; spread so the graph stays sound)."""
+    return zlib.crc32(term.encode("utf-8")) / 2**32
+
+
+def _postings(twin: Collection, terms: list[str]) -> dict[str, list[str]]:
+    got = twin.get(ids=terms, include=["metadatas"])
+    cards = (str(m.get("cards") or "") for m in got["metadatas"] or [])
+    return {term: ids.split(",") for term, ids in zip(got["ids"], cards, strict=True) if ids}
+
+
+def _longest(term: str) -> tuple[int, str]:
+    return (-len(term), term)

@@ -16,8 +16,10 @@ from damc_core.retrieval import (
     MiniLMEmbedder,
     RetrievalValuator,
     focus_query,
+    identifier_terms,
     load_embedder,
 )
+from damc_core.retrieval.chroma_ef import DamcEmbeddingFunction
 from damc_core.stores.chroma import ChromaConfig
 from damc_core.testing import sample_card
 
@@ -108,6 +110,65 @@ def test_cold_storage_and_near_duplicate_merge(chroma_config: ChromaConfig) -> N
     assert index.retire(ALICE, ["c3"]) == 1
     assert index.search(ALICE, "visa card", terms=["7447"], k=2)[0].card_id == "mc0"
     assert [h.card_id for h in index.search(ALICE, "visa card", terms=["7447"], k=1, cold=True)] == ["c3"]
+
+
+def test_identifier_terms_are_whole_parts_of_identifier_runs() -> None:
+    document = (
+        "get_order_details(order_id=#w4923227) -> paid with credit_card_4421486 on 2024-05-27, total 17447"
+    )
+    terms = identifier_terms(document)
+    assert {"w4923227", "#w4923227", "4421486", "card_4421486", "credit_card_4421486"} <= set(terms)
+    assert {"2024-05-27", "05-27", "17447"} <= set(terms)
+    assert "7447" not in terms and "get_order_details" not in terms
+
+
+def _weather(seq: int) -> object:
+    return _card(seq, f"[c{seq}] get_weather(city=seattle) -> rain, {seq} mm expected")
+
+
+def test_identifier_only_in_the_text_is_found_by_exact_match(chroma_config: ChromaConfig) -> None:
+    index = CardIndex(chroma_config, embedder=HashingEmbedder())
+    target = _card(40, "[c40] get_user_details(user_id=mia_li_3668) -> payment credit_card_4421486")
+    index.add(ALICE, [*(_weather(s) for s in range(40)), target])
+    nearest = index.search(ALICE, "weather in seattle", k=3)
+    assert "c40" not in {h.card_id for h in nearest}
+    hits = index.search(
+        ALICE, "weather in seattle", terms=["CREDIT_CARD_4421486", "4421486", "nope9999"], k=3
+    )
+    found = next(h for h in hits if h.card_id == "c40")
+    assert found.similarity == 0.0 and set(found.exact) == {"credit_card_4421486", "4421486"}
+    assert found.score == 0.5
+
+
+def test_exact_match_follows_cards_to_cold_storage_and_new_text(chroma_config: ChromaConfig) -> None:
+    index = CardIndex(chroma_config, embedder=HashingEmbedder())
+    order = _card(1, "[c1] get_order_details(order_id=#W4923227) -> pending")
+    index.add(ALICE, [_weather(0), order, _card(2, "[c2] book_flight(HAT069) -> booked")])
+    index.retire(ALICE, ["c1"])
+    assert "c1" not in {h.card_id for h in index.search(ALICE, "order", terms=["w4923227"], k=3)}
+    assert index.search(ALICE, "order", terms=["w4923227"], k=3, cold=True)[0].exact == ("w4923227",)
+    index.add(ALICE, [_card(2, "[c2] book_flight(HAT170) -> booked")])
+    assert all(not h.exact for h in index.search(ALICE, "flight", terms=["hat069"], k=3))
+    assert [h.exact for h in index.search(ALICE, "flight", terms=["hat170"], k=3) if h.card_id == "c2"] == [
+        ("hat170",)
+    ]
+
+
+def test_collection_made_before_identifier_twins_is_searched_by_text(chroma_config: ChromaConfig) -> None:
+    index = CardIndex(chroma_config, embedder=HashingEmbedder())
+    name = index.collection(ALICE).name
+    client = chroma_config.client()
+    client.delete_collection(name)
+    client.create_collection(  # as CardIndex made them before
+        name,
+        embedding_function=DamcEmbeddingFunction(embedder=HashingEmbedder()),
+        metadata={"hnsw:space": "cosine", "damc_namespace": ALICE.key},
+    )
+    old = CardIndex(chroma_config, embedder=HashingEmbedder())
+    old.add(ALICE, [*(_weather(s) for s in range(10)), _card(10, "[c10] refund #W4923227 approved")])
+    assert old.terms(ALICE) is None
+    hits = old.search(ALICE, "weather in seattle", terms=["w4923227"], k=2)
+    assert any(h.card_id == "c10" and h.exact == ("w4923227",) for h in hits)
 
 
 def _hotel_memory(valuator: RetrievalValuator | None, namespace: Namespace) -> DecisionMemory:
