@@ -343,6 +343,6 @@ def heuristics_of(valuator: Valuator | None) -> HeuristicValuator:
             return found
         if isinstance(found, WeightedValuators):
             queue.extend(part for part, _ in found.parts)
-        elif isinstance(getattr(found, "base", None), Valuator):
-            queue.append(found.base)  # type: ignore[attr-defined]
+        elif isinstance(base := getattr(found, "base", None), Valuator):
+            queue.append(base)
     return HeuristicValuator()

@@ -118,12 +118,13 @@ def parse_react(text: str) -> list[ReactStep] | None:
     steps: list[ReactStep] = []
     for start, end in zip(starts, [*starts[1:], len(text)], strict=True):
         chunk = text[start:end].rstrip("\n")
+        observed = chunk.startswith("Observation:")
         body = chunk[len("Thought:") :]
-        action = None if chunk.startswith("Observation:") else _ACTION.search(body)
-        answer = None if chunk.startswith("Observation:") or action else _ANSWER.search(body)
+        action = None if observed else _ACTION.search(body)
+        answer = None if observed or action else _ANSWER.search(body)
         if steps and steps[-1].kind == "observation" and not (action or answer):
             steps[-1] = ReactStep("observation", f"{steps[-1].text}\n{chunk}")
-        elif chunk.startswith("Observation:"):
+        elif observed:
             steps.append(ReactStep("observation", chunk[len("Observation:") :].strip()))
         elif action:
             thought = body[: action.start()].strip()

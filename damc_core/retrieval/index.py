@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 EXACT_BONUS = 0.25
 """Hybrid score added per focus identifier a card holds verbatim (capped at 1.0 overall)."""
 MAX_EXACT_TERMS = 8
-"""Identifiers of one focus looked up verbatim; each is one filtered ``get``."""
+"""Identifiers of one focus looked up verbatim (together, by id in the ``_terms`` twin)."""
 DOCUMENT_CHARS = 2000
 LOW_SINCE = "low_since"
 """Metadata key of a live entry: the event sequence number since which its card has been valued
@@ -207,7 +207,7 @@ class CardIndex:
                 embeddings=vectors[chunk],
                 metadatas=[self._metadata(key, c) for c in cards[chunk]],
             )
-        _post(self.terms(namespace), [c.id for c in cards], documents)
+        _post(self.terms(namespace), _postings_of([c.id for c in cards], documents))
 
     @staticmethod
     def _metadata(key: str, card: Card) -> dict[str, str | int | float | bool]:
@@ -306,10 +306,10 @@ class CardIndex:
             documents=got["documents"],
             metadatas=got["metadatas"],
         )
-        documents = [str(d) for d in got["documents"] or []]
-        _post(self.terms(namespace, cold=True), got["ids"], documents)
+        postings = _postings_of(got["ids"], [str(d) for d in got["documents"] or []])
+        _post(self.terms(namespace, cold=True), postings)
         live.delete(ids=got["ids"])
-        _post(self.terms(namespace), got["ids"], documents, remove=True)
+        _post(self.terms(namespace), postings, remove=True)
         return len(got["ids"])
 
     def merge_near_duplicates(self, namespace: Namespace, *, threshold: float = 0.97) -> list[Merged]:
@@ -358,7 +358,7 @@ class CardIndex:
                     }
                 ],
             )
-            _post(self.terms(namespace), [entry_id], [document])
+            _post(self.terms(namespace), _postings_of([entry_id], [document]))
             self.retire(namespace, members)
             merged.append(Merged(entry_id, members, document))
         return merged
@@ -387,16 +387,19 @@ def _members(meta: Any) -> tuple[str, ...]:
     return tuple(members.split(",")) if members else ()
 
 
-def _post(
-    twin: Collection | None, card_ids: Sequence[str], documents: Sequence[str], *, remove: bool = False
-) -> None:
-    """Add the cards to (or remove them from) the postings of their identifiers."""
-    if twin is None:
-        return
+def _postings_of(card_ids: Sequence[str], documents: Sequence[str]) -> dict[str, list[str]]:
+    """Identifier -> the ids of the given cards whose document holds it."""
     wanted: dict[str, list[str]] = {}
     for card_id, document in zip(card_ids, documents, strict=True):
         for term in identifier_terms(document):
             wanted.setdefault(term, []).append(card_id)
+    return wanted
+
+
+def _post(twin: Collection | None, wanted: Mapping[str, list[str]], *, remove: bool = False) -> None:
+    """Add cards to (or remove them from) the postings of their identifiers (see :func:`_postings_of`)."""
+    if twin is None:
+        return
     terms = list(wanted)
     for start in range(0, len(terms), _WRITE_ROWS):
         chunk = terms[start : start + _WRITE_ROWS]
