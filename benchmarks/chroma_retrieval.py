@@ -19,7 +19,8 @@ Memory: resident set size of this process (embedded) or of the server process (s
 Usage::
 
     nice python benchmarks/chroma_retrieval.py --sizes 10000 100000 --json /tmp/chroma.json
-    nice python benchmarks/chroma_retrieval.py --sizes 1000000 --modes embedded
+    nice python benchmarks/chroma_retrieval.py --sizes 1000000 --modes embedded --every 100000 \
+        --embed-texts 0 --data ~/damc-1m   # resumable: run it again to continue the fill
 """
 
 from __future__ import annotations
@@ -115,47 +116,71 @@ def start_server(path: Path) -> tuple[subprocess.Popen[bytes], ChromaConfig]:
     raise RuntimeError("chroma server did not start")
 
 
-def run(size: int, mode: str, queries: int, root: Path) -> dict[str, object]:
-    data = root / f"{mode}-{size}"
+def time_queries(index: CardIndex, filled: int, queries: int) -> dict[str, float]:
+    """Vector and hybrid search latency over the first ``filled`` cards."""
+    rng = np.random.default_rng(0)
+    vector: list[float] = []
+    hybrid: list[float] = []
+    for _ in range(queries):
+        target = int(rng.integers(filled))
+        query = f"decision focus: reservation r{target:07d}"
+        began = time.perf_counter()
+        index.search(BENCH, query, k=16)
+        vector.append((time.perf_counter() - began) * 1000)
+        began = time.perf_counter()
+        hits = index.search(BENCH, query, terms=[f"r{target:07d}", f"hat{target % 997:03d}"], k=16)
+        hybrid.append((time.perf_counter() - began) * 1000)
+        assert any(h.card_id == f"c{target}" for h in hits), "exact id lookup missed its card"
+    return {
+        "vector_p50_ms": round(statistics.median(vector), 1),
+        "vector_p95_ms": round(percentile(vector, 0.95), 1),
+        "hybrid_p50_ms": round(statistics.median(hybrid), 1),
+        "hybrid_p95_ms": round(percentile(hybrid, 0.95), 1),
+        "hybrid_queries_per_s": round(1000 / statistics.mean(hybrid), 1),
+    }
+
+
+def run(size: int, mode: str, queries: int, data: Path, every: int) -> list[dict[str, object]]:
+    """Fill ``data`` up to ``size`` cards, measuring at every ``every`` cards and at the end.
+
+    A folder that already holds part of the fill is continued from its card count, and the
+    measurements made before are kept in ``data/measured.jsonl``: a million cards can be filled
+    over several runs.
+    """
     server = None
     if mode == "server":
         server, config = start_server(data)
     else:
         config = ChromaConfig(path=data)
+    log = data / "measured.jsonl"
     try:
         index = CardIndex(config, embedder=SyntheticEmbedder())
-        index.add(OTHER, [card(s) for s in range(max(1, size // 100))])
-        started = time.perf_counter()
-        for start in range(0, size, BATCH):
-            index.add(BENCH, [card(s) for s in range(start, min(size, start + BATCH))])
-        add_seconds = time.perf_counter() - started
-        rng = np.random.default_rng(0)
-        vector: list[float] = []
-        hybrid: list[float] = []
-        for _ in range(queries):
-            target = int(rng.integers(size))
-            query = f"decision focus: reservation r{target:07d}"
-            began = time.perf_counter()
-            index.search(BENCH, query, k=16)
-            vector.append((time.perf_counter() - began) * 1000)
-            began = time.perf_counter()
-            hits = index.search(BENCH, query, terms=[f"r{target:07d}", f"hat{target % 997:03d}"], k=16)
-            hybrid.append((time.perf_counter() - began) * 1000)
-            assert any(h.card_id == f"c{target}" for h in hits), "exact id lookup missed its card"
+        if index.collection(OTHER).count() == 0:
+            index.add(OTHER, [card(s) for s in range(max(1, size // 100))])
+        rows = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+        filled = int(rows[-1]["cards"]) if rows else 0  # cards added after it are added again
+        marks = sorted({*range(every, size, every), size} if every else {size})
         memory_pid = server.pid if server is not None else os.getpid()
-        return {
-            "mode": mode,
-            "cards": size,
-            "add_cards_per_s": round(size / add_seconds),
-            "add_seconds": round(add_seconds, 1),
-            "vector_p50_ms": round(statistics.median(vector), 1),
-            "vector_p95_ms": round(percentile(vector, 0.95), 1),
-            "hybrid_p50_ms": round(statistics.median(hybrid), 1),
-            "hybrid_p95_ms": round(percentile(hybrid, 0.95), 1),
-            "hybrid_queries_per_s": round(1000 / statistics.mean(hybrid), 1),
-            "rss_mb": round(rss_mb(memory_pid)),
-            "disk_mb": round(folder_mb(data)),
-        }
+        for mark in (m for m in marks if m > filled):
+            started = time.perf_counter()
+            for start in range(filled, mark, BATCH):
+                index.add(BENCH, [card(s) for s in range(start, min(mark, start + BATCH))])
+            add_seconds = time.perf_counter() - started
+            row: dict[str, object] = {
+                "mode": mode,
+                "cards": mark,
+                "add_cards_per_s": round((mark - filled) / add_seconds),
+                "add_seconds": round(add_seconds, 1),
+                **time_queries(index, mark, queries),
+                "rss_mb": round(rss_mb(memory_pid)),
+                "disk_mb": round(folder_mb(data)),
+            }
+            filled = mark
+            rows.append(row)
+            with log.open("a") as out:
+                out.write(json.dumps(row) + "\n")
+            print(json.dumps(row), flush=True)
+        return rows
     finally:
         if server is not None:
             server.terminate()
@@ -186,6 +211,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--embed-texts", type=int, default=2000, help="0 skips the embedder measurement")
     parser.add_argument("--json", help="also write the results here")
+    parser.add_argument(
+        "--every", type=int, default=0, help="also measure at every this many cards during the fill"
+    )
+    parser.add_argument(
+        "--data", help="keep the filled collections in this folder; a later run continues them"
+    )
     args = parser.parse_args(argv)
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores")
     results: dict[str, object] = {}
@@ -193,17 +224,17 @@ def main(argv: Sequence[str] | None = None) -> None:
         results["embedders"] = embedding_throughput(args.embed_texts)
         for row in results["embedders"]:  # type: ignore[attr-defined]
             print(f"embedder {row['embedder']}: load {row['load_s']} s, {row['texts_per_s']} texts/s")
-    root = Path(tempfile.mkdtemp(prefix="damc-chroma-bench-"))
+    root = Path(args.data) if args.data else Path(tempfile.mkdtemp(prefix="damc-chroma-bench-"))
     rows = []
     try:
         for size in args.sizes:
             for mode in args.modes:
-                row = run(size, mode, args.queries, root)
-                rows.append(row)
-                print(json.dumps(row), flush=True)
-                shutil.rmtree(root / f"{mode}-{size}", ignore_errors=True)
+                data = root / f"{mode}-{size}"
+                data.mkdir(parents=True, exist_ok=True)
+                rows.extend(run(size, mode, args.queries, data, args.every))
     finally:
-        shutil.rmtree(root, ignore_errors=True)
+        if not args.data:
+            shutil.rmtree(root, ignore_errors=True)
     results["index"] = rows
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))
