@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -129,7 +130,7 @@ def cmd_eval(args: argparse.Namespace, console: Console) -> int:
         f"decision points: {len(first.tokens)}, tool-grounded facts: {first.totals['tool']}, "
         f"user-grounded facts: {first.totals['user']}"
     )
-    if args.likelihood:
+    if args.likelihood or args.likelihood_out:
         cmd_likelihood(args, console, trajectories)
     return 0
 
@@ -149,6 +150,9 @@ def cmd_likelihood(args: argparse.Namespace, console: Console, trajectories: lis
             on_point=lambda: progress.advance(task),
         )
     console.print(likelihood_table(report, args.trace))
+    if args.likelihood_out:
+        with open(args.likelihood_out, "w", encoding="utf-8") as out:
+            out.writelines(json.dumps(point) + "\n" for point in report.per_point())
     skipped = ", ".join(f"{n} {why}" for why, n in report.skipped.items() if n)
     console.print(f"decision points scored: {report.points}" + (f"; skipped: {skipped}" if skipped else ""))
 
@@ -213,6 +217,11 @@ def build_parser() -> argparse.ArgumentParser:
     add_values_option(p_eval)
     p_eval.add_argument(
         "--likelihood", action="store_true", help="also score log P(gold action | context) with --scorer"
+    )
+    p_eval.add_argument(
+        "--likelihood-out",
+        metavar="FILE",
+        help="--likelihood, and every point's log P per strategy written to FILE (JSONL)",
     )
     p_eval.add_argument("--scorer", default="llama.cpp", help=SCORER_HELP)
     p_eval.set_defaults(run=cmd_eval)

@@ -78,6 +78,20 @@ class LikelihoodReport:
     """Decision points scored."""
     skipped: Mapping[str, int]
     """Decision points not scored, by reason (no successful call, too long for the scorer)."""
+    positions: list[tuple[int, int]] = field(default_factory=list)
+    """``(traj, step)`` of each scored point, in the order of the rows' lists."""
+
+    def per_point(self) -> list[dict[str, Any]]:
+        """One record per scored point, every strategy's log P and tokens: where a memory loses."""
+        return [
+            {
+                "traj": traj,
+                "step": step,
+                "log_prob": {row.name: row.log_probs[i] for row in self.rows},
+                "tokens": {row.name: row.tokens[i] for row in self.rows},
+            }
+            for i, (traj, step) in enumerate(self.positions)
+        ]
 
 
 def decision_likelihood(
@@ -107,7 +121,7 @@ def decision_likelihood(
     names = [f"damc @{b}" for b in budgets] + list(strategies)
     rows = {name: LikelihoodRow(name) for name in names}
     skipped = {"no successful call": 0, "longer than the scorer's context": 0}
-    scored = 0
+    positions: list[tuple[int, int]] = []
     for (traj, step), damc in contexts.items():
         messages = trajectories[traj]
         gold = gold_action(messages, step)
@@ -134,9 +148,9 @@ def decision_likelihood(
             row.log_probs.append(value)
             row.deltas.append(value - full)
             row.tokens.append(counter.count(request.context))
-        scored += 1
+        positions.append((traj, step))
         _tick(on_point)
-    return LikelihoodReport([rows[n] for n in names], scored, skipped)
+    return LikelihoodReport([rows[n] for n in names], len(positions), skipped, positions)
 
 
 def _tick(on_point: Callable[[], None] | None) -> None:

@@ -85,6 +85,21 @@ def test_eval_with_values_and_likelihood_prints_both_tables(valued_trace, capsys
     assert "vs full history" in out and "decision points scored: 3" in out
 
 
+def test_eval_writes_each_points_log_probs_for_a_closer_look(valued_trace, tmp_path):
+    trace, _ = valued_trace
+    out = tmp_path / "points.jsonl"
+
+    assert main(["eval", str(trace), "--budget", "300", "--likelihood-out", str(out)]) == 0
+
+    points = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert [(p["traj"], p["step"]) for p in points] == [(0, 2), (0, 4), (0, 8)]
+    for point in points:
+        assert set(point["log_prob"]) == set(point["tokens"]) >= {"damc @300", "full history"}
+        assert all(v < 0 for v in point["log_prob"].values())
+    full_tokens = [p["tokens"]["full history"] for p in points]
+    assert full_tokens == sorted(full_tokens) and full_tokens[0] > 0  # the history grows step by step
+
+
 def test_unknown_scorer_and_broken_values_file_are_clear_errors(valued_trace, tmp_path, capsys):
     trace, _ = valued_trace
     broken = tmp_path / "values.jsonl"

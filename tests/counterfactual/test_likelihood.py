@@ -60,6 +60,8 @@ def test_every_strategy_is_scored_against_the_full_history(scorer, airline_messa
         "token buffer @300",
     ]
     assert report.points == 3 and report.skipped["no successful call"] == 1
+    assert [p["traj"] for p in report.per_point()] == [0, 0, 0]
+    assert report.per_point()[0]["log_prob"]["full history"] == report.rows[1].log_probs[0]
     full = report.rows[1]
     assert full.deltas == [0.0, 0.0, 0.0] and full.not_worse == 1.0
     for row in report.rows:
