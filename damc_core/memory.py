@@ -599,17 +599,25 @@ class DecisionMemory:
         self, valued: list[ScoredCard], focus: DecisionFocus, budget: int
     ) -> tuple[list[ScoredCard], list[tuple[ScoredCard, str]]]:
         """Select on key detail, give dropped cards a skeleton chance, then spend what is left on
-        full detail. The newest tool result is rendered whole: the agent picks from it next."""
+        full detail. The newest tool result is rendered whole: the agent picks from it next. So is
+        the user's newest turn, the request: its key detail keeps only sentences with values or
+        restrictions, and "yes, upgrade to economy" has neither."""
         scored, beyond = _shortlist(valued, budget)
-        newest = next(
-            (e.card_id for e in reversed(self._session.history) if e.message.get("role") == "tool"), None
-        )
+        newest = self._newest_card("tool")
+        request = self._newest_card("user")
         originals = {item.card.id: item.card for item in scored}
 
         def view(card_id: str) -> DecisionFocus | None:
             return None if card_id == newest else focus
 
-        keyed = [item._replace(card=self._rendered(item.card, view(item.card.id), "key")) for item in scored]
+        keyed = [
+            item._replace(
+                card=self._rendered(
+                    item.card, view(item.card.id), "full" if item.card.id == request else "key"
+                )
+            )
+            for item in scored
+        ]
         selection = self.selector.select(keyed, budget=budget)
         selection.dropped.extend((item, "far outside the budget in value order") for item in beyond)
         left = budget - sum(s.card.tokens for s in selection.kept)
@@ -623,6 +631,12 @@ class DecisionMemory:
         )
         kept = sorted(full, key=lambda s: s.card.seq)
         return kept, selection.dropped
+
+    def _newest_card(self, role: str) -> str | None:
+        """The card id of the session's newest message from ``role``."""
+        return next(
+            (e.card_id for e in reversed(self._session.history) if e.message.get("role") == role), None
+        )
 
     def _rendered(self, card: Card, focus: DecisionFocus | None, detail: Detail) -> Card:
         """The card rendered at ``detail`` for this decision (see ``Detail``), cached.

@@ -216,3 +216,19 @@ def test_budget_ratio_caps_the_memory_to_a_share_of_the_raw_history(airline_mess
     share = tight.build()
     assert share.memory_tokens <= max(settings.min_budget, int(0.2 * share.raw_tokens))
     assert share.memory_tokens < loose.build().memory_tokens
+
+
+def test_the_users_newest_turn_is_sent_whole_under_a_tight_budget(make_memory, msg, airline_messages):
+    from damc_core import MemorySettings, TemplateCompressor
+
+    memory = make_memory(settings=MemorySettings(budget=200, recent_messages=0))
+    for message in airline_messages[:7]:  # up to the assistant's offer of HAT069
+        memory.observe(message)
+    reply = "Sounds good, go ahead and move me up to business class. I'd prefer to pay with a gift card."
+    request = memory.observe(msg.user(reply))
+    assert "business" not in TemplateCompressor().render(request, detail="key")  # no value, no restriction
+
+    built = memory.build()
+
+    assert reply in built.messages[0]["content"]  # the request is what the next call acts on
+    assert built.memory_tokens <= 200
