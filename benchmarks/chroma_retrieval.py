@@ -158,7 +158,7 @@ def run(size: int, mode: str, queries: int, data: Path, every: int) -> list[dict
         if index.collection(OTHER).count() == 0:
             index.add(OTHER, [card(s) for s in range(max(1, size // 100))])
         rows = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
-        filled = int(rows[-1]["cards"]) if rows else 0  # cards added after it are added again
+        filled = int(rows[-1]["cards"]) if rows else 0  # cards past the last measured mark: added again
         marks = sorted({*range(every, size, every), size} if every else {size})
         memory_pid = server.pid if server is not None else os.getpid()
         for mark in (m for m in marks if m > filled):

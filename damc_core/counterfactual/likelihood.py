@@ -74,12 +74,15 @@ class LikelihoodRow:
 @dataclass(frozen=True, slots=True)
 class LikelihoodReport:
     rows: list[LikelihoodRow]
-    points: int
-    """Decision points scored."""
+    positions: list[tuple[int, int]]
+    """``(traj, step)`` of each scored point, in the order of the rows' lists."""
     skipped: Mapping[str, int]
     """Decision points not scored, by reason (no successful call, too long for the scorer)."""
-    positions: list[tuple[int, int]] = field(default_factory=list)
-    """``(traj, step)`` of each scored point, in the order of the rows' lists."""
+
+    @property
+    def points(self) -> int:
+        """Decision points scored."""
+        return len(self.positions)
 
     def per_point(self) -> list[dict[str, Any]]:
         """One record per scored point, every strategy's log P and tokens: where a memory loses."""
@@ -150,7 +153,7 @@ def decision_likelihood(
             row.tokens.append(counter.count(request.context))
         positions.append((traj, step))
         _tick(on_point)
-    return LikelihoodReport([rows[n] for n in names], len(positions), skipped, positions)
+    return LikelihoodReport([rows[n] for n in names], positions, skipped)
 
 
 def _tick(on_point: Callable[[], None] | None) -> None:
