@@ -140,6 +140,8 @@ class _Session:
 
     cards: dict[str, Card] = field(default_factory=dict)
     history: list[_Entry] = field(default_factory=list)
+    newest: dict[str, str] = field(default_factory=dict)
+    """Role -> card id of the newest message from it (the request, the result to pick from)."""
     by_term: defaultdict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
     """Exact term -> ids of the cards holding it, oldest first."""
     by_entity: defaultdict[tuple[str, str], set[str]] = field(default_factory=lambda: defaultdict(set))
@@ -331,6 +333,7 @@ class DecisionMemory:
             session.system_prompt = content_text(message.get("content"))
         else:
             session.history.append(_Entry(message, card.id))
+            session.newest[str(message.get("role"))] = card.id
             session.raw_tokens += card.raw_tokens
         self._supersede(card)
         return session.cards[card.id]
@@ -603,8 +606,8 @@ class DecisionMemory:
         the user's newest turn, the request: its key detail keeps only sentences with values or
         restrictions, and "yes, upgrade to economy" has neither."""
         scored, beyond = _shortlist(valued, budget)
-        newest = self._newest_card("tool")
-        request = self._newest_card("user")
+        newest = self._session.newest.get("tool")
+        request = self._session.newest.get("user")
         originals = {item.card.id: item.card for item in scored}
 
         def view(card_id: str) -> DecisionFocus | None:
@@ -631,12 +634,6 @@ class DecisionMemory:
         )
         kept = sorted(full, key=lambda s: s.card.seq)
         return kept, selection.dropped
-
-    def _newest_card(self, role: str) -> str | None:
-        """The card id of the session's newest message from ``role``."""
-        return next(
-            (e.card_id for e in reversed(self._session.history) if e.message.get("role") == role), None
-        )
 
     def _rendered(self, card: Card, focus: DecisionFocus | None, detail: Detail) -> Card:
         """The card rendered at ``detail`` for this decision (see ``Detail``), cached.
