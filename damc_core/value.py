@@ -19,7 +19,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from .errors import ConfigError
 from .extract import CONFIRMED, ID_KEY, NEGATIVE_STATUS, STATE_CHANGE_VERB
@@ -165,15 +165,33 @@ _REQUEST_WHY = "the user's newest turn: the request this decision serves"
 _FRESH_WHY = "fades with each newer card from the same tool"
 
 
+_SUBJECTS: dict[int, tuple[Mapping[str, Any], frozenset[str]]] = {}
+_SUBJECTS_HELD = 65_536
+_NO_SUBJECT: frozenset[str] = frozenset()
+
+
 def subject_of(card: Card) -> frozenset[str]:
     """The entity a lookup was about: identifier arguments under id-like names (``reservation_id``,
     ``order_id``). Results of one tool about different entities are different records, not newer
-    views of one record; searches (no id argument) have no subject."""
-    return frozenset(
+    views of one record; searches (no id argument) have no subject.
+
+    Asked for every candidate at every decision, so it is remembered per arguments object (a
+    card's renderings share it), checked by identity and bounded in size."""
+    arguments = card.arguments
+    if not arguments:
+        return _NO_SUBJECT
+    held = _SUBJECTS.get(id(arguments))
+    if held is not None and held[0] is arguments:
+        return held[1]
+    subject = frozenset(
         str(value).lower()
-        for key, value in card.arguments.items()
+        for key, value in arguments.items()
         if ID_KEY.search(key) and isinstance(value, (str, int)) and not isinstance(value, bool)
     )
+    if len(_SUBJECTS) >= _SUBJECTS_HELD:
+        _SUBJECTS.clear()
+    _SUBJECTS[id(arguments)] = (arguments, subject)
+    return subject
 
 
 @dataclass(frozen=True, slots=True)
