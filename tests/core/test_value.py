@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -16,6 +17,7 @@ from damc_core import (
     ValuationContext,
     WeightedValuators,
 )
+from damc_core.value import subject_of
 
 NO_FOCUS = DecisionFocus()
 
@@ -148,6 +150,15 @@ def test_lookups_of_different_entities_are_not_newer_views_of_one_record(memory,
 
     assert all(s.value == 1.0 for s in scored["c1"].scores if s.name == "freshness")
     assert scored["c1"].value > scored["c3"].value  # the older lookup is about the entity in focus
+
+
+def test_a_lookups_subject_is_its_id_arguments_and_follows_the_card(memory, msg):
+    memory.observe(msg.call("r0", "get_reservation_details", {"reservation_id": "JG7FMM", "full": True}))
+    lookup = memory.observe(msg.result("r0", "get_reservation_details", {"status": "confirmed"}))
+    assert subject_of(lookup) == {"jg7fmm"}
+    assert subject_of(lookup) is subject_of(memory.card(lookup.id))  # asked at every decision: kept
+    assert subject_of(replace(lookup, arguments={"reservation_id": "2FBBAH"})) == {"2fbbah"}
+    assert subject_of(replace(lookup, arguments={"query": "flights to LAX"})) == frozenset()
 
 
 def test_the_newest_user_turn_is_the_request_and_always_counts(memory, msg):
