@@ -10,7 +10,9 @@ in-process cost of ``observe`` as the memory grows.
 
 Then, ``--reps`` times: the assistant's next tool call is observed (untimed), and one *decision*
 is timed: ``observe(the tool result)`` followed by ``build(budget=1000)``. Each rep adds two
-cards, so N grows by ``2 * reps`` during the measurement (0.4 % at 100k with 200 reps).
+cards, so N grows by ``2 * reps`` during the measurement (0.4 % at 100k with 200 reps). The
+process's CPU time per decision is reported beside the wall time: on a shared machine, waiting
+for other jobs inflates only the latter.
 
 Memory per card is the growth of the process's resident set size (``/proc/self/statm``, after
 ``gc.collect()``) over the prefill, divided by N. It counts everything the prefill keeps alive:
@@ -495,15 +497,17 @@ def run_size(n: int, args: argparse.Namespace, directory: str) -> dict[str, Any]
         memory.observe(result)
         memory.build(budget=BUDGET)
 
-    observe_ms, build_ms, decision_ms, context_tokens = [], [], [], []
+    observe_ms, build_ms, decision_ms, cpu_ms, context_tokens = [], [], [], [], []
     for _ in range(args.reps):
         call, result = source.tool_exchange()
         memory.observe(call)  # the model's call arrives before its result; not part of the decision
+        c0 = time.process_time_ns()
         t0 = time.perf_counter_ns()
         memory.observe(result)
         t1 = time.perf_counter_ns()
         built = memory.build(budget=BUDGET)
         t2 = time.perf_counter_ns()
+        cpu_ms.append((time.process_time_ns() - c0) / 1e6)
         observe_ms.append((t1 - t0) / 1e6)
         build_ms.append((t2 - t1) / 1e6)
         decision_ms.append((t2 - t0) / 1e6)
@@ -533,6 +537,7 @@ def run_size(n: int, args: argparse.Namespace, directory: str) -> dict[str, Any]
             "max": max(decision_ms),
             "mean": statistics.fmean(decision_ms),
         },
+        "cpu_ms": {"p50": percentile(cpu_ms, 0.5), "p95": percentile(cpu_ms, 0.95)},
         "observe_ms": {"p50": percentile(observe_ms, 0.5), "p95": percentile(observe_ms, 0.95)},
         "build_ms": {"p50": percentile(build_ms, 0.5), "p95": percentile(build_ms, 0.95)},
         "mean_context_tokens": statistics.fmean(context_tokens),
@@ -589,7 +594,7 @@ def _damc_rows(profiler: cProfile.Profile, reps: int, top: int) -> list[dict[str
 def print_table(results: list[dict[str, Any]]) -> None:
     head = (
         f"{'cards':>8} {'store':>6} {'p50':>8} {'p95':>8} {'max':>8} {'obs p50':>8} {'bld p50':>8} "
-        f"{'cold':>8} {'B/card':>8} {'prefill/s':>10} {'target':>12}"
+        f"{'cpu p50':>8} {'cold':>8} {'B/card':>8} {'prefill/s':>10} {'target':>12}"
     )
     print(head)
     print("-" * len(head))
@@ -599,11 +604,13 @@ def print_table(results: list[dict[str, Any]]) -> None:
         verdict = "" if target is None else f"<={target:g} {'ok' if r['target_met'] else 'MISS'}"
         print(
             f"{r['cards']:>8} {r['store']:>6} {d['p50']:8.2f} {d['p95']:8.2f} {d['max']:8.2f} "
-            f"{r['observe_ms']['p50']:8.2f} {r['build_ms']['p50']:8.2f} {r['cold_build_ms']:8.1f} "
+            f"{r['observe_ms']['p50']:8.2f} {r['build_ms']['p50']:8.2f} {r['cpu_ms']['p50']:8.2f} "
+            f"{r['cold_build_ms']:8.1f} "
             f"{r['memory_per_card_bytes']:8.0f} {r['prefill_events_per_second']:10.0f} {verdict:>12}"
         )
     print(
-        "times in ms; decision = observe(tool result) + build(budget=1000); "
+        "times in ms; decision = observe(tool result) + build(budget=1000); cpu = the process's CPU "
+        "time per decision (what other jobs on a shared machine do not inflate); "
         "B/card = RSS growth over prefill / N"
     )
     for r in results:
