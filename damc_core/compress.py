@@ -281,7 +281,7 @@ class TemplateCompressor:
             i for i in shown if len(table.rows) > 1 and all(row[i] == table.rows[0][i] for row in table.rows)
         ]
         shown = [i for i in shown if i not in constant]
-        header = f"  {table.path or 'rows'} ({len(table.rows)})"
+        header = f" {table.path or 'rows'} ({len(table.rows)})"
         if constant:
             header += " all " + ", ".join(
                 f"{table.columns[i]}={table.rows[0][i]}" for i in constant if table.rows[0][i]
@@ -295,13 +295,24 @@ class TemplateCompressor:
             lines.append(header + ":")
             for row in rows:
                 pairs = " ".join(f"{table.columns[i]}={row[i]}" for i in shown if row[i] and i != label)
-                lines.append(f"  {row[label]}: {pairs}".rstrip())
+                lines.append(f" {row[label]}: {pairs}".rstrip())
         else:
-            lines.append(header + ": " + " | ".join(table.columns[i] for i in shown))
-            lines.extend("  " + " | ".join(row[i] for i in shown) for row in rows)
+            separator = _cell_separator(rows, shown)
+            lines.append(header + ": " + separator.join(table.columns[i] for i in shown))
+            lines.extend(" " + separator.join(row[i] for i in shown) for row in rows)
         if len(rows) < len(table.rows):
-            lines.append(f"  (+{len(table.rows) - len(rows)} more rows: recall {card_id})")
+            lines.append(f" (+{len(table.rows) - len(rows)} more rows: recall {card_id})")
         return "\n".join(lines)
+
+
+def _cell_separator(rows: list[tuple[str, ...]], shown: list[int]) -> str:
+    """A space between cells when no shown cell is empty or holds whitespace (a quarter fewer
+    tokens than ``" | "``), else the pipe, which keeps cells with spaces and gaps unambiguous."""
+    plain = all(row[i] and not _WHITESPACE.search(row[i]) for row in rows for i in shown)
+    return " " if plain else " | "
+
+
+_WHITESPACE = re.compile(r"\s")
 
 
 @functools.lru_cache(maxsize=4096)

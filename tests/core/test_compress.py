@@ -65,6 +65,21 @@ def test_a_long_table_is_cut_to_the_rows_in_focus_with_a_recall_hint(memory, msg
     assert f"recall {card.id}" in text
 
 
+def test_table_cells_are_space_separated_unless_a_cell_has_a_space_or_is_empty(memory, msg):
+    memory.observe(msg.call("c1", "search", {"date": "2024-05-20"}))
+    plain = memory.observe(
+        msg.result("c1", "search", [{"flight": "HAT101", "seats": 3}, {"flight": "HAT102", "seats": 0}])
+    )
+    memory.observe(msg.call("c2", "hotels", {"city": "Austin"}))
+    spaced = memory.observe(
+        msg.result("c2", "hotels", [{"name": "Maris Lodge", "stars": 4}, {"name": "Inn", "stars": 3}])
+    )
+
+    compressor = TemplateCompressor()
+    assert "\n HAT101 3\n HAT102 0" in compressor.render(plain)
+    assert "\n Maris Lodge | 4\n Inn | 3" in compressor.render(spaced)
+
+
 def test_summarizer_is_used_for_long_free_text_and_cannot_drop_identifiers(memory, msg):
     memory.observe(msg.call("c1", "web_search", {"query": "Maris Lodge"}))
     card = memory.observe(msg.result("c1", "web_search", LONG_TEXT))
