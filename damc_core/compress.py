@@ -19,8 +19,8 @@ from .types import Card, CardKind, DecisionFocus, Table
 Detail = Literal["full", "key", "skeleton"]
 """How much of a card to render. ``full``: every extracted value. ``key``: identifiers, dates,
 amounts, statuses, names and short codes, without free text such as addresses. ``skeleton``: only
-the values the decision focus names or later calls used, statuses and errors. What is left out
-stays recallable by card id."""
+the values the decision focus names or later calls used, identifiers (what a later call takes),
+statuses and errors. What is left out stays recallable by card id."""
 
 _DATUM_KEY = re.compile(r"[A-Z]{3,}|.*\d.*\d.*\d.*")
 """A dict key that is itself data: an upper-case code (``SFO``) or an id with 3+ digits."""
@@ -203,7 +203,7 @@ class TemplateCompressor:
                 continue  # already in the call header
             if fact.path in newer:
                 fact = replace(fact, value=f"see {newer[fact.path]}")  # a newer card changed it
-            telling = fact.kind in ("status", "error") or _mentions(fact.value, wanted)
+            telling = fact.kind in ("status", "error", "id") or _mentions(fact.value, wanted)
             if detail == "skeleton" and not telling:
                 omitted = True
                 continue

@@ -80,6 +80,23 @@ def test_table_cells_are_space_separated_unless_a_cell_has_a_space_or_is_empty(m
     assert "\n Maris Lodge | 4\n Inn | 3" in compressor.render(spaced)
 
 
+def test_a_skeleton_keeps_identifiers_and_statuses_and_drops_the_rest(memory, msg):
+    memory.observe(msg.call("c1", "book_hotel", {"hotel": "Maris Lodge", "nights": 3}))
+    card = memory.observe(
+        msg.result(
+            "c1",
+            "book_hotel",
+            {"booking_id": "HB-44817", "status": "confirmed", "nightly_rate": 129, "breakfast": "included"},
+        )
+    )
+
+    skeleton = TemplateCompressor().render(card, detail="skeleton")
+
+    assert "HB-44817" in skeleton and "confirmed" in skeleton
+    assert "129" not in skeleton and "included" not in skeleton
+    assert f"recall {card.id}" in skeleton
+
+
 def test_summarizer_is_used_for_long_free_text_and_cannot_drop_identifiers(memory, msg):
     memory.observe(msg.call("c1", "web_search", {"query": "Maris Lodge"}))
     card = memory.observe(msg.result("c1", "web_search", LONG_TEXT))
