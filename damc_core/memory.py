@@ -306,7 +306,7 @@ class DecisionMemory:
             card = _fallback_card(message, record, card_id, exc)
         summary = self.compressor.render(card)
         raw_tokens = count_messages([message], self.counter)
-        card = replace(card, summary=summary, tokens=self.counter.count(summary) + 1, raw_tokens=raw_tokens)
+        card = replace(card, summary=summary, tokens=self._count_lines(summary) + 1, raw_tokens=raw_tokens)
         self.store.put_cards(self.namespace, [card])
         card = self._derive(card, message)
         self._rendered(
