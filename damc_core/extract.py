@@ -39,6 +39,15 @@ DATE = re.compile(r"\b\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2})?)?\b|\b\d{1,
 AMOUNT = re.compile(r"[$€£]\s?\d[\d,]*(?:\.\d+)?|\b\d[\d,]*(?:\.\d+)?\s?(?:USD|EUR|GBP|dollars?)\b", re.I)
 EMAIL = re.compile(r"\b[\w.+-]+@[\w-]+\.[\w.]+\b")
 CAPITALIZED = re.compile(r"\b[A-Z][a-z]{2,}\b")
+_FUNCTION_WORDS = """
+about after again all also and any are because been before but can could did does done each for
+from great had has have hello here hey how however into its just let may might more most must
+now once only other our please should since some sorry still sure thank thanks that the their
+then there these they this those too unfortunately very was well were what when where which
+while who why will with would yes yeah you your
+"""
+FUNCTION_WORDS = frozenset(_FUNCTION_WORDS.split())
+"""Words capitalized only because they start a sentence: not names, so never exact terms."""
 NEGATIVE_STATUS = re.compile(
     r"\b(sold[ _-]?out|unavailable|not available|no (?:seats|availability|rooms?)|fully booked|"
     r"cancell?ed|insufficient|not enough|exceeds?|denied|declined|rejected|failed|failure|invalid|"
@@ -129,6 +138,8 @@ def exact_terms(text: str, *, limit: int = 4096) -> set[str]:
             return found
     for pattern in (DATE, EMAIL, CAPITALIZED):
         for match in pattern.finditer(text):
+            if pattern is CAPITALIZED and match.group(0).lower() in FUNCTION_WORDS:
+                continue
             found.update(term_variants(match.group(0)))
             if len(found) >= limit:
                 return found

@@ -244,6 +244,13 @@ def test_user_turn_is_kept_whole(memory, msg):
     assert {"mia_li_3668", "zfa04y", "no6jo3", "credit_card_4421486"} <= card.terms
 
 
+def test_names_are_terms_but_words_capitalized_at_a_sentence_start_are_not(memory, msg):
+    card = memory.observe(msg.user("Yes, please. The booking is for Omar Davis. Would HAT136 work?"))
+
+    assert {"omar", "davis", "hat136"} <= card.terms
+    assert card.terms.isdisjoint({"yes", "the", "would"})
+
+
 def test_tool_call_card_records_the_parsed_arguments(memory, msg):
     card = memory.observe(msg.call("call_9", "cancel_reservation", {"reservation_id": "ZFA04Y"}))
 
