@@ -15,14 +15,17 @@ Valuators are pluggable and combine with :class:`WeightedValuators`.
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Protocol, runtime_checkable
 
+from .compress import identity_columns
 from .errors import ConfigError
-from .extract import CONFIRMED, ID_KEY, NEGATIVE_STATUS, STATE_CHANGE_VERB
+from .extract import CONFIRMED, FUNCTION_WORDS, ID_KEY, NEGATIVE_STATUS, STATE_CHANGE_VERB
 from .types import BuiltContext, Card, CardKind, DecisionFocus, Message, Namespace, Score, ScoredCard
 
 
@@ -194,6 +197,53 @@ def subject_of(card: Card) -> frozenset[str]:
     return subject
 
 
+_WORD = re.compile(r"[a-z]{4,}")
+_GENERIC_NAMES = frozenset({"list", "search", "find", "fetch", "details", "info", "value", "rows"})
+"""Words in tool and field names that say nothing about what a card holds."""
+_VOCABULARIES: dict[int, tuple[object, frozenset[str]]] = {}
+
+
+def _words(texts: Iterable[str], *, skip: frozenset[str]) -> frozenset[str]:
+    """Lower-cased words of four or more letters, a plural ``s`` cut (``bags`` matches ``bag``)."""
+    return frozenset(
+        w[:-1] if w.endswith("s") and not w.endswith("ss") else w
+        for text in texts
+        for w in _WORD.findall(text.lower())
+        if w not in skip
+    )
+
+
+@functools.lru_cache(maxsize=1024)
+def topic_words(text: str) -> frozenset[str]:
+    """Content words of a request (``gift``, ``card``, ``balance``): what it is about, in words,
+    for the cards that hold such things but share no exact term with it."""
+    return _words((text,), skip=FUNCTION_WORDS)
+
+
+def vocabulary_of(card: Card) -> frozenset[str]:
+    """Words naming what a card holds: tool name, keys, table names and columns, and the word
+    parts of its identifiers (``gift_card_7480005``: gift, card).
+
+    Asked for every candidate at every decision, so it is remembered per card content (the facts
+    or tables object, which a card's renderings share), checked by identity and bounded in size."""
+    anchor = card.facts or card.tables
+    if not anchor:
+        return _words((card.tool_name or "",), skip=_GENERIC_NAMES)
+    held = _VOCABULARIES.get(id(anchor))
+    if held is not None and held[0] is anchor:
+        return held[1]
+    names = [card.tool_name or "", *(f.path for f in card.facts)]
+    names += [f.value for f in card.facts if f.kind == "id"]
+    for table in card.tables:
+        names += [table.path, *table.columns]
+        names += [row[i] for i in identity_columns(table.columns) for row in table.rows if i < len(row)]
+    words = _words(names, skip=_GENERIC_NAMES)
+    if len(_VOCABULARIES) >= _SUBJECTS_HELD:
+        _VOCABULARIES.clear()
+    _VOCABULARIES[id(anchor)] = (anchor, words)
+    return words
+
+
 @dataclass(frozen=True, slots=True)
 class HeuristicValuator:
     """Causal necessity, option constraint and state change, weighted by task mode; no model calls."""
@@ -232,6 +282,7 @@ class HeuristicValuator:
         newer_of_same_source: dict[tuple[str | None, frozenset[str]], int] = {}
         out = []
         request_seen = False
+        request_words = topic_words(context.focus.query) if context.focus.query else frozenset()
         for card in sorted(cards, key=lambda c: -c.seq):
             rank = 0
             subject = subject_of(card)
@@ -240,7 +291,8 @@ class HeuristicValuator:
                 rank = newer_of_same_source.get(view, 0)
                 newer_of_same_source[view] = rank + 1
             overlap = len(card.terms & focus_terms) if focus_terms else 0
-            focus = min(1.0, 0.35 * overlap) * focus_weight
+            topic = len(request_words & vocabulary_of(card)) if request_words and card.kind in _VIEWS else 0
+            focus = min(1.0, 0.35 * (overlap + topic)) * focus_weight
             if subject and not subject.isdisjoint(focus_terms):
                 focus = focus_weight  # the card is about the entity the dialogue is on
             if focus_tools and card.tool_name in focus_tools:
@@ -253,6 +305,8 @@ class HeuristicValuator:
             )
             if focus:
                 why = f"shares {overlap} exact terms with the decision focus"
+                if topic:
+                    why += f" and {topic} words with the request"
                 scores += (Score("focus", focus, why),)
             if card.kind is CardKind.USER_INSTRUCTION and not request_seen:
                 request_seen = True  # the newest user turn is the request the decision serves

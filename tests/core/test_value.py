@@ -219,3 +219,29 @@ def test_a_spoken_date_focuses_the_card_holding_that_iso_date(memory, msg):
 
     assert any(s.name == "focus" for s in values["c1"].scores)
     assert not any(s.name == "focus" for s in values["c3"].scores)
+
+
+def test_a_request_in_words_focuses_the_card_that_holds_such_things(memory, msg):
+    memory.observe(msg.call("u", "get_user_details", {"user_id": "sofia_kim_7287"}))
+    memory.observe(
+        msg.result(
+            "u",
+            "get_user_details",
+            {
+                "payment_methods": {
+                    "gift_card_7480005": {"source": "gift_card", "amount": 44},
+                    "credit_card_2929732": {"source": "credit_card", "brand": "visa"},
+                }
+            },
+        )
+    )
+    memory.observe(msg.call("s", "search_direct_flight", {"origin": "DEN", "destination": "IAH"}))
+    memory.observe(msg.result("s", "search_direct_flight", [{"flight_number": "HAT229", "price": 109}]))
+    memory.observe(msg.user("I want to pay with the gift card that has the smallest balance."))
+
+    built = memory.build(budget=400)
+    decisions = {d.card_id: d for d in built.decisions}
+
+    focus = next(s for s in decisions["c1"].scores if s.name == "focus")
+    assert "words with the request" in focus.provenance
+    assert not any(s.name == "focus" for s in decisions["c3"].scores)
