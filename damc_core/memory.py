@@ -26,7 +26,7 @@ from .compress import Compressor, Detail, TemplateCompressor, row_names
 from .encode import DefaultEncoder, Encoder, ToolCall, argument_values, parse_arguments
 from .errors import ConfigError
 from .extract import IDENTIFIER_TERM, exact_terms, is_identifier
-from .select import HybridSelector, Selector, Supersession, fit_leaner, upgrade_detail
+from .select import HybridSelector, Selector, Supersession, upgrade_detail
 from .stores import MemoryStore, SQLiteStore
 from .tokens import (
     MESSAGE_OVERHEAD,
@@ -601,10 +601,11 @@ class DecisionMemory:
     def _select(
         self, valued: list[ScoredCard], focus: DecisionFocus, budget: int
     ) -> tuple[list[ScoredCard], list[tuple[ScoredCard, str]]]:
-        """Select on key detail, give dropped cards a skeleton chance, then spend what is left on
-        full detail. The newest tool result is rendered whole: the agent picks from it next. So is
-        the user's newest turn, the request: its key detail keeps only sentences with values or
-        restrictions, and "yes, upgrade to economy" has neither."""
+        """Select on key detail (a card that does not fit goes in as a skeleton before any less
+        valuable card), then spend what is left on full detail. The newest tool result is rendered
+        whole: the agent picks from it next. So is the user's newest turn, the request: its key
+        detail keeps only sentences with values or restrictions, and "yes, upgrade to economy" has
+        neither."""
         scored, beyond = _shortlist(valued, budget)
         newest = self._session.newest.get("tool")
         request = self._session.newest.get("user")
@@ -621,12 +622,11 @@ class DecisionMemory:
             )
             for item in scored
         ]
-        selection = self.selector.select(keyed, budget=budget)
+        selection = self.selector.select(
+            keyed, budget=budget, leaner=lambda card: self._rendered(originals[card.id], focus, "skeleton")
+        )
         selection.dropped.extend((item, "far outside the budget in value order") for item in beyond)
         left = budget - sum(s.card.tokens for s in selection.kept)
-        selection, left = fit_leaner(
-            selection, lambda card: self._rendered(originals[card.id], focus, "skeleton"), budget_left=left
-        )
         full = upgrade_detail(
             selection.kept,
             lambda card: self._rendered(originals[card.id], view(card.id), "full"),

@@ -23,32 +23,48 @@ class Selection:
     """Each dropped card with the reason, for ``explain()``."""
 
 
-class Selector(Protocol):
-    """Chooses cards for the memory section within ``budget`` tokens."""
+Leaner = Callable[[Card], Card]
+"""Renders a card more compactly (fewer tokens, fewer values), for a card that does not fit."""
 
-    def select(self, scored: Sequence[ScoredCard], *, budget: int) -> Selection: ...
+
+class Selector(Protocol):
+    """Chooses cards for the memory section within ``budget`` tokens.
+
+    ``leaner``, when given, offers a compact rendering of a card that does not fit as it is: a more
+    valuable card in lean form goes before a less valuable one in full."""
+
+    def select(
+        self, scored: Sequence[ScoredCard], *, budget: int, leaner: Leaner | None = None
+    ) -> Selection: ...
 
 
 OVER_BUDGET = "over the token budget"
 
 
 def _fill(
-    ordered: Iterable[ScoredCard], budget: int, refuse: Callable[[ScoredCard, int], str | None]
+    ordered: Iterable[ScoredCard],
+    budget: int,
+    refuse: Callable[[ScoredCard, int], str | None],
+    leaner: Leaner | None = None,
 ) -> Selection:
-    """Keep cards in the given order while the budget lasts; ``refuse(card, kept_so_far)`` may give a
-    reason to drop one regardless."""
+    """Keep cards in the given order while the budget lasts, each as it is or else in its ``leaner``
+    form; ``refuse(card, kept_so_far)`` may give a reason to drop one regardless."""
     if budget < 0:
         raise ConfigError(f"budget must be >= 0 tokens, got {budget}")
     kept: list[ScoredCard] = []
     dropped: list[tuple[ScoredCard, str]] = []
-    used = 0
+    left = budget
     for item in ordered:
         reason = refuse(item, len(kept))
-        if reason is None and used + item.card.tokens > budget:
-            reason = OVER_BUDGET
+        if reason is None and item.card.tokens > left:
+            lean = leaner(item.card) if leaner is not None and left > 0 else item.card
+            if lean.tokens < item.card.tokens and lean.tokens <= left:
+                item = item._replace(card=lean)
+            else:
+                reason = OVER_BUDGET
         if reason is None:
             kept.append(item)
-            used += item.card.tokens
+            left -= item.card.tokens
         else:
             dropped.append((item, reason))
     return Selection(kept, dropped)
@@ -64,11 +80,12 @@ class TopKSelector:
         if self.k <= 0:
             raise ConfigError(f"TopKSelector.k must be > 0, got {self.k}")
 
-    def select(self, scored: Sequence[ScoredCard], *, budget: int) -> Selection:
+    def select(self, scored: Sequence[ScoredCard], *, budget: int, leaner: Leaner | None = None) -> Selection:
         return _fill(
             sorted(scored, key=lambda s: (-s.value, -s.card.seq)),
             budget,
             lambda item, kept: f"outside the top {self.k}" if kept >= self.k else None,
+            leaner,
         )
 
 
@@ -82,7 +99,7 @@ class ThresholdSelector:
         if not 0 <= self.min_value <= 1:
             raise ConfigError(f"ThresholdSelector.min_value must be in [0, 1], got {self.min_value}")
 
-    def select(self, scored: Sequence[ScoredCard], *, budget: int) -> Selection:
+    def select(self, scored: Sequence[ScoredCard], *, budget: int, leaner: Leaner | None = None) -> Selection:
         def below(item: ScoredCard, kept: int) -> str | None:
             return (
                 f"value {item.value:.2f} below threshold {self.min_value}"
@@ -90,7 +107,7 @@ class ThresholdSelector:
                 else None
             )
 
-        return _fill(sorted(scored, key=lambda s: (-s.value, -s.card.seq)), budget, below)
+        return _fill(sorted(scored, key=lambda s: (-s.value, -s.card.seq)), budget, below, leaner)
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,7 +129,7 @@ class HybridSelector:
         if not 0 <= self.token_exponent <= 1:
             raise ConfigError(f"HybridSelector.token_exponent must be in [0, 1], got {self.token_exponent}")
 
-    def select(self, scored: Sequence[ScoredCard], *, budget: int) -> Selection:
+    def select(self, scored: Sequence[ScoredCard], *, budget: int, leaner: Leaner | None = None) -> Selection:
         def density(item: ScoredCard) -> float:
             return float(item.value / max(1, item.card.tokens) ** self.token_exponent)
 
@@ -123,7 +140,7 @@ class HybridSelector:
                 else None
             )
 
-        return _fill(sorted(scored, key=lambda s: (-density(s), -s.card.seq)), budget, below)
+        return _fill(sorted(scored, key=lambda s: (-density(s), -s.card.seq)), budget, below, leaner)
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,30 +193,3 @@ def upgrade_detail(
             out[i] = out[i]._replace(card=full)
             budget_left -= extra
     return out
-
-
-def fit_leaner(
-    selection: Selection,
-    leaner: Callable[[Card], Card],
-    *,
-    budget_left: int,
-    min_tokens: int = 8,
-    tries: int = 8,
-) -> tuple[Selection, int]:
-    """Give cards dropped for the budget a second chance in a leaner rendering, most valuable first.
-
-    ``leaner`` renders a card more compactly; it is called for at most ``tries`` cards and only
-    while at least ``min_tokens`` of budget is left. Returns the new selection and the budget left.
-    """
-    kept = list(selection.kept)
-    dropped = []
-    for item, why in sorted(selection.dropped, key=lambda d: -d[0].value):
-        if why == OVER_BUDGET and budget_left >= min_tokens and tries > 0:
-            tries -= 1
-            lean = leaner(item.card)
-            if lean.tokens < item.card.tokens and lean.tokens <= budget_left:
-                kept.append(item._replace(card=lean))
-                budget_left -= lean.tokens
-                continue
-        dropped.append((item, why))
-    return Selection(kept, dropped), budget_left

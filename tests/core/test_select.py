@@ -3,6 +3,8 @@ settings fail at construction with ConfigError."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from damc_core import (
@@ -102,6 +104,23 @@ def test_hybrid_value_per_token_prefers_small_decisive_cards():
 
     assert [s.card.id for s in by_value.kept] == ["c0"]
     assert [s.card.id for s in by_density.kept] == ["c1", "c2"]
+
+
+@pytest.mark.parametrize("selector", SELECTORS[:3], ids=repr)
+def test_a_card_that_does_not_fit_goes_in_lean_before_less_valuable_cards(selector):
+    candidates = scored([(0.9, 300), (0.8, 330), (0.7, 60)])
+    offered = []
+
+    def skeleton(card):
+        offered.append(card.id)
+        return replace(card, summary=f"[{card.id}] skeleton", tokens=card.tokens // 3)
+
+    selection = selector.select(candidates, budget=200, leaner=skeleton)
+
+    kept = {s.card.id: s.card.summary for s in selection.kept}
+    assert kept == {"c0": "[c0] skeleton", "c2": "[c2] result"}
+    assert offered == ["c0", "c1"]
+    assert sum(s.card.tokens for s in selection.kept) <= 200
 
 
 def test_nothing_to_select_is_fine():
