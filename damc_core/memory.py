@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import functools
+import inspect
 import itertools
 import json
 import logging
@@ -228,6 +229,7 @@ class DecisionMemory:
         self.heuristics = heuristics_of(valuator)
         self.valuator: Valuator = valuator or self.heuristics
         self.selector: Selector = selector or HybridSelector()
+        self._selector_takes_leaner = _accepts(self.selector.select, "leaner")
         self.compressor: Compressor = compressor or TemplateCompressor()
         self.assembler: Assembler = assembler or DefaultAssembler()
         self.counter: TokenCounter = counter or TiktokenCounter()
@@ -622,8 +624,14 @@ class DecisionMemory:
             )
             for item in scored
         ]
-        selection = self.selector.select(
-            keyed, budget=budget, leaner=lambda card: self._rendered(originals[card.id], focus, "skeleton")
+
+        def leaner(card: Card) -> Card:
+            return self._rendered(originals[card.id], focus, "skeleton")
+
+        selection = (
+            self.selector.select(keyed, budget=budget, leaner=leaner)
+            if self._selector_takes_leaner
+            else self.selector.select(keyed, budget=budget)
         )
         selection.dropped.extend((item, "far outside the budget in value order") for item in beyond)
         left = budget - sum(s.card.tokens for s in selection.kept)
@@ -858,6 +866,12 @@ def _shortlist(scored: list[ScoredCard], budget: int) -> tuple[list[ScoredCard],
         if spent > SHORTLIST_BUDGETS * budget and index >= SHORTLIST_MIN:
             return ranked[:index], ranked[index:]
     return ranked, []
+
+
+def _accepts(function: Callable[..., Any], keyword: str) -> bool:
+    """Whether ``function`` takes ``keyword``: selectors written before ``leaner`` still work."""
+    parameters = inspect.signature(function).parameters.values()
+    return any(p.name == keyword or p.kind is p.VAR_KEYWORD for p in parameters)
 
 
 def _kept_reason(scored: ScoredCard) -> str:

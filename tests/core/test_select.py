@@ -16,6 +16,7 @@ from damc_core import (
     HybridSelector,
     MemorySettings,
     ScoredCard,
+    Selection,
     ThresholdSelector,
     TopKSelector,
 )
@@ -251,3 +252,33 @@ def test_the_users_newest_turn_is_sent_whole_under_a_tight_budget(make_memory, m
 
     assert reply in built.messages[0]["content"]  # the request is what the next call acts on
     assert built.memory_tokens <= 200
+
+
+def test_a_selector_written_without_leaner_still_works(make_memory, msg, airline_messages):
+    class NewestFirst:
+        """A custom selector with the original signature: newest cards first, while they fit."""
+
+        def __init__(self):
+            self.calls = 0
+
+        def select(self, scored, *, budget):
+            self.calls += 1
+            kept, dropped, left = [], [], budget
+            for item in sorted(scored, key=lambda s: -s.card.seq):
+                if item.card.tokens <= left:
+                    kept.append(item)
+                    left -= item.card.tokens
+                else:
+                    dropped.append((item, "over the token budget"))
+            return Selection(kept, dropped)
+
+    selector = NewestFirst()
+    memory = make_memory(selector=selector)
+    for message in airline_messages:
+        memory.observe(message)
+
+    built = memory.build(budget=1_000)
+
+    assert selector.calls == 1
+    kept = [d.card_id for d in built.decisions if d.kept and d.tokens]
+    assert kept and all(f"[{card_id}]" in built.messages[0]["content"] for card_id in kept)
