@@ -39,6 +39,9 @@ class Selector(Protocol):
 
 
 OVER_BUDGET = "over the token budget"
+LEAN_TRIES = 8
+"""Lean renderings that did not fit, after which a selection stops asking for more: near the end
+of the budget almost none fit, and each costs a rendering."""
 
 
 def _fill(
@@ -54,14 +57,17 @@ def _fill(
     kept: list[ScoredCard] = []
     dropped: list[tuple[ScoredCard, str]] = []
     left = budget
+    tries = LEAN_TRIES
     for item in ordered:
         reason = refuse(item, len(kept))
         if reason is None and item.card.tokens > left:
-            lean = leaner(item.card) if leaner is not None and left > 0 else item.card
-            if lean.tokens < item.card.tokens and lean.tokens <= left:
-                item = item._replace(card=lean)
-            else:
-                reason = OVER_BUDGET
+            reason = OVER_BUDGET
+            if leaner is not None and left > 0 and tries > 0:
+                lean = leaner(item.card)
+                if lean.tokens < item.card.tokens and lean.tokens <= left:
+                    item, reason = item._replace(card=lean), None
+                else:
+                    tries -= 1
         if reason is None:
             kept.append(item)
             left -= item.card.tokens

@@ -20,6 +20,7 @@ from damc_core import (
     ThresholdSelector,
     TopKSelector,
 )
+from damc_core.select import LEAN_TRIES
 from damc_core.tokens import count_messages
 
 
@@ -122,6 +123,19 @@ def test_a_card_that_does_not_fit_goes_in_lean_before_less_valuable_cards(select
     assert kept == {"c0": "[c0] skeleton", "c2": "[c2] result"}
     assert offered == ["c0", "c1"]
     assert sum(s.card.tokens for s in selection.kept) <= 200
+
+
+def test_a_selection_stops_asking_for_lean_renderings_that_do_not_fit():
+    candidates = scored([(0.9, 90)] + [(0.5, 100)] * 20)
+    offered = []
+
+    def barely_leaner(card):
+        offered.append(card.id)
+        return replace(card, tokens=card.tokens - 1)
+
+    HybridSelector().select(candidates, budget=95, leaner=barely_leaner)
+
+    assert len(offered) == LEAN_TRIES
 
 
 def test_nothing_to_select_is_fine():
