@@ -18,10 +18,10 @@ from __future__ import annotations
 import functools
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from .compress import identity_columns
 from .errors import ConfigError
@@ -168,9 +168,27 @@ _REQUEST_WHY = "the user's newest turn: the request this decision serves"
 _FRESH_WHY = "fades with each newer card from the same tool"
 
 
-_SUBJECTS: dict[int, tuple[Mapping[str, Any], frozenset[str]]] = {}
-_SUBJECTS_HELD = 65_536
+_MEMO_HELD = 65_536
 _NO_SUBJECT: frozenset[str] = frozenset()
+
+
+def _remembered(
+    memo: dict[int, tuple[object, frozenset[str]]], anchor: object, compute: Callable[[], frozenset[str]]
+) -> frozenset[str]:
+    """``compute()`` remembered per ``anchor`` object: a card's renderings share its arguments,
+    facts and tables, so what is derived from them is derived once. Checked by identity (an id
+    can be reused after its object is gone) and bounded in size."""
+    held = memo.get(id(anchor))
+    if held is not None and held[0] is anchor:
+        return held[1]
+    value = compute()
+    if len(memo) >= _MEMO_HELD:
+        memo.clear()
+    memo[id(anchor)] = (anchor, value)
+    return value
+
+
+_SUBJECTS: dict[int, tuple[object, frozenset[str]]] = {}
 
 
 def subject_of(card: Card) -> frozenset[str]:
@@ -178,23 +196,19 @@ def subject_of(card: Card) -> frozenset[str]:
     ``order_id``). Results of one tool about different entities are different records, not newer
     views of one record; searches (no id argument) have no subject.
 
-    Asked for every candidate at every decision, so it is remembered per arguments object (a
-    card's renderings share it), checked by identity and bounded in size."""
+    Asked for every candidate at every decision, so it is remembered per arguments object."""
     arguments = card.arguments
     if not arguments:
         return _NO_SUBJECT
-    held = _SUBJECTS.get(id(arguments))
-    if held is not None and held[0] is arguments:
-        return held[1]
-    subject = frozenset(
-        str(value).lower()
-        for key, value in arguments.items()
-        if ID_KEY.search(key) and isinstance(value, (str, int)) and not isinstance(value, bool)
+    return _remembered(
+        _SUBJECTS,
+        arguments,
+        lambda: frozenset(
+            str(value).lower()
+            for key, value in arguments.items()
+            if ID_KEY.search(key) and isinstance(value, (str, int)) and not isinstance(value, bool)
+        ),
     )
-    if len(_SUBJECTS) >= _SUBJECTS_HELD:
-        _SUBJECTS.clear()
-    _SUBJECTS[id(arguments)] = (arguments, subject)
-    return subject
 
 
 _WORD = re.compile(r"[a-z]{4,}")
@@ -224,24 +238,20 @@ def vocabulary_of(card: Card) -> frozenset[str]:
     """Words naming what a card holds: tool name, keys, table names and columns, and the word
     parts of its identifiers (``gift_card_7480005``: gift, card).
 
-    Asked for every candidate at every decision, so it is remembered per card content (the facts
-    or tables object, which a card's renderings share), checked by identity and bounded in size."""
+    Asked for every candidate at every decision, so it is remembered per facts (or tables) object."""
     anchor = card.facts or card.tables
     if not anchor:
         return _words((card.tool_name or "",), skip=_GENERIC_NAMES)
-    held = _VOCABULARIES.get(id(anchor))
-    if held is not None and held[0] is anchor:
-        return held[1]
+    return _remembered(_VOCABULARIES, anchor, lambda: _words(_names(card), skip=_GENERIC_NAMES))
+
+
+def _names(card: Card) -> list[str]:
     names = [card.tool_name or "", *(f.path for f in card.facts)]
     names += [f.value for f in card.facts if f.kind == "id"]
     for table in card.tables:
         names += [table.path, *table.columns]
         names += [row[i] for i in identity_columns(table.columns) for row in table.rows if i < len(row)]
-    words = _words(names, skip=_GENERIC_NAMES)
-    if len(_VOCABULARIES) >= _SUBJECTS_HELD:
-        _VOCABULARIES.clear()
-    _VOCABULARIES[id(anchor)] = (anchor, words)
-    return words
+    return names
 
 
 @dataclass(frozen=True, slots=True)
