@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Literal, Protocol
 
+from .encode import field_name
 from .extract import fact_kind, identifiers, term_variants
 from .types import Card, CardKind, DecisionFocus, Table
 
@@ -88,11 +89,12 @@ def _volatile_columns(columns: tuple[str, ...]) -> frozenset[int]:
 _VOLATILE_COLUMN = re.compile(r"(avail|seat|stock|remaining|quantity|inventory|left|price|fare|rate)", re.I)
 
 
-def _mentions(value: str, wanted: frozenset[str]) -> bool:
+def mentions(value: str, wanted: Collection[str]) -> bool:
+    """Whether a value (or an item of a ``[a, b]`` list value) is one of the ``wanted`` terms."""
     if not wanted or not value:
         return False
     if value.startswith("[") and value.endswith("]"):
-        return any(_mentions(part, wanted) for part in value[1:-1].split(", "))
+        return any(mentions(part, wanted) for part in value[1:-1].split(", "))
     return any(v in wanted for v in term_variants(value))
 
 
@@ -197,13 +199,18 @@ class TemplateCompressor:
         echoed = {(k, str(v)) for k, v in card.arguments.items()}
         newer = dict(card.stale_facts)
         wanted = card.used_terms | (focus.terms if focus is not None else frozenset())
+        fields = focus.fields if focus is not None else frozenset()
         omitted = False
         for fact in () if card.text else card.facts:
             if (fact.path, fact.value) in echoed:
                 continue  # already in the call header
             if fact.path in newer:
                 fact = replace(fact, value=f"see {newer[fact.path]}")  # a newer card changed it
-            telling = fact.kind in ("status", "error", "id") or _mentions(fact.value, wanted)
+            telling = (
+                fact.kind in ("status", "error", "id")
+                or mentions(fact.value, wanted)
+                or field_name(fact.path) in fields
+            )
             if detail == "skeleton" and not telling:
                 omitted = True
                 continue
@@ -224,20 +231,36 @@ class TemplateCompressor:
             if card.stale_rows:
                 table = _point_stale_rows(table, card.stale_rows)
             if detail == "skeleton":
-                rows = self.matching_rows(table, wanted)
-                omitted = omitted or len(rows) < len(table.rows)
-                if not rows:
+                cut = self._skeleton_table(table, wanted, fields)
+                omitted = omitted or cut != table
+                if not cut.rows:
                     continue
-                table = Table(table.path, table.columns, tuple(rows))
+                table = cut
             body += "\n" + self._table(card.id, table, focus, detail)
         if omitted:
             body += f" (more: recall {card.id})"
         return body or "(empty)"
 
+    def _skeleton_table(self, table: Table, wanted: frozenset[str], fields: frozenset[str]) -> Table:
+        """The rows holding a wanted value; with none, every row of a short table whose columns
+        include fields that calls take. Only those columns and the identity columns are kept."""
+        rows = self.matching_rows(table, wanted)
+        keep = [i for i, c in enumerate(table.columns) if field_name(c) in fields]
+        if keep and len(table.rows) <= self.focus_min_rows:
+            rows = list(table.rows)
+        if keep:
+            keep = sorted({*keep, *identity_columns(table.columns)})
+            return Table(
+                table.path,
+                tuple(table.columns[i] for i in keep),
+                tuple(tuple(row[i] for i in keep) for row in rows),
+            )
+        return Table(table.path, table.columns, tuple(rows))
+
     @staticmethod
     def matching_rows(table: Table, wanted: frozenset[str]) -> list[tuple[str, ...]]:
         """Rows holding a wanted value, with every row of the same option group."""
-        hits = [row for row in table.rows if any(_mentions(cell, wanted) for cell in row)]
+        hits = [row for row in table.rows if any(mentions(cell, wanted) for cell in row)]
         if hits and table.columns and table.columns[0] in ("option", "key"):
             groups = {row[0] for row in hits}
             hits = [row for row in table.rows if row[0] in groups]
@@ -288,7 +311,9 @@ class TemplateCompressor:
             )
         empty = sum(1 for row in rows for i in shown if not row[i])
         lines = []
-        if rows and empty * 4 >= len(rows) * max(1, len(shown)):  # sparse: one key=value line per row
+        if not shown:
+            lines.append(header)
+        elif rows and empty * 4 >= len(rows) * max(1, len(shown)):  # sparse: one key=value line per row
             label = next(
                 (i for i in shown if fact_kind(table.columns[i], "") == "id"), shown[0] if shown else 0
             )

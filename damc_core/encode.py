@@ -101,6 +101,33 @@ def argument_values(arguments: Mapping[str, Any]) -> list[str]:
     return out
 
 
+def argument_fields(arguments: Mapping[str, Any]) -> set[str]:
+    """Names of the fields that carry values in tool-call arguments (``flights[].date`` -> ``date``)."""
+    out: set[str] = set()
+
+    def walk(value: object, depth: int) -> None:
+        if depth > 32:
+            return
+        if isinstance(value, Mapping):
+            for key, item in value.items():
+                if isinstance(item, (Mapping, list)):
+                    walk(item, depth + 1)
+                else:
+                    out.add(field_name(str(key)))
+        elif isinstance(value, list):
+            for item in value:
+                walk(item, depth + 1)
+
+    walk(arguments, 0)
+    return out
+
+
+def field_name(path: str) -> str:
+    """The last name of a fact path or table column, lower-cased: ``flights[1].flight_number`` ->
+    ``flight_number``."""
+    return path.rpartition(".")[2].partition("[")[0].lower()
+
+
 @dataclass(frozen=True, slots=True)
 class DefaultEncoder:
     """Structural JSON extraction with an extractive text fallback; no model calls."""

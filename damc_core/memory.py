@@ -23,8 +23,16 @@ from typing import Any, ParamSpec, TypeVar
 import numpy as np
 
 from .assemble import Assembler, DefaultAssembler, fence_memory
-from .compress import Compressor, Detail, TemplateCompressor, row_names
-from .encode import DefaultEncoder, Encoder, ToolCall, argument_values, parse_arguments
+from .compress import Compressor, Detail, TemplateCompressor, mentions, row_names
+from .encode import (
+    DefaultEncoder,
+    Encoder,
+    ToolCall,
+    argument_fields,
+    argument_values,
+    field_name,
+    parse_arguments,
+)
 from .errors import ConfigError
 from .extract import IDENTIFIER_TERM, exact_terms, is_identifier
 from .select import HybridSelector, Selector, Supersession, upgrade_detail
@@ -150,6 +158,8 @@ class _Session:
     """Call id -> calls still waiting for their result, oldest first (ids may repeat)."""
     goal_terms: frozenset[str] = frozenset()
     """Exact terms of every user turn so far (the user's goal)."""
+    fields: frozenset[str] = frozenset()
+    """Field names whose values calls took (see ``DecisionFocus.fields``)."""
     system_prompt: str | None = None
     seq: int = 0
     raw_tokens: int = 0
@@ -237,7 +247,9 @@ class DecisionMemory:
         self.supersession = Supersession()
         self.clock = clock
         self._session = _Session()
-        self._render_cache: dict[tuple[str, Detail, frozenset[str] | None, frozenset[str], int], Card] = {}
+        self._render_cache: dict[
+            tuple[str, Detail, frozenset[str] | None, frozenset[str], frozenset[str], int], Card
+        ] = {}
         self._line_tokens: dict[str, int] = {}
         self._lock = threading.RLock()
         self._built: tuple[int, str | None, BuiltContext] | None = None
@@ -416,8 +428,10 @@ class DecisionMemory:
             for value in values:
                 earlier = (i for i in reversed(session.by_term.get(value, ())) if int(i[1:]) < call_seq)
                 used.update(itertools.islice(earlier, LINK_FANOUT))
+            fields = argument_fields(call.arguments)
             for source_id in used:
                 source = session.cards[source_id]
+                fields |= _fields_holding(source, values)
                 if call_card_id not in source.decision_links:
                     session.put(
                         replace(
@@ -427,6 +441,8 @@ class DecisionMemory:
                         )
                     )
                     self._rescore(source_id)
+            if not fields <= session.fields:
+                session.fields = session.fields | fields
 
     def _touch_mentioned(self, card: Card) -> None:
         """Note that older cards whose identifiers this card mentions were used now (decay restarts)."""
@@ -498,7 +514,7 @@ class DecisionMemory:
         budget = self._budget(budget)
         system = session.system_prompt if system is None else system
         focus = self._focus(query)
-        wide = DecisionFocus(focus.query, focus.terms | session.goal_terms, focus.tools)
+        wide = DecisionFocus(focus.query, focus.terms | session.goal_terms, focus.tools, focus.fields)
         excluded = frozenset(exclude)
         recent_entries, recent = self._recent(budget, wide, excluded)
         shortlist = self._candidates(focus)
@@ -656,13 +672,23 @@ class DecisionMemory:
         relevant: frozenset[str] | None = None
         if focus is not None and self.compressor.depends_on_focus(card, detail=detail):
             relevant = card.terms & focus.terms
-        cache_key = (card.id, detail, relevant, card.used_terms, len(card.stale_rows) + len(card.stale_facts))
+        fields = focus.fields if focus is not None and detail == "skeleton" else frozenset()
+        cache_key = (
+            card.id,
+            detail,
+            relevant,
+            fields,
+            card.used_terms,
+            len(card.stale_rows) + len(card.stale_facts),
+        )
         rendered = self._render_cache.get(cache_key)
         if rendered is None:
             if len(self._render_cache) > RENDER_CACHE_SIZE:
                 self._render_cache.clear()
             local = (
-                DecisionFocus(focus.query, relevant) if focus is not None and relevant is not None else None
+                DecisionFocus(focus.query, relevant, fields=fields)
+                if focus is not None and relevant is not None
+                else None
             )
             rendered = self._with_summary(card, self.compressor.render(card, focus=local, detail=detail))
         if rendered.scores is not card.scores:  # rescored or relinked since rendered
@@ -777,7 +803,11 @@ class DecisionMemory:
         if last_call is not None and last_call.card_id in self._session.cards:
             terms |= self._session.cards[last_call.card_id].terms
         users = [content_text(e.message.get("content")) for e in recent if e.message.get("role") == "user"]
-        return DecisionFocus(query=query or (users[-1] if users else ""), terms=frozenset(terms))
+        return DecisionFocus(
+            query=query or (users[-1] if users else ""),
+            terms=frozenset(terms),
+            fields=self._session.fields,
+        )
 
     # -- recall and inspection -----------------------------------------------------------------
     def recall(self, card_id: str) -> Message | None:
@@ -850,6 +880,16 @@ def _changed_facts(old: Card, new: Card) -> list[str]:
         and current[f.path] != f.value
         and f.path not in marked
     ]
+
+
+def _fields_holding(card: Card, values: set[str]) -> set[str]:
+    """Names of the card's fields and columns holding one of ``values`` (lower-cased)."""
+    found = {field_name(f.path) for f in card.facts if mentions(f.value, values)}
+    for table in card.tables:
+        for i, column in enumerate(table.columns):
+            if any(i < len(row) and mentions(row[i], values) for row in table.rows):
+                found.add(field_name(column))
+    return found
 
 
 def _row_holds(table: Table, name: str) -> bool:

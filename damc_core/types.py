@@ -184,6 +184,9 @@ class DecisionFocus:
     """Lower-cased exact tokens (IDs, names, codes) the next decision is likely to use."""
     tools: frozenset[str] = frozenset()
     """Tool names the next step is likely to call."""
+    fields: frozenset[str] = frozenset()
+    """Field names whose values calls take (argument names, and the fields of results that fed a
+    call): what a skeleton keeps besides identifiers and the focus terms."""
 
 
 class ScoredCard(NamedTuple):

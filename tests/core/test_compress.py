@@ -97,6 +97,35 @@ def test_a_skeleton_keeps_identifiers_and_statuses_and_drops_the_rest(memory, ms
     assert f"recall {card.id}" in skeleton
 
 
+def test_a_skeleton_keeps_the_fields_that_calls_take(memory, msg):
+    memory.observe(msg.call("c1", "get_user", {"user_id": "mia_li_3668"}))
+    memory.observe(msg.result("c1", "get_user", {"name": "Mia Li", "reservations": ["NO6JO3", "4WQ150"]}))
+    memory.observe(msg.call("c2", "get_reservation", {"reservation_id": "NO6JO3"}))
+    memory.observe(msg.call("c3", "change_flight", {"flight_number": "HAT136", "date": "2024-05-20"}))
+    card = memory.observe(
+        msg.result(
+            "c2",
+            "get_reservation",
+            {
+                "reservation_id": "NO6JO3",
+                "flights": [
+                    {"flight_number": "HAT136", "date": "2024-05-20", "price": 612, "aircraft": "A320"},
+                    {"flight_number": "HAT039", "date": "2024-05-22", "price": 488, "aircraft": "B737"},
+                ],
+            },
+        )
+    )
+
+    focus = memory.build().focus
+    skeleton = TemplateCompressor().render(card, focus=focus, detail="skeleton")
+
+    # argument names of the calls so far, and the result field the reservation id came from
+    assert {"user_id", "reservation_id", "reservations", "flight_number", "date"} <= focus.fields
+    assert "HAT136 2024-05-20" in skeleton and "HAT039 2024-05-22" in skeleton
+    assert "612" not in skeleton and "A320" not in skeleton
+    assert f"recall {card.id}" in skeleton
+
+
 def test_summarizer_is_used_for_long_free_text_and_cannot_drop_identifiers(memory, msg):
     memory.observe(msg.call("c1", "web_search", {"query": "Maris Lodge"}))
     card = memory.observe(msg.result("c1", "web_search", LONG_TEXT))
