@@ -641,8 +641,9 @@ class DecisionMemory:
             for item in scored
         ]
 
-        def leaner(card: Card) -> Card:
-            return self._rendered(originals[card.id], focus, "skeleton")
+        def leaner(card: Card, tokens: int) -> Card:
+            skeleton = self._rendered(originals[card.id], focus, "skeleton")
+            return skeleton if skeleton.tokens <= tokens else self._cut(skeleton, tokens)
 
         selection = (
             self.selector.select(keyed, budget=budget, leaner=leaner)
@@ -701,6 +702,21 @@ class DecisionMemory:
             )
         self._render_cache[cache_key] = rendered
         return rendered
+
+    def _cut(self, card: Card, tokens: int) -> Card:
+        """The card's first lines that fit in ``tokens``, with a hint to recall the rest."""
+        hint = f" (cut: recall {card.id})"
+        left = tokens - self._count_lines(hint) - 1
+        kept: list[str] = []
+        for line in card.summary.split("\n"):
+            cost = self._count_lines(line) + (1 if kept else 0)
+            if cost > left:
+                break
+            kept.append(line)
+            left -= cost
+        if not kept:
+            return card
+        return self._with_summary(card, "\n".join([*kept, hint]))
 
     def _with_summary(self, card: Card, summary: str) -> Card:
         if summary == card.summary:

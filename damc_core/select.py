@@ -23,8 +23,9 @@ class Selection:
     """Each dropped card with the reason, for ``explain()``."""
 
 
-Leaner = Callable[[Card], Card]
-"""Renders a card more compactly (fewer tokens, fewer values), for a card that does not fit."""
+Leaner = Callable[[Card, int], Card]
+"""Renders a card more compactly (fewer tokens, fewer values) for a card that does not fit, within
+the given tokens where it can."""
 
 
 class Selector(Protocol):
@@ -63,7 +64,7 @@ def _fill(
         if reason is None and item.card.tokens > left:
             reason = OVER_BUDGET
             if leaner is not None and left > 0 and tries > 0:
-                lean = leaner(item.card)
+                lean = leaner(item.card, left)
                 if lean.tokens < item.card.tokens and lean.tokens <= left:
                     item, reason = item._replace(card=lean), None
                 else:

@@ -3,6 +3,7 @@ settings fail at construction with ConfigError."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 
 import pytest
@@ -113,15 +114,15 @@ def test_a_card_that_does_not_fit_goes_in_lean_before_less_valuable_cards(select
     candidates = scored([(0.9, 300), (0.8, 330), (0.7, 60)])
     offered = []
 
-    def skeleton(card):
-        offered.append(card.id)
+    def skeleton(card, tokens_left):
+        offered.append((card.id, tokens_left))
         return replace(card, summary=f"[{card.id}] skeleton", tokens=card.tokens // 3)
 
     selection = selector.select(candidates, budget=200, leaner=skeleton)
 
     kept = {s.card.id: s.card.summary for s in selection.kept}
     assert kept == {"c0": "[c0] skeleton", "c2": "[c2] result"}
-    assert offered == ["c0", "c1"]
+    assert offered == [("c0", 200), ("c1", 100)]
     assert sum(s.card.tokens for s in selection.kept) <= 200
 
 
@@ -129,7 +130,7 @@ def test_a_selection_stops_asking_for_lean_renderings_that_do_not_fit():
     candidates = scored([(0.9, 90)] + [(0.5, 100)] * 20)
     offered = []
 
-    def barely_leaner(card):
+    def barely_leaner(card, tokens_left):
         offered.append(card.id)
         return replace(card, tokens=card.tokens - 1)
 
@@ -296,3 +297,27 @@ def test_a_selector_written_without_leaner_still_works(make_memory, msg, airline
     assert selector.calls == 1
     kept = [d.card_id for d in built.decisions if d.kept and d.tokens]
     assert kept and all(f"[{card_id}]" in built.messages[0]["content"] for card_id in kept)
+
+
+def test_a_card_too_big_even_as_a_skeleton_sends_its_first_lines_that_fit(make_memory, msg):
+    from damc_core import MemorySettings
+
+    memory = make_memory(settings=MemorySettings(budget=130, recent_messages=0))
+    memory.observe(msg.call("c1", "get_reservation", {"reservation_id": "ZFA04Y"}))
+    flights = [
+        {"flight_number": f"HAT{100 + i}", "date": f"2024-05-{10 + i}", "price": 120 + i} for i in range(6)
+    ]
+    reservation = memory.observe(
+        msg.result("c1", "get_reservation", {"reservation_id": "ZFA04Y", "flights": flights})
+    )
+    memory.observe(msg.call("c2", "change_flight", {"flight_number": "HAT100", "date": "2024-05-10"}))
+    memory.observe(msg.result("c2", "change_flight", {"status": "changed"}))
+    memory.observe(msg.user("Good. Now change the next one as well."))
+
+    built = memory.build()
+
+    memory_text = built.messages[0]["content"]
+    assert f"(cut: recall {reservation.id})" in memory_text
+    assert "HAT100 2024-05-10" in memory_text and "HAT105" not in memory_text
+    assert built.memory_tokens <= 130
+    assert json.loads(memory.recall(reservation.id)["content"])["flights"] == flights  # nothing is lost
