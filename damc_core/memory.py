@@ -13,10 +13,11 @@ import inspect
 import itertools
 import json
 import logging
+import re
 import threading
 import time
 from collections import defaultdict, deque
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, ParamSpec, TypeVar
 
@@ -34,7 +35,7 @@ from .encode import (
     parse_arguments,
 )
 from .errors import ConfigError
-from .extract import IDENTIFIER_TERM, exact_terms, is_identifier
+from .extract import FUNCTION_WORDS, IDENTIFIER_TERM, exact_terms, is_identifier
 from .select import HybridSelector, Selector, Supersession, upgrade_detail
 from .stores import MemoryStore, SQLiteStore
 from .tokens import (
@@ -52,6 +53,7 @@ from .types import (
     CardKind,
     Decision,
     DecisionFocus,
+    Fact,
     Message,
     Namespace,
     RawRecord,
@@ -160,6 +162,9 @@ class _Session:
     """Exact terms of every user turn so far (the user's goal)."""
     fields: frozenset[str] = frozenset()
     """Field names whose values calls took (see ``DecisionFocus.fields``)."""
+    categories: frozenset[str] = frozenset()
+    """Lower-case word values seen in tool results and calls (``economy``, ``round_trip``)."""
+    user_cards: list[str] = field(default_factory=list)
     system_prompt: str | None = None
     seq: int = 0
     raw_tokens: int = 0
@@ -336,6 +341,9 @@ class DecisionMemory:
         of storing it: one event costs one card write however many older cards it touches.
         """
         session = self._session
+        if card.kind is CardKind.USER_INSTRUCTION:
+            session.user_cards.append(card.id)
+            card = _with_categories(card, session.categories)
         self._link(card, message)
         card = self._score(card)
         for other_id, name in self._refreshed(card):
@@ -350,7 +358,33 @@ class DecisionMemory:
             session.newest[str(message.get("role"))] = card.id
             session.raw_tokens += card.raw_tokens
         self._supersede(card)
+        self._learn_categories(card)
         return session.cards[card.id]
+
+    def _learn_categories(self, card: Card) -> None:
+        """Note the word values a tool card holds; earlier user turns that say one of them gain it
+        as an exact value ("downgrade to economy" before any result said ``cabin=economy``)."""
+        session = self._session
+        if card.kind is CardKind.TOOL_CALL:
+            values: Iterable[str] = argument_values(card.arguments)
+        elif card.kind is CardKind.TOOL_RESULT:
+            values = itertools.chain(
+                (f.value for f in card.facts), (cell for t in card.tables for row in t.rows for cell in row)
+            )
+        else:
+            return
+        new = {v for v in values if _CATEGORY.fullmatch(v) and v not in FUNCTION_WORDS} - session.categories
+        if not new:
+            return
+        session.categories = session.categories | new
+        for user_id in session.user_cards:
+            user = session.cards[user_id]
+            named = _with_categories(user, frozenset(new))
+            if named is not user:
+                session.put(named)
+                for term in named.terms - user.terms:
+                    session.by_term[term].append(user_id)
+                self._rescore(user_id)
 
     @_synchronized
     def observe_tool(
@@ -680,7 +714,7 @@ class DecisionMemory:
             relevant,
             fields,
             card.used_terms,
-            len(card.stale_rows) + len(card.stale_facts),
+            len(card.stale_rows) + len(card.stale_facts) + len(card.facts),  # each only grows
         )
         rendered = self._render_cache.get(cache_key)
         if rendered is None:
@@ -896,6 +930,26 @@ def _changed_facts(old: Card, new: Card) -> list[str]:
         and current[f.path] != f.value
         and f.path not in marked
     ]
+
+
+_CATEGORY = re.compile(r"[a-z][a-z_]{3,23}")
+
+
+def _with_categories(card: Card, categories: frozenset[str]) -> Card:
+    """The user card with the category words its text says as exact values."""
+    text = card.text.lower()
+    said = [
+        word
+        for word in sorted(categories)
+        if word not in card.terms and re.search(rf"\b{re.escape(word).replace('_', '[_ ]')}\b", text)
+    ]
+    if not said:
+        return card
+    return replace(
+        card,
+        facts=(*card.facts, *(Fact("text", word, "value") for word in said)),
+        terms=card.terms | set(said),
+    )
 
 
 def _fields_holding(card: Card, values: set[str]) -> set[str]:

@@ -51,6 +51,23 @@ def test_a_value_taken_as_argument_makes_its_source_causally_necessary(memory, m
     assert any(s.name == "causal" and "used by later calls c2" in s.provenance for s in linked.scores)
 
 
+def test_a_user_turn_saying_a_word_value_that_a_tool_holds_gains_it_as_an_exact_value(make_memory, msg):
+    from damc_core import MemorySettings, TemplateCompressor
+
+    memory = make_memory(settings=MemorySettings(budget=1_000))
+    request = memory.observe(msg.user("Please move all passengers down to economy class, thanks."))
+    memory.observe(msg.call("c1", "get_reservation_details", {"reservation_id": "ZFA04Y"}))
+    memory.observe(
+        msg.result("c1", "get_reservation_details", {"reservation_id": "ZFA04Y", "cabin": "economy"})
+    )
+
+    named = memory.card(request.id)
+    assert "economy" in named.terms
+    assert "economy" in TemplateCompressor().render(named, detail="skeleton")
+    reopened = make_memory(settings=MemorySettings(budget=1_000))  # derived state is rebuilt the same way
+    assert reopened.card(request.id).terms == named.terms
+
+
 def test_errors_and_sold_out_options_carry_option_constraint(memory, msg):
     memory.observe(msg.call("c1", "book", {"flight": "HAT083"}))
     error = memory.observe(msg.result("c1", "book", "Error: not enough seats on flight HAT083"))
