@@ -957,9 +957,15 @@ def _fields_holding(card: Card, values: set[str]) -> set[str]:
     found = {field_name(f.path) for f in card.facts if mentions(f.value, values)}
     for table in card.tables:
         for i, column in enumerate(table.columns):
-            if any(i < len(row) and mentions(row[i], values) for row in table.rows):
+            if any(i < len(row) and _holds(row[i], values) for row in table.rows):
                 found.add(field_name(column))
     return found
+
+
+def _holds(cell: str, values: set[str]) -> bool:
+    """``mentions``, after a cheap substring test that rules out almost every cell of a long table."""
+    lowered = cell.lower()
+    return any(v in lowered for v in values) and mentions(cell, values)
 
 
 def _row_holds(table: Table, name: str) -> bool:
