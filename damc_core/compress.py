@@ -146,6 +146,32 @@ def format_arguments(arguments: Mapping[str, Any]) -> str:
     return ", ".join(parts)
 
 
+class _Restated:
+    def __str__(self) -> str:
+        return "…"
+
+
+_RESTATED = _Restated()
+
+
+def _restated(value: object, text: str) -> bool:
+    if not isinstance(value, (Mapping, list)) or not value:
+        return False
+    leaves = [_value(v) for v in _leaves(value)]
+    return bool(leaves) and all(leaf in text for leaf in leaves)
+
+
+def _leaves(value: object) -> Iterator[object]:
+    if isinstance(value, Mapping):
+        for item in value.values():
+            yield from _leaves(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _leaves(item)
+    elif value is not None:
+        yield value
+
+
 def _value(value: object) -> str:
     if isinstance(value, Mapping):
         return "(" + format_arguments(value) + ")"
@@ -182,7 +208,7 @@ class TemplateCompressor:
             return f"{head} assistant called {self._call(card)}{said}"
         status = " FAILED" if card.kind is CardKind.TOOL_ERROR else ""
         body = self._body(card, focus, detail)
-        return f"{head} {self._call(card)}{status} -> {body}"
+        return f"{head} {self._call(card, restated_in=body)}{status} -> {body}"
 
     def depends_on_focus(self, card: Card, *, detail: Detail) -> bool:
         if detail == "skeleton":
@@ -190,8 +216,15 @@ class TemplateCompressor:
         return any(len(t.rows) > self.focus_min_rows for t in card.tables)
 
     @staticmethod
-    def _call(card: Card) -> str:
-        return f"{card.tool_name}({format_arguments(card.arguments)})"
+    def _call(card: Card, restated_in: str = "") -> str:
+        """The call as ``name(arguments)``; a list or record argument whose every value the result
+        ``restated_in`` shows is written ``name=…`` (a booking echoes its flights and passengers)."""
+        arguments: Mapping[str, Any] = card.arguments
+        if restated_in:
+            arguments = {
+                key: _RESTATED if _restated(value, restated_in) else value for key, value in arguments.items()
+            }
+        return f"{card.tool_name}({format_arguments(arguments)})"
 
     def _body(self, card: Card, focus: DecisionFocus | None, detail: Detail) -> str:
         parts: list[str] = []

@@ -126,6 +126,27 @@ def test_a_skeleton_keeps_the_fields_that_calls_take(memory, msg):
     assert f"recall {card.id}" in skeleton
 
 
+def test_a_result_that_restates_a_list_argument_shows_it_once(memory, msg):
+    flights = [
+        {"flight_number": "HAT136", "date": "2024-05-20"},
+        {"flight_number": "HAT039", "date": "2024-05-22"},
+    ]
+    memory.observe(msg.call("c1", "book_reservation", {"user_id": "mia_li_3668", "flights": flights}))
+    booked = memory.observe(
+        msg.result(
+            "c1", "book_reservation", {"reservation_id": "ZFA04Y", "status": "confirmed", "flights": flights}
+        )
+    )
+    memory.observe(msg.call("c2", "book_reservation", {"user_id": "mia_li_3668", "flights": flights}))
+    failed = memory.observe(msg.result("c2", "book_reservation", "Error: not enough seats on HAT039"))
+
+    text = TemplateCompressor().render(booked)
+
+    assert text.startswith(f"[{booked.id}] book_reservation(user_id=mia_li_3668, flights=…) -> ")
+    assert "HAT136 2024-05-20" in text and text.count("HAT136") == 1
+    assert "flights=[(flight_number=HAT136" in TemplateCompressor().render(failed)  # not restated
+
+
 def test_summarizer_is_used_for_long_free_text_and_cannot_drop_identifiers(memory, msg):
     memory.observe(msg.call("c1", "web_search", {"query": "Maris Lodge"}))
     card = memory.observe(msg.result("c1", "web_search", LONG_TEXT))
