@@ -146,14 +146,6 @@ def format_arguments(arguments: Mapping[str, Any]) -> str:
     return ", ".join(parts)
 
 
-class _Restated:
-    def __str__(self) -> str:
-        return "…"
-
-
-_RESTATED = _Restated()
-
-
 def _restated(value: object, text: str) -> bool:
     if not isinstance(value, (Mapping, list)) or not value:
         return False
@@ -222,7 +214,7 @@ class TemplateCompressor:
         arguments: Mapping[str, Any] = card.arguments
         if restated_in:
             arguments = {
-                key: _RESTATED if _restated(value, restated_in) else value for key, value in arguments.items()
+                key: "…" if _restated(value, restated_in) else value for key, value in arguments.items()
             }
         return f"{card.tool_name}({format_arguments(arguments)})"
 
