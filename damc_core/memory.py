@@ -163,7 +163,8 @@ class _Session:
     fields: frozenset[str] = frozenset()
     """Field names whose values calls took (see ``DecisionFocus.fields``)."""
     categories: frozenset[str] = frozenset()
-    """Lower-case word values seen in tool results and calls (``economy``, ``round_trip``)."""
+    """Lower-case words tool results and calls hold, as values or field names (``economy``,
+    ``round_trip``, ``prices.business``)."""
     user_cards: list[str] = field(default_factory=list)
     system_prompt: str | None = None
     seq: int = 0
@@ -362,14 +363,18 @@ class DecisionMemory:
         return session.cards[card.id]
 
     def _learn_categories(self, card: Card) -> None:
-        """Note the word values a tool card holds; earlier user turns that say one of them gain it
-        as an exact value ("downgrade to economy" before any result said ``cabin=economy``)."""
+        """Note the words a tool card holds as values or field names; user turns that say one of
+        them gain it as an exact value, earlier ones too ("downgrade to economy" before a search
+        showed ``prices.economy``)."""
         session = self._session
         if card.kind is CardKind.TOOL_CALL:
             values: Iterable[str] = argument_values(card.arguments)
         elif card.kind is CardKind.TOOL_RESULT:
             values = itertools.chain(
-                (f.value for f in card.facts), (cell for t in card.tables for row in t.rows for cell in row)
+                (f.value for f in card.facts),
+                (cell for t in card.tables for row in t.rows for cell in row),
+                (field_name(c) for t in card.tables for c in t.columns),
+                (field_name(f.path) for f in card.facts),
             )
         else:
             return
@@ -653,11 +658,14 @@ class DecisionMemory:
     def _select(
         self, valued: list[ScoredCard], focus: DecisionFocus, budget: int
     ) -> tuple[list[ScoredCard], list[tuple[ScoredCard, str]]]:
-        """Select on key detail (a card that does not fit goes in as a skeleton before any less
-        valuable card), then spend what is left on full detail. The newest tool result is rendered
-        whole: the agent picks from it next. So is the user's newest turn, the request: its key
-        detail keeps only sentences with values or restrictions, and "yes, upgrade to economy" has
-        neither."""
+        """Select in value order, each card at its base detail: tool results as skeletons (what the
+        next calls take: identifiers, statuses, fields that fed calls), other cards at key detail.
+        A card that does not fit goes in as the first lines that do before any less valuable card.
+        What is left upgrades kept cards to key, then full detail, most valuable first.
+
+        The newest tool result is rendered whole at key detail: the agent picks from it next. So is
+        the user's newest turn, the request, in full: its key detail keeps only sentences with
+        values or restrictions, and "yes, go ahead" has neither."""
         scored, beyond = _shortlist(valued, budget)
         newest = self._session.newest.get("tool")
         request = self._session.newest.get("user")
@@ -666,31 +674,36 @@ class DecisionMemory:
         def view(card_id: str) -> DecisionFocus | None:
             return None if card_id == newest else focus
 
-        keyed = [
-            item._replace(
-                card=self._rendered(
-                    item.card, view(item.card.id), "full" if item.card.id == request else "key"
-                )
-            )
+        def base(card: Card) -> Detail:
+            if card.id == request:
+                return "full"
+            if card.id != newest and card.kind in (CardKind.TOOL_RESULT, CardKind.TOOL_ERROR):
+                return "skeleton"
+            return "key"
+
+        based = [
+            item._replace(card=self._rendered(item.card, view(item.card.id), base(item.card)))
             for item in scored
         ]
 
         def leaner(card: Card, tokens: int) -> Card:
             skeleton = self._rendered(originals[card.id], focus, "skeleton")
-            return skeleton if skeleton.tokens <= tokens else self._cut(skeleton, tokens)
+            lean = skeleton if skeleton.tokens < card.tokens else card
+            return lean if lean.tokens <= tokens else self._cut(lean, tokens)
 
         selection = (
-            self.selector.select(keyed, budget=budget, leaner=leaner)
+            self.selector.select(based, budget=budget, leaner=leaner)
             if self._selector_takes_leaner
-            else self.selector.select(keyed, budget=budget)
+            else self.selector.select(based, budget=budget)
         )
         selection.dropped.extend((item, "far outside the budget in value order") for item in beyond)
-        left = budget - sum(s.card.tokens for s in selection.kept)
-        full = upgrade_detail(
-            selection.kept,
-            lambda card: self._rendered(originals[card.id], view(card.id), "full"),
-            budget_left=left,
-        )
+
+        def at(detail: Detail) -> Callable[[Card], Card]:
+            return lambda card: self._rendered(originals[card.id], view(card.id), detail)
+
+        full = selection.kept
+        for detail in ("key", "full"):
+            full = upgrade_detail(full, at(detail), budget_left=budget - sum(s.card.tokens for s in full))
         kept = sorted(full, key=lambda s: s.card.seq)
         return kept, selection.dropped
 

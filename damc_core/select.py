@@ -196,7 +196,7 @@ def upgrade_detail(
             break
         full = richer(out[i].card)
         extra = full.tokens - out[i].card.tokens
-        if 0 < extra <= budget_left:
+        if 0 <= extra <= budget_left and full.summary != out[i].card.summary:
             out[i] = out[i]._replace(card=full)
             budget_left -= extra
     return out

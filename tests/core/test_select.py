@@ -259,9 +259,9 @@ def test_the_users_newest_turn_is_sent_whole_under_a_tight_budget(make_memory, m
     memory = make_memory(settings=MemorySettings(budget=200, recent_messages=0))
     for message in airline_messages[:7]:  # up to the assistant's offer of HAT069
         memory.observe(message)
-    reply = "Sounds good, go ahead and move me up to business class. I'd prefer to pay with a gift card."
+    reply = "Sounds good, go ahead with that one, and please use the same card I paid with last time."
     request = memory.observe(msg.user(reply))
-    assert "business" not in TemplateCompressor().render(request, detail="key")  # no value, no restriction
+    assert reply not in TemplateCompressor().render(request, detail="key")  # no value, no restriction
 
     built = memory.build()
 
@@ -321,3 +321,33 @@ def test_a_card_too_big_even_as_a_skeleton_sends_its_first_lines_that_fit(make_m
     assert "HAT100 2024-05-10" in memory_text and "HAT105" not in memory_text
     assert built.memory_tokens <= 130
     assert json.loads(memory.recall(reservation.id)["content"])["flights"] == flights  # nothing is lost
+
+
+def test_older_results_go_in_as_skeletons_and_take_detail_back_while_the_budget_lasts(make_memory, msg):
+    from damc_core import MemorySettings
+
+    def reservation(rid: str, flight: str) -> dict[str, object]:
+        return {
+            "reservation_id": rid,
+            "status": "confirmed",
+            "flights": [{"flight_number": flight, "date": "2024-05-20", "price": 612}],
+            "created_at": "2024-05-01T10:44:24",
+            "insurance": "yes",
+            "total_baggages": 2,
+            "address": "281 Spruce Street, Suite 942, San Diego",
+        }
+
+    def memory_at(budget: int) -> str:
+        memory = make_memory(settings=MemorySettings(budget=budget, recent_messages=0))
+        memory.clear()
+        memory.observe(msg.user("Please check my bookings ZFA04Y, NO6JO3 and 4WQ150."))
+        for rid, flight in (("ZFA04Y", "HAT136"), ("NO6JO3", "HAT039"), ("4WQ150", "HAT212")):
+            memory.observe(msg.call(rid, "get_reservation_details", {"reservation_id": rid}))
+            memory.observe(msg.result(rid, "get_reservation_details", reservation(rid, flight)))
+        return memory.build().messages[0]["content"]
+
+    tight, roomy = memory_at(220), memory_at(2_000)
+
+    assert all(f"reservation_id={rid}" in tight for rid in ("ZFA04Y", "NO6JO3", "4WQ150"))  # all three fit
+    assert tight.count("Spruce Street") < 3  # not all in full
+    assert roomy.count("Spruce Street") == 3  # with room, every card in full

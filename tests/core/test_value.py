@@ -68,6 +68,17 @@ def test_a_user_turn_saying_a_word_value_that_a_tool_holds_gains_it_as_an_exact_
     assert reopened.card(request.id).terms == named.terms
 
 
+def test_a_user_turn_naming_a_field_of_a_tool_result_gains_it_as_an_exact_value(memory, msg):
+    request = memory.observe(msg.user("I'd like to upgrade to business if it is not too expensive."))
+    memory.observe(msg.call("c1", "search_direct_flight", {"origin": "JFK", "destination": "SEA"}))
+    memory.observe(
+        msg.result("c1", "search_direct_flight", [{"flight_number": "HAT069", "prices": {"business": 470}}])
+    )
+
+    assert "business" in memory.card(request.id).terms
+    assert "expensive" not in memory.card(request.id).terms
+
+
 def test_errors_and_sold_out_options_carry_option_constraint(memory, msg):
     memory.observe(msg.call("c1", "book", {"flight": "HAT083"}))
     error = memory.observe(msg.result("c1", "book", "Error: not enough seats on flight HAT083"))
