@@ -267,20 +267,26 @@ class TemplateCompressor:
         return body or "(empty)"
 
     def _skeleton_table(self, table: Table, wanted: frozenset[str], fields: frozenset[str]) -> Table:
-        """The rows holding a wanted value; with none, every row of a short table whose columns
-        include fields that calls take. Only those columns and the identity columns are kept."""
-        rows = self.matching_rows(table, wanted)
-        keep = [i for i, c in enumerate(table.columns) if field_name(c) in fields]
-        if keep and len(table.rows) <= self.focus_min_rows:
-            rows = list(table.rows)
-        if keep:
-            keep = sorted({*keep, *identity_columns(table.columns)})
-            return Table(
-                table.path,
-                tuple(table.columns[i] for i in keep),
-                tuple(tuple(row[i] for i in keep) for row in rows),
-            )
-        return Table(table.path, table.columns, tuple(rows))
+        """Of a short table, every row; of a long one, the rows holding a wanted value. Only the
+        identity columns and the fields that calls take are kept, when the table has any."""
+        keep = sorted(
+            {
+                *identity_columns(table.columns),
+                *(i for i, c in enumerate(table.columns) if field_name(c) in fields),
+            }
+        )
+        rows = (
+            list(table.rows)
+            if keep and len(table.rows) <= self.focus_min_rows
+            else self.matching_rows(table, wanted)
+        )
+        if not keep:
+            return Table(table.path, table.columns, tuple(rows))
+        return Table(
+            table.path,
+            tuple(table.columns[i] for i in keep),
+            tuple(tuple(row[i] for i in keep) for row in rows),
+        )
 
     @staticmethod
     def matching_rows(table: Table, wanted: frozenset[str]) -> list[tuple[str, ...]]:

@@ -126,6 +126,22 @@ def test_a_skeleton_keeps_the_fields_that_calls_take(memory, msg):
     assert f"recall {card.id}" in skeleton
 
 
+def test_a_skeleton_keeps_the_identifiers_of_every_row_of_a_short_table(memory, msg):
+    memory.observe(msg.call("c1", "get_reservation", {"reservation_id": "ZFA04Y"}))
+    payments = [
+        {"payment_id": "gift_card_8887175", "amount": 215},
+        {"payment_id": "credit_card_74", "amount": 90},
+    ]
+    card = memory.observe(
+        msg.result("c1", "get_reservation", {"status": "booked", "payment_history": payments})
+    )
+
+    skeleton = TemplateCompressor().render(card, detail="skeleton")
+
+    assert "gift_card_8887175" in skeleton and "credit_card_74" in skeleton
+    assert "215" not in skeleton
+
+
 def test_a_result_that_restates_a_list_argument_shows_it_once(memory, msg):
     flights = [
         {"flight_number": "HAT136", "date": "2024-05-20"},
