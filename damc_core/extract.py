@@ -124,9 +124,10 @@ def term_variants(term: str) -> tuple[str, ...]:
     term = term.lower().lstrip("#")
     if not _PART_SPLIT.search(term):
         return (term,)
-    parts = (p for p in _PART_SPLIT.split(term) if len(p) >= 3 and any(c.isdigit() for c in p))
     month_day = _ISO_DATE.match(term)
-    return (term, *parts, *((month_day.group(1),) if month_day else ()))
+    if month_day:  # its parts are a year and a time, which match any other date
+        return (term, month_day.group(1))
+    return (term, *(p for p in _PART_SPLIT.split(term) if len(p) >= 3 and any(c.isdigit() for c in p)))
 
 
 def exact_terms(text: str, *, limit: int = 4096) -> set[str]:

@@ -268,3 +268,10 @@ def test_a_value_reused_by_a_later_call_links_the_cards(memory, airline_messages
     assert booking_call.kind is CardKind.TOOL_CALL
     assert booking_call.id in memory.card(user_details.id).decision_links
     assert any(s.name == "causal" for s in memory.card(user_details.id).scores)
+
+
+def test_a_timestamp_matches_its_day_but_not_every_date_of_its_year():
+    from damc_core.extract import term_variants
+
+    assert term_variants("2024-05-14T10:44:24") == ("2024-05-14t10:44:24", "05-14")
+    assert "7504069" in term_variants("certificate_7504069")  # an id's number part still matches
