@@ -470,7 +470,8 @@ class DecisionMemory:
             fields = argument_fields(call.arguments)
             for source_id in used:
                 source = session.cards[source_id]
-                fields |= _fields_holding(source, values)
+                if source.kind is CardKind.TOOL_RESULT:
+                    fields |= _fields_holding(source, values)
                 if call_card_id not in source.decision_links:
                     session.put(
                         replace(
