@@ -98,6 +98,7 @@ def test_a_skeleton_keeps_identifiers_and_statuses_and_drops_the_rest(memory, ms
 
 
 def test_a_skeleton_keeps_the_fields_that_calls_take(memory, msg):
+    memory.observe(msg.user("Hi, my user id is mia_li_3668."))
     memory.observe(msg.call("c1", "get_user", {"user_id": "mia_li_3668"}))
     memory.observe(msg.result("c1", "get_user", {"name": "Mia Li", "reservations": ["NO6JO3", "4WQ150"]}))
     memory.observe(msg.call("c2", "get_reservation", {"reservation_id": "NO6JO3"}))
@@ -121,6 +122,7 @@ def test_a_skeleton_keeps_the_fields_that_calls_take(memory, msg):
 
     # argument names of the calls so far, and the result field the reservation id came from
     assert {"user_id", "reservation_id", "reservations", "flight_number", "date"} <= focus.fields
+    assert "text" not in focus.fields  # the user's turn is not a result with fields
     assert "HAT136 2024-05-20" in skeleton and "HAT039 2024-05-22" in skeleton
     assert "612" not in skeleton and "A320" not in skeleton
     assert f"recall {card.id}" in skeleton
