@@ -165,7 +165,8 @@ class _Session:
     categories: frozenset[str] = frozenset()
     """Lower-case words tool results and calls hold, as values or field names (``economy``,
     ``round_trip``, ``prices.business``)."""
-    user_cards: list[str] = field(default_factory=list)
+    said_by: defaultdict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
+    """Word (or two words joined by ``_``) of a user turn -> ids of the user cards saying it."""
     system_prompt: str | None = None
     seq: int = 0
     raw_tokens: int = 0
@@ -343,8 +344,10 @@ class DecisionMemory:
         """
         session = self._session
         if card.kind is CardKind.USER_INSTRUCTION:
-            session.user_cards.append(card.id)
-            card = _with_categories(card, session.categories)
+            words = _words(card.text)
+            for word in words:
+                session.said_by[word].append(card.id)
+            card = _with_categories(card, words & session.categories)
         self._link(card, message)
         card = self._score(card)
         for other_id, name in self._refreshed(card):
@@ -382,14 +385,14 @@ class DecisionMemory:
         if not new:
             return
         session.categories = session.categories | new
-        for user_id in session.user_cards:
-            user = session.cards[user_id]
-            named = _with_categories(user, frozenset(new))
-            if named is not user:
-                session.put(named)
-                for term in named.terms - user.terms:
-                    session.by_term[term].append(user_id)
-                self._rescore(user_id)
+        for word in new:
+            for user_id in session.said_by.get(word, ()):
+                user = session.cards[user_id]
+                named = _with_categories(user, {word})
+                if named is not user:
+                    session.put(named)
+                    session.by_term[word].append(user_id)
+                    self._rescore(user_id)
 
     @_synchronized
     def observe_tool(
@@ -949,20 +952,24 @@ def _changed_facts(old: Card, new: Card) -> list[str]:
 _CATEGORY = re.compile(r"[a-z][a-z_]{3,23}")
 
 
-def _with_categories(card: Card, categories: frozenset[str]) -> Card:
-    """The user card with the category words its text says as exact values."""
-    text = card.text.lower()
-    said = [
-        word
-        for word in sorted(categories)
-        if word not in card.terms and re.search(rf"\b{re.escape(word).replace('_', '[_ ]')}\b", text)
-    ]
-    if not said:
+def _words(text: str) -> set[str]:
+    """Lower-cased words of a text, and each two neighbours joined by ``_`` (``round_trip``)."""
+    words = _WORD.findall(text.lower())
+    return {*words, *(f"{a}_{b}" for a, b in itertools.pairwise(words))}
+
+
+_WORD = re.compile(r"[a-z]+")
+
+
+def _with_categories(card: Card, said: Collection[str]) -> Card:
+    """The user card with the category words it says as exact values."""
+    new = sorted(set(said) - card.terms)
+    if not new:
         return card
     return replace(
         card,
-        facts=(*card.facts, *(Fact("text", word, "value") for word in said)),
-        terms=card.terms | set(said),
+        facts=(*card.facts, *(Fact("text", word, "value") for word in new)),
+        terms=card.terms | set(new),
     )
 
 
