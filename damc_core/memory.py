@@ -474,7 +474,7 @@ class DecisionMemory:
             for source_id in used:
                 source = session.cards[source_id]
                 if source.kind is CardKind.TOOL_RESULT:
-                    fields |= _fields_holding(source, values)
+                    fields |= _fields_holding(source, values, session.fields)
                 if call_card_id not in source.decision_links:
                     session.put(
                         replace(
@@ -973,13 +973,17 @@ def _with_categories(card: Card, said: Collection[str]) -> Card:
     )
 
 
-def _fields_holding(card: Card, values: set[str]) -> set[str]:
-    """Names of the card's fields and columns holding one of ``values`` (lower-cased)."""
-    found = {field_name(f.path) for f in card.facts if mentions(f.value, values)}
+def _fields_holding(card: Card, values: set[str], known: frozenset[str]) -> set[str]:
+    """Names of the card's fields and columns, other than ``known`` ones, holding one of
+    ``values`` (lower-cased). Known names are skipped: once learned, a field costs no scan."""
+    found = {
+        name for f in card.facts if (name := field_name(f.path)) not in known and mentions(f.value, values)
+    }
     for table in card.tables:
         for i, column in enumerate(table.columns):
-            if any(i < len(row) and _holds(row[i], values) for row in table.rows):
-                found.add(field_name(column))
+            name = field_name(column)
+            if name not in known and any(i < len(row) and _holds(row[i], values) for row in table.rows):
+                found.add(name)
     return found
 
 
