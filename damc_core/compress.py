@@ -13,7 +13,7 @@ from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Literal, Protocol
 
-from .encode import field_name
+from .encode import argument_values, field_name
 from .extract import fact_kind, identifiers, term_variants
 from .types import Card, CardKind, DecisionFocus, Table
 
@@ -147,21 +147,11 @@ def format_arguments(arguments: Mapping[str, Any]) -> str:
 
 
 def _restated(value: object, text: str) -> bool:
-    if not isinstance(value, (Mapping, list)) or not value:
+    """Whether ``value`` is a list or record whose every leaf value ``text`` shows."""
+    if not isinstance(value, (Mapping, list)):
         return False
-    leaves = [_value(v) for v in _leaves(value)]
+    leaves = argument_values({"": value})
     return bool(leaves) and all(leaf in text for leaf in leaves)
-
-
-def _leaves(value: object) -> Iterator[object]:
-    if isinstance(value, Mapping):
-        for item in value.values():
-            yield from _leaves(item)
-    elif isinstance(value, list):
-        for item in value:
-            yield from _leaves(item)
-    elif value is not None:
-        yield value
 
 
 def _value(value: object) -> str:
@@ -345,9 +335,7 @@ class TemplateCompressor:
         if not shown:
             lines.append(header)
         elif rows and empty * 4 >= len(rows) * max(1, len(shown)):  # sparse: one key=value line per row
-            label = next(
-                (i for i in shown if fact_kind(table.columns[i], "") == "id"), shown[0] if shown else 0
-            )
+            label = next((i for i in shown if fact_kind(table.columns[i], "") == "id"), shown[0])
             lines.append(header + ":")
             for row in rows:
                 pairs = " ".join(f"{table.columns[i]}={row[i]}" for i in shown if row[i] and i != label)
