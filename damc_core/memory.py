@@ -85,6 +85,9 @@ LINK_FANOUT = 4
 """Newest cards per argument value that a call links to (the holders it most likely read)."""
 FOCUS_WINDOW = 4
 """Dialogue turns (user or assistant text) that the decision focus is read from."""
+WORDS_SCANNED = 20_000
+"""Characters of a turn read for its words and for the decision focus: a pasted document's tail
+is not what the next decision is about (it stays whole in the raw record and the card)."""
 MENTION_FANOUT = 24
 """Newest cards per term that a mention or an argument refreshes; bounds the work per event."""
 
@@ -618,6 +621,9 @@ class DecisionMemory:
             recent = [self._recent_message(e) for e in entries]
         if self._count_messages(recent) > budget // 2:  # leave room for the memory section
             recent = [self._recent_message(e, focus) for e in entries]
+            if self._count_messages(recent) > budget:  # a message alone is over the budget
+                share = max(1, budget // (2 * len(entries)))
+                recent = [self._recent_message(e, focus, limit=share) for e in entries]
         return entries, recent
 
     def _triage(
@@ -765,8 +771,8 @@ class DecisionMemory:
                 break
             kept.append(line)
             left -= cost
-        if not kept:
-            return card
+        if not kept:  # one long line: its first characters, about three to a token
+            kept = [card.summary[: max(0, left) * 3]]
         return self._with_summary(card, "\n".join([*kept, hint]))
 
     def _with_summary(self, card: Card, summary: str) -> Card:
@@ -839,12 +845,18 @@ class DecisionMemory:
             start -= 1
         return history[start:]
 
-    def _recent_message(self, entry: _Entry, lean: DecisionFocus | None = None) -> Message:
+    def _recent_message(
+        self, entry: _Entry, lean: DecisionFocus | None = None, *, limit: int | None = None
+    ) -> Message:
         """A recent message as sent: tool results as their card (at key detail, cut to ``lean``'s
-        focus, when the recent window would take more than half the budget)."""
+        focus, when the recent window would take more than half the budget). A user or assistant
+        text over ``limit`` tokens (a pasted document) is sent as its card cut to the limit."""
         message = entry.message
+        card = self._session.cards[entry.card_id]
+        if limit is not None and message.get("role") in ("user", "assistant") and card.raw_tokens > limit:
+            lean_card = self._rendered(card, lean, "key")
+            return {**message, "content": self._cut(lean_card, limit).summary}
         if message.get("role") == "tool" and self.settings.compress_recent_tool_results:
-            card = self._session.cards[entry.card_id]
             if lean is not None:
                 card = self._rendered(card, lean, "key")
             return {**message, "content": card.summary}
@@ -853,7 +865,7 @@ class DecisionMemory:
             "developer",
             "function",
         ):
-            return {"role": "user", "content": self._session.cards[entry.card_id].summary}
+            return {"role": "user", "content": card.summary}
         return message
 
     def _focus(self, query: str | None) -> DecisionFocus:
@@ -865,7 +877,8 @@ class DecisionMemory:
             for e in recent
             if e.message.get("role") in ("user", "assistant") and e.message.get("content")
         ]
-        terms = exact_terms("\n".join([query or "", *turns[-FOCUS_WINDOW:]]), limit=512)
+        text = "\n".join(turn[:WORDS_SCANNED] for turn in [query or "", *turns[-FOCUS_WINDOW:]])
+        terms = exact_terms(text, limit=512)
         last_call = next((e for e in reversed(recent) if e.message.get("tool_calls")), None)
         if last_call is not None and last_call.card_id in self._session.cards:
             terms |= self._session.cards[last_call.card_id].terms
@@ -953,8 +966,9 @@ _CATEGORY = re.compile(r"[a-z][a-z_]{3,23}")
 
 
 def _words(text: str) -> set[str]:
-    """Lower-cased words of a text, and each two neighbours joined by ``_`` (``round_trip``)."""
-    words = _WORD.findall(text.lower())
+    """Lower-cased words of a text (its first ``WORDS_SCANNED`` characters), and each two
+    neighbours joined by ``_`` (``round_trip``)."""
+    words = _WORD.findall(text[:WORDS_SCANNED].lower())
     return {*words, *(f"{a}_{b}" for a, b in itertools.pairwise(words))}
 
 

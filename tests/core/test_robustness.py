@@ -230,6 +230,24 @@ def test_ten_megabyte_json_list_is_stored_and_compressed(make_memory, msg, asser
     assert built.total_tokens < 2_000
 
 
+def test_a_megabyte_user_turn_is_stored_whole_and_sent_within_budget(make_memory, msg, assert_valid_context):
+    memory: DecisionMemory = make_memory(settings=MemorySettings(budget=1500))
+    memory.observe(msg.call("call_1", "search_direct_flight", {"origin": "JFK", "destination": "SEA"}))
+    memory.observe(
+        msg.result("call_1", "search_direct_flight", [{"flight_number": "HAT069", "cabin": "economy"}])
+    )
+    pasted = "Here is my whole travel diary, in economy all the way. " * 19_000
+    assert len(pasted) >= 1_000_000
+
+    card = memory.observe(msg.user(pasted))
+
+    assert memory.recall(card.id)["content"] == pasted
+    assert "economy" in card.terms  # the words a tool holds are read from the turn's start
+    built = memory.build()
+    assert_valid_context(built.messages)
+    assert built.total_tokens < 3_000  # not the 260k tokens of the turn itself
+
+
 def test_ten_megabyte_plain_text_is_stored_and_compressed(make_memory, msg, assert_valid_context):
     memory: DecisionMemory = make_memory(settings=MemorySettings(budget=1500))
     filler = "The warehouse log continues with routine scans and nothing of note happened here. "
