@@ -760,8 +760,10 @@ class DecisionMemory:
         self._render_cache[cache_key] = rendered
         return rendered
 
-    def _cut(self, card: Card, tokens: int) -> Card:
-        """The card's first lines that fit in ``tokens``, with a hint to recall the rest."""
+    def _cut(self, card: Card, tokens: int, *, clip: bool = False) -> Card:
+        """The card's first lines that fit in ``tokens``, with a hint to recall the rest; the card
+        as it is when not even its first line fits, unless ``clip`` (a message that must be sent,
+        where a card could be left out) asks for that line's first characters."""
         hint = f" (cut: recall {card.id})"
         left = tokens - self._count_lines(hint) - 1
         kept: list[str] = []
@@ -771,8 +773,10 @@ class DecisionMemory:
                 break
             kept.append(line)
             left -= cost
-        if not kept:  # one long line: its first characters, about three to a token
-            kept = [card.summary[: max(0, left) * 3]]
+        if not kept:
+            if not clip:
+                return card
+            kept = [card.summary[: max(0, left) * 3]]  # about three characters to a token
         return self._with_summary(card, "\n".join([*kept, hint]))
 
     def _with_summary(self, card: Card, summary: str) -> Card:
@@ -855,7 +859,7 @@ class DecisionMemory:
         card = self._session.cards[entry.card_id]
         if limit is not None and message.get("role") in ("user", "assistant") and card.raw_tokens > limit:
             lean_card = self._rendered(card, lean, "key")
-            return {**message, "content": self._cut(lean_card, limit).summary}
+            return {**message, "content": self._cut(lean_card, limit, clip=True).summary}
         if message.get("role") == "tool" and self.settings.compress_recent_tool_results:
             if lean is not None:
                 card = self._rendered(card, lean, "key")
