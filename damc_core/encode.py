@@ -83,43 +83,31 @@ def _join(path: str, key: str) -> str:
 
 def argument_values(arguments: Mapping[str, Any]) -> list[str]:
     """Leaf values of tool-call arguments as strings, the way a later call would reuse them."""
-    out: list[str] = []
-
-    def walk(value: object, depth: int) -> None:
-        if depth > 32:
-            return
-        if isinstance(value, Mapping):
-            for item in value.values():
-                walk(item, depth + 1)
-        elif isinstance(value, list):
-            for item in value:
-                walk(item, depth + 1)
-        elif value is not None and not isinstance(value, bool):
-            out.append(scalar_text(value))
-
-    walk(arguments, 0)
-    return out
+    return [
+        scalar_text(value)
+        for _, value in _argument_leaves(arguments)
+        if value is not None and not isinstance(value, bool)
+    ]
 
 
 def argument_fields(arguments: Mapping[str, Any]) -> set[str]:
     """Names of the fields that carry values in tool-call arguments (``flights[].date`` -> ``date``)."""
-    out: set[str] = set()
+    return {field_name(key) for key, _ in _argument_leaves(arguments) if key}
 
-    def walk(value: object, depth: int) -> None:
-        if depth > 32:
-            return
-        if isinstance(value, Mapping):
-            for key, item in value.items():
-                if isinstance(item, (Mapping, list)):
-                    walk(item, depth + 1)
-                else:
-                    out.add(field_name(str(key)))
-        elif isinstance(value, list):
-            for item in value:
-                walk(item, depth + 1)
 
-    walk(arguments, 0)
-    return out
+def _argument_leaves(value: object, key: str = "", depth: int = 0) -> Iterator[tuple[str, object]]:
+    """(name of the field holding it, value) for every scalar in the arguments; a list's items
+    are held by the list's field."""
+    if depth > 32:
+        return
+    if isinstance(value, Mapping):
+        for name, item in value.items():
+            yield from _argument_leaves(item, str(name), depth + 1)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _argument_leaves(item, key, depth + 1)
+    else:
+        yield key, value
 
 
 def field_name(path: str) -> str:
