@@ -351,3 +351,20 @@ def test_older_results_go_in_as_skeletons_and_take_detail_back_while_the_budget_
     assert all(f"reservation_id={rid}" in tight for rid in ("ZFA04Y", "NO6JO3", "4WQ150"))  # all three fit
     assert tight.count("Spruce Street") < 3  # not all in full
     assert roomy.count("Spruce Street") == 3  # with room, every card in full
+
+
+def test_a_card_whose_first_line_alone_is_over_the_budget_is_left_out_not_clipped(make_memory, msg):
+    from damc_core import MemorySettings
+
+    memory = make_memory(settings=MemorySettings(budget=150, recent_messages=0))
+    memory.observe(msg.call("c1", "list_bookings", {"user_id": "mia_li_3668"}))
+    statuses = {f"status_of_booking_number_{i}": "confirmed and paid" for i in range(40)}  # one long line
+    bookings = memory.observe(msg.result("c1", "list_bookings", statuses))
+    memory.observe(msg.call("c2", "get_weather", {"city": "Boston"}))
+    memory.observe(msg.result("c2", "get_weather", {"forecast": "rain", "as_of": "2024-05-15"}))
+
+    built = memory.build()
+
+    assert f"[{bookings.id}]" not in built.messages[0]["content"]  # no clipped header stub
+    assert next(d for d in built.decisions if d.card_id == bookings.id).reason == "over the token budget"
+    assert built.memory_tokens <= 150
