@@ -7,15 +7,17 @@ names and IDs and lists any identifier it had to cut. Nothing is paraphrased.
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from .extract import (
     AMOUNT,
     DATE,
+    DIGIT,
     EMAIL,
     NEGATIVE_STATUS,
     exact_terms,
@@ -48,6 +50,9 @@ class Encoder(Protocol):
 _ERROR_TEXT = re.compile(r"^\s*(error|exception|traceback|failed|failure)\b", re.I)
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 _COUNT_COLUMN = re.compile(r"(avail|seat|stock|remaining|quantity|inventory|capacity|left)", re.I)
+ALSO_VALUES = 60
+"""Values from sentences an extractive summary leaves out that it still lists after ``| also:``."""
+_T = TypeVar("_T")
 
 DEFAULT_TRUST: Mapping[str, float] = {"user": 0.9, "tool": 0.8, "system": 0.7, "assistant": 0.4}
 
@@ -130,6 +135,10 @@ class DefaultEncoder:
     """Longer string values are clipped with an ellipsis (the raw record keeps them whole)."""
     max_text_chars: int = 1200
     """Budget of the extractive fallback for free text."""
+    max_read_chars: int = 1_000_000
+    """Free text is read for facts, terms and its summary up to this many characters, half from its
+    start and half from its end (where a log says how it ended), so a 10 MB page costs about a
+    second, not a minute. The summary says what was read; the raw record keeps all of it."""
     max_terms: int = 5000
     """Cap on the exact terms indexed per card."""
     trust: Mapping[str, float] = field(default_factory=lambda: dict(DEFAULT_TRUST))
@@ -168,7 +177,8 @@ class DefaultEncoder:
         source: str | None = None,
     ) -> Card:
         limit = self.max_text_chars if keep_whole else self.max_text_chars // 3
-        extract = text.strip() if len(text) <= limit else extractive_summary(text, limit)
+        text, unread = self._read(text, base["id"])
+        extract = text.strip() if len(text) <= limit else extractive_summary(text, limit) + unread
         facts = tuple(_text_facts(text, self.max_terms // 10))
         return Card(
             **base,
@@ -193,7 +203,8 @@ class DefaultEncoder:
             names.append(name)
             arguments[name] = args
             terms.update(v.lower() for v in argument_values(args))
-        extract = extractive_summary(text, self.max_text_chars // 3) if text.strip() else ""
+        text, unread = self._read(text, base["id"])
+        extract = extractive_summary(text, self.max_text_chars // 3) + unread if text.strip() else ""
         return Card(
             **base,
             kind=CardKind.TOOL_CALL,
@@ -206,6 +217,14 @@ class DefaultEncoder:
             trust=self.trust.get("assistant", 0.5),
             terms=frozenset(terms),
         )
+
+    def _read(self, text: str, card_id: str) -> tuple[str, str]:
+        """The part of a free text that is read (its start and its end), and a note saying so."""
+        if len(text) <= self.max_read_chars:
+            return text, ""
+        half = self.max_read_chars // 2
+        note = f" (read the first and last {half:,} of {len(text):,} characters; recall {card_id} for all)"
+        return f"{text[:half]}\n…\n{text[-half:]}", note
 
     # -- tool results --------------------------------------------------------------------------
     def _tool_result(self, message: Message, text: str, call: ToolCall | None, base: dict[str, Any]) -> Card:
@@ -221,16 +240,17 @@ class DefaultEncoder:
                 parsed = None
         facts: list[Fact] = []
         tables: list[Table] = []
-        extract = ""
+        extract = unread = ""
         if is_json:
             self._walk(parsed, "", 0, facts, tables)
         else:
+            read, unread = self._read(stripped, base["id"])
             extract = (
                 stripped
                 if len(stripped) <= self.max_text_chars
-                else extractive_summary(stripped, self.max_text_chars)
+                else extractive_summary(read, self.max_text_chars)
             )
-            facts = _text_facts(stripped[: self.max_parse_chars], self.max_terms // 10)
+            facts = _text_facts(read, self.max_terms // 10)
         error = _is_error(message, stripped, parsed)
         constraints = _constraints(facts, tables, extract if not is_json else "")
         if error:
@@ -248,7 +268,7 @@ class DefaultEncoder:
             summary="",
             facts=tuple(facts),
             tables=tuple(tables),
-            text=extract,
+            text=extract + unread,
             tool_name=name,
             tool_call_id=str(message.get("tool_call_id") or (call.id if call else "")) or None,
             arguments=arguments,
@@ -456,25 +476,29 @@ def _entity_keys(
 
 
 def _exact_values(text: str) -> Iterator[tuple[str, str]]:
-    """(kind, value) for every date, amount, e-mail and identifier in ``text``, in that order."""
+    """(kind, value) for every distinct date, amount, e-mail and identifier in ``text``, in that
+    order. Repeats are dropped by C-level dict building, so long repetitive text (logs, pages)
+    costs a scan, not a Python step per occurrence."""
     for kind, pattern in (("date", DATE), ("amount", AMOUNT), ("id", EMAIL)):
-        for match in pattern.finditer(text):
-            yield kind, match.group(0)
-    for token in identifiers(text):
+        for value in dict.fromkeys(pattern.findall(text)):
+            yield kind, value
+    for token in dict.fromkeys(identifiers(text)):
         yield "id", token
 
 
 def _text_facts(text: str, limit: int) -> list[Fact]:
-    facts: list[Fact] = []
-    seen: set[str] = set()
-    for kind, value in _exact_values(text):
-        if value in seen:
-            continue
-        seen.add(value)
-        facts.append(Fact("text", value, kind))
-        if len(facts) >= limit:
-            break
-    return facts
+    firsts = _unique(_exact_values(text), key=lambda found: found[1])
+    return [Fact("text", value, kind) for kind, value in itertools.islice(firsts, limit)]
+
+
+def _unique(items: Iterable[_T], key: Callable[[_T], object] = lambda item: item) -> Iterator[_T]:
+    """Items in order, each key's first only; lazy, so a caller that wants a few stops early."""
+    seen: set[object] = set()
+    for item in items:
+        k = key(item)
+        if k not in seen:
+            seen.add(k)
+            yield item
 
 
 def extractive_summary(text: str, limit: int) -> str:
@@ -489,7 +513,7 @@ def extractive_summary(text: str, limit: int) -> str:
         return ""
     scored = []
     for index, sentence in enumerate(sentences):
-        if index and not any(c.isdigit() for c in sentence) and not NEGATIVE_STATUS.search(sentence):
+        if index and not DIGIT.search(sentence) and not NEGATIVE_STATUS.search(sentence):
             continue  # no exact value and nothing ruled out: not worth ranking
         weight = sum(1 for _ in identifiers(sentence)) + 2 * len(DATE.findall(sentence))
         weight += 2 * len(AMOUNT.findall(sentence)) + 3 * bool(NEGATIVE_STATUS.search(sentence))
@@ -502,7 +526,7 @@ def extractive_summary(text: str, limit: int) -> str:
         chosen.append((index, sentence))
         used += len(sentence) + 1
     kept = " ".join(s for _, s in sorted(chosen))
-    missing = [v for v in dict.fromkeys(v for _, v in _exact_values(text)) if v not in kept]
+    missing = list(itertools.islice(_unique(v for _, v in _exact_values(text) if v not in kept), ALSO_VALUES))
     if missing:
-        kept += " | also: " + ", ".join(missing[:60])
+        kept += " | also: " + ", ".join(missing)
     return kept

@@ -888,7 +888,7 @@ class DecisionMemory:
             terms |= self._session.cards[last_call.card_id].terms
         users = [content_text(e.message.get("content")) for e in recent if e.message.get("role") == "user"]
         return DecisionFocus(
-            query=query or (users[-1] if users else ""),
+            query=(query or (users[-1] if users else ""))[:WORDS_SCANNED],
             terms=frozenset(terms),
             fields=self._session.fields,
         )

@@ -248,19 +248,44 @@ def test_a_megabyte_user_turn_is_stored_whole_and_sent_within_budget(make_memory
     assert built.total_tokens < 3_000  # not the 260k tokens of the turn itself
 
 
-def test_ten_megabyte_plain_text_is_stored_and_compressed(make_memory, msg, assert_valid_context):
+def test_ten_megabyte_plain_text_is_read_at_its_start_and_end_and_stored_whole(
+    make_memory, msg, assert_valid_context
+):
     memory: DecisionMemory = make_memory(settings=MemorySettings(budget=1500))
     filler = "The warehouse log continues with routine scans and nothing of note happened here. "
-    key = "Refund R-88213 of $154.30 for order #W4923227 was approved on 2024-05-14. "
-    payload = filler * 62_000 + key + filler * 62_000
+    opening = "Log of depot D-7731 for 2024-05-14. "
+    middle = "Pallet P-55120 was moved to bay 12. "
+    ending = "Refund R-88213 of $154.30 for order #W4923227 was approved. "
+    payload = opening + filler * 62_000 + middle + filler * 62_000 + ending
     assert len(payload) >= 10_000_000
     memory.observe(msg.call("call_1", "read_warehouse_log", {"day": "2024-05-14"}))
 
     card = memory.observe(msg.result("call_1", "read_warehouse_log", payload))
 
     assert memory.recall(card.id)["content"] == payload
-    for value in ("R-88213", "#W4923227", "2024-05-14"):  # identifiers survive even from the middle
+    for value in ("D-7731", "R-88213", "#W4923227", "$154.30"):  # a log's head and its outcome
         assert value in card.summary
+    assert "P-55120" not in card.summary  # the middle is not read: the card says so, recall has it
+    assert (
+        f"read the first and last 500,000 of {len(payload.strip()):,} characters; recall {card.id}"
+        in card.summary
+    )
+    assert "500,000" not in card.terms and "500" not in card.terms  # the note is not a fact of the log
     built = memory.build()
     assert_valid_context(built.messages)
     assert built.total_tokens < 2_000
+
+
+def test_a_ten_megabyte_user_paste_keeps_the_values_of_its_start_and_end(make_memory, msg):
+    memory: DecisionMemory = make_memory()
+    pasted = (
+        "Booking ZX9QK2 for Alice. "
+        + "Nothing to add in this line, really. " * 280_000
+        + "Pay with card 4417."
+    )
+
+    card = memory.observe(msg.user(pasted))
+
+    assert memory.recall(card.id)["content"] == pasted
+    assert {"zx9qk2", "4417"} <= card.terms
+    assert "recall " + card.id in card.text
