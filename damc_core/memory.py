@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import bisect
 import functools
 import inspect
 import itertools
@@ -394,7 +395,7 @@ class DecisionMemory:
                 named = _with_categories(user, {word})
                 if named is not user:
                     session.put(named)
-                    session.by_term[word].append(user_id)
+                    bisect.insort(session.by_term[word], user_id, key=_seq_of)  # oldest first
                     self._rescore(user_id)
 
     @_synchronized
@@ -464,15 +465,21 @@ class DecisionMemory:
             self._link_sources(card.id, self._register_calls(message, card.id))
 
     def _link_sources(self, call_card_id: str, calls: list[ToolCall]) -> None:
-        """Link each call to the newest earlier cards holding one of its argument values."""
+        """Link each call to the newest earlier cards holding one of its argument values. A word
+        value (``economy``, not an identifier) that the user said links to that user turn only:
+        a result that merely shows the word (another booking's cabin) was not where it came from."""
         session = self._session
         call_seq = int(call_card_id[1:])
         for call in calls:
             values = {v.lower().lstrip("#") for v in argument_values(call.arguments)}
             used: set[str] = set()
             for value in values:
-                earlier = (i for i in reversed(session.by_term.get(value, ())) if int(i[1:]) < call_seq)
-                used.update(itertools.islice(earlier, LINK_FANOUT))
+                newest = itertools.islice(reversed(session.by_term.get(value, ())), MENTION_FANOUT)
+                earlier = [i for i in newest if int(i[1:]) < call_seq]
+                if not IDENTIFIER_TERM.fullmatch(value):
+                    said = [i for i in earlier if session.cards[i].kind is CardKind.USER_INSTRUCTION]
+                    earlier = said[:1] or earlier
+                used.update(earlier[:LINK_FANOUT])
             fields = argument_fields(call.arguments)
             for source_id in used:
                 source = session.cards[source_id]
@@ -967,6 +974,10 @@ def _changed_facts(old: Card, new: Card) -> list[str]:
 
 
 _CATEGORY = re.compile(r"[a-z][a-z_]{3,23}")
+
+
+def _seq_of(card_id: str) -> int:
+    return int(card_id[1:])
 
 
 def _words(text: str) -> set[str]:

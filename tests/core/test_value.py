@@ -51,6 +51,26 @@ def test_a_value_taken_as_argument_makes_its_source_causally_necessary(memory, m
     assert any(s.name == "causal" and "used by later calls c2" in s.provenance for s in linked.scores)
 
 
+def test_a_call_taking_a_word_the_user_said_links_to_the_user_not_to_results_showing_the_word(memory, msg):
+    memory.observe(msg.call("c1", "get_reservation_details", {"reservation_id": "LQ940Q"}))
+    other_booking = memory.observe(
+        msg.result("c1", "get_reservation_details", {"reservation_id": "LQ940Q", "cabin": "economy"})
+    )
+    memory.observe(msg.call("c2", "get_reservation_details", {"reservation_id": "2FBBAH"}))
+    target = memory.observe(
+        msg.result("c2", "get_reservation_details", {"reservation_id": "2FBBAH", "cabin": "business"})
+    )
+    request = memory.observe(msg.user("Please downgrade 2FBBAH to economy."))
+
+    update = memory.observe(
+        msg.call("c3", "update_reservation_flights", {"reservation_id": "2FBBAH", "cabin": "economy"})
+    )
+
+    assert update.id in memory.card(request.id).decision_links  # the user said "economy"
+    assert update.id in memory.card(target.id).decision_links  # an identifier links as before
+    assert memory.card(other_booking.id).decision_links == ()  # showing "economy" is no evidence
+
+
 def test_a_user_turn_saying_a_word_value_that_a_tool_holds_gains_it_as_an_exact_value(make_memory, msg):
     from damc_core import MemorySettings, TemplateCompressor
 
