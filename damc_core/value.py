@@ -162,6 +162,9 @@ def noisy_or(values: Sequence[float]) -> float:
     return 1.0 - out
 
 
+SHARED_TERMS_CAP = 0.9
+"""Highest focus from shared terms alone: a lookup of the entity the dialogue is on (its id in the
+focus) outranks one that shares names and dates with it (another reservation of the same user)."""
 _VIEWS = frozenset({CardKind.TOOL_RESULT, CardKind.TOOL_ERROR})
 _DECAY_WHY = "time decay since the card was made or last mentioned"
 _REQUEST_WHY = "the user's newest turn: the request this decision serves"
@@ -302,7 +305,7 @@ class HeuristicValuator:
                 newer_of_same_source[view] = rank + 1
             overlap = len(card.terms & focus_terms) if focus_terms else 0
             topic = len(request_words & vocabulary_of(card)) if request_words and card.kind in _VIEWS else 0
-            focus = min(1.0, 0.35 * (overlap + topic)) * focus_weight
+            focus = min(SHARED_TERMS_CAP, 0.35 * (overlap + topic)) * focus_weight
             if subject and not subject.isdisjoint(focus_terms):
                 focus = focus_weight  # the card is about the entity the dialogue is on
             if focus_tools and card.tool_name in focus_tools:

@@ -200,6 +200,26 @@ def test_lookups_of_different_entities_are_not_newer_views_of_one_record(memory,
     assert scored["c1"].value > scored["c3"].value  # the older lookup is about the entity in focus
 
 
+def test_the_lookup_of_the_entity_in_focus_outranks_one_sharing_more_terms(memory, msg):
+    user = {"user_id": "omar_davis_3817"}
+    memory.observe(msg.call("c1", "get_reservation_details", {"reservation_id": "2FBBAH"}))
+    asked = memory.observe(msg.result("c1", "get_reservation_details", {"reservation_id": "2FBBAH", **user}))
+    memory.observe(msg.call("c2", "get_reservation_details", {"reservation_id": "LQ940Q"}))
+    other = memory.observe(
+        msg.result(
+            "c2", "get_reservation_details", {"reservation_id": "LQ940Q", **user, "date": "2024-05-21"}
+        )
+    )
+    focus = DecisionFocus(
+        "Downgrade 2FBBAH too", frozenset({"2fbbah", "omar_davis_3817", "2024-05-21", "05-21"})
+    )
+
+    scored = scored_by_id(memory, HeuristicValuator(), focus=focus)
+
+    assert len(other.terms & focus.terms) > len(asked.terms & focus.terms)
+    assert scored[asked.id].value > scored[other.id].value
+
+
 def test_a_lookups_subject_is_its_id_arguments_and_follows_the_card(memory, msg):
     memory.observe(msg.call("r0", "get_reservation_details", {"reservation_id": "JG7FMM", "full": True}))
     lookup = memory.observe(msg.result("r0", "get_reservation_details", {"status": "confirmed"}))
