@@ -618,13 +618,18 @@ class DecisionMemory:
         self, budget: int, focus: DecisionFocus, excluded: frozenset[str]
     ) -> tuple[list[_Entry], list[Message]]:
         """The recent window as sent: shortened from the oldest end while it exceeds the budget,
-        with tool results at key detail when it would take more than half of it."""
+        with tool results at key detail when it would take more than half of it. The newest
+        message, or the newest call with its results, always stays: the model must see the step
+        it is answering, and a request of only a system message is rejected by some providers."""
         entries = self._recent_window(excluded)
         recent = [self._recent_message(e) for e in entries]
-        while recent and self._count_messages(recent) > budget and len(entries) > 1:
-            entries = entries[1:]
-            while entries and entries[0].message.get("role") == "tool":
-                entries = entries[1:]
+        while recent and self._count_messages(recent) > budget:
+            rest = entries[1:]
+            while rest and rest[0].message.get("role") == "tool":
+                rest = rest[1:]
+            if not rest:
+                break
+            entries = rest
             recent = [self._recent_message(e) for e in entries]
         if self._count_messages(recent) > budget // 2:  # leave room for the memory section
             recent = [self._recent_message(e, focus) for e in entries]

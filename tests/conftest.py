@@ -65,6 +65,18 @@ class Msg:
         }
 
     @staticmethod
+    def calls(calls: list[tuple[str, str, dict[str, Any]]]) -> dict[str, Any]:
+        """An assistant message requesting several tool calls at once: (id, name, arguments)."""
+        return {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": i, "type": "function", "function": {"name": n, "arguments": json.dumps(a)}}
+                for i, n, a in calls
+            ],
+        }
+
+    @staticmethod
     def result(call_id: str, name: str, payload: Any) -> dict[str, Any]:
         """A tool message; dicts and lists are sent as JSON text, as agents do."""
         content = payload if isinstance(payload, (str, bytes)) or payload is None else json.dumps(payload)

@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from damc_core import ConfigError, DefaultAssembler, valid_sequence
+from damc_core import ConfigError, DefaultAssembler, MemorySettings, valid_sequence
 
 
 def call(*ids, content=None, name="lookup"):
@@ -249,3 +249,19 @@ def test_repeated_call_ids_pair_results_with_calls_in_order(memory, msg):
         "get_reservation_details",
         {"reservation_id": "NO6JO3"},
     )
+
+
+def test_a_newest_step_over_the_budget_is_sent_shrunk_never_dropped(make_memory, msg, assert_valid_context):
+    memory = make_memory(settings=MemorySettings(budget=1500))
+    memory.observe(msg.user("Read the incident reports INC-4411 to INC-4413 and find the root cause."))
+    rows = [{"id": f"INC-{i}", "host": f"web-{i % 40}", "msg": f"timeout after {i} ms"} for i in range(2000)]
+    calls = [(f"call_{n}", "fetch_logs", {"q": f"INC-441{n}"}) for n in (1, 2, 3)]
+    memory.observe(msg.calls(calls))
+    for call_id, name, _ in calls:
+        memory.observe(msg.result(call_id, name, rows))
+
+    built = memory.build()
+
+    assert [m["role"] for m in built.messages] == ["system", "assistant", "tool", "tool", "tool"]
+    assert_valid_context(built.messages)
+    assert built.total_tokens <= 1500
