@@ -924,6 +924,28 @@ class DecisionMemory:
         content = raw.get("content")
         return content if isinstance(content, str) else json.dumps(content, ensure_ascii=False, default=str)
 
+    def messages(self) -> list[Message]:
+        """Every event of this namespace as observed, oldest first, read from the store. Adapters
+        read it to know what a reopened store already holds."""
+        return [json.loads(record.body) for record in self.store.records(self.namespace)]
+
+    def for_session(self, session: str) -> DecisionMemory:
+        """A memory for another session of the same user, sharing this one's store, pipeline and
+        settings: one agent serving many conversations (a checkpointer's threads) keeps each
+        conversation's records apart."""
+        return DecisionMemory(
+            namespace=Namespace(self.namespace.user, session),
+            store=self.store,
+            encoder=self.encoder,
+            valuator=self.valuator,
+            selector=self.selector,
+            compressor=self.compressor,
+            assembler=self.assembler,
+            counter=self.counter,
+            settings=self.settings,
+            clock=self.clock,
+        )
+
     def cards(self) -> list[Card]:
         """Every card of this namespace, oldest first."""
         return sorted(self._session.cards.values(), key=lambda c: c.seq)

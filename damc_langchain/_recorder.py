@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import threading
+from collections import Counter, OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
@@ -14,42 +16,99 @@ logger = logging.getLogger("damc.langchain")
 
 
 class MessageRecorder:
-    """Feeds a conversation's LangChain messages to a ``DecisionMemory`` exactly once each."""
+    """Feeds one conversation's LangChain messages to a ``DecisionMemory`` exactly once each.
 
-    def __init__(self, memory: DecisionMemory) -> None:
+    A graph gives every message in its state an id, so messages are known by id (others by
+    position), and the ids are stored with the events. A tool result is recorded when the tool
+    returns, before the state gives it an id; it is matched later by its call id, one occurrence
+    each, since some servers reuse call ids.
+
+    ``resume``: the memory holds this same conversation from an earlier process (a checkpointed
+    graph thread); what it already holds is not recorded again.
+    """
+
+    def __init__(self, memory: DecisionMemory, *, resume: bool = False) -> None:
         self.memory = memory
         self._seen: set[str] = set()
+        self._early_results: Counter[str] = Counter()
+        """Call id -> tool results recorded as the tool returned, not yet seen in the state."""
+        for event in memory.messages() if resume else ():
+            if event.get("id"):
+                self._seen.add(f"id:{event['id']}")
+            elif event.get("role") == "tool":
+                self._early_results[str(event.get("tool_call_id"))] += 1
 
     def observe(self, messages: Sequence[BaseMessage]) -> None:
         """Record the messages not recorded yet (the agent resends its whole history each step)."""
         for index, message in enumerate(messages):
-            key = _key(message, index)
-            if key not in self._seen:
-                self._seen.add(key)
-                self.memory.observe(to_event(message))
+            key = f"id:{message.id}" if message.id else f"at:{index}"  # outside a graph: by position
+            if key in self._seen:
+                continue
+            self._seen.add(key)
+            if isinstance(message, ToolMessage) and self._early_results[message.tool_call_id] > 0:
+                self._early_results[message.tool_call_id] -= 1
+                continue
+            self.memory.observe(to_event(message))
 
     def record_tool_result(self, result: Any) -> None:
         """Record a tool's result as it returns; never raises into the agent."""
         if not isinstance(result, ToolMessage):
             return
         try:
-            self._seen.add(_key(result, -1))
+            if result.id:
+                self._seen.add(f"id:{result.id}")
+            else:
+                self._early_results[result.tool_call_id] += 1
             self.memory.observe(to_event(result))
         except Exception:
             logger.exception("damc: recording a tool result failed; the agent goes on")
 
 
+class Conversations:
+    """The recorder of the conversation a graph is running: one agent serves many checkpointer
+    threads, and each ``thread_id`` is its own session of the memory's user, so one thread's
+    records never reach another's prompt. Runs without a thread id use the memory given."""
+
+    def __init__(self, memory: DecisionMemory, *, max_threads: int = 256) -> None:
+        self.memory = memory
+        self.max_threads = max_threads
+        """Threads whose recorders stay in process; an evicted thread is reopened from the store."""
+        self._default = MessageRecorder(memory, resume=True)
+        self._threads: OrderedDict[str, MessageRecorder] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def current(self) -> MessageRecorder:
+        return self.recorder_for(running_thread_id())
+
+    def recorder_for(self, thread_id: str | None) -> MessageRecorder:
+        if thread_id is None:
+            return self._default
+        with self._lock:
+            recorder = self._threads.pop(thread_id, None)
+            if recorder is None:
+                recorder = MessageRecorder(self.memory.for_session(thread_id), resume=True)
+            self._threads[thread_id] = recorder
+            while len(self._threads) > self.max_threads:
+                self._threads.popitem(last=False)
+            return recorder
+
+
+def running_thread_id() -> str | None:
+    """The ``thread_id`` of the graph run this code is in, if any."""
+    try:
+        from langgraph.config import get_config
+
+        thread_id = get_config().get("configurable", {}).get("thread_id")
+    except (ImportError, RuntimeError):  # no langgraph, or not inside a graph run
+        return None
+    return None if thread_id is None else str(thread_id)
+
+
 def to_event(message: BaseMessage) -> dict[str, Any]:
-    """The OpenAI-style message DAMC records for a LangChain message (errors flagged)."""
+    """The OpenAI-style message DAMC records for a LangChain message (errors flagged, id kept)."""
     converted: dict[str, Any] = convert_to_openai_messages(message)
     if isinstance(message, ToolMessage) and message.status == "error":
         converted["status"] = "error"
+    if message.id:
+        converted["id"] = message.id
     return converted
-
-
-def _key(message: BaseMessage, index: int) -> str:
-    """Identity of a message across model calls: tool results by call id (they are recorded when
-    the tool returns, before the agent state gives them an id), others by id or position."""
-    if isinstance(message, ToolMessage):
-        return f"tool:{message.tool_call_id}"
-    return f"id:{message.id}" if message.id else f"at:{index}"

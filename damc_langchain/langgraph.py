@@ -10,7 +10,7 @@ from langchain_core.messages import convert_to_messages
 
 from damc_core import DecisionMemory
 
-from ._recorder import MessageRecorder
+from ._recorder import Conversations
 
 logger = logging.getLogger("damc.langchain")
 
@@ -21,15 +21,17 @@ def damc_pre_model_hook(
     """A hook whose ``llm_input_messages`` are DAMC's context: the graph state is left untouched.
 
     The memory section comes as a system message; ``create_react_agent(prompt=...)`` puts its own
-    system prompt before it.
+    system prompt before it. With a checkpointer, each ``thread_id`` is its own session of the
+    memory's user (``memory.for_session(thread_id)``); runs without one use ``memory``.
     """
-    recorder = MessageRecorder(memory)
+    conversations = Conversations(memory)
 
     def hook(state: dict[str, Any]) -> dict[str, Any]:
         messages = state["messages"]
         try:
+            recorder = conversations.current()
             recorder.observe(messages)
-            built = memory.build(budget=budget)
+            built = recorder.memory.build(budget=budget)
         except Exception:  # the agent keeps running on its own history rather than fail
             logger.exception("damc: building the context failed; the model gets the full history")
             return {"llm_input_messages": messages}

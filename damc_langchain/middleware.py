@@ -2,6 +2,7 @@
 
 Each model call gets DAMC's context through ``request.override`` (per call: the agent's state, and
 so its stored history, is never edited). Tool results are recorded as soon as a tool returns.
+With a checkpointer, each ``thread_id`` is its own session of the memory's user.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from langchain_core.messages import SystemMessage, convert_to_messages
 
 from damc_core import DecisionMemory
 
-from ._recorder import MessageRecorder
+from ._recorder import Conversations
 
 logger = logging.getLogger("damc.langchain")
 
@@ -25,13 +26,21 @@ class DamcMiddleware(AgentMiddleware):
     """Sends the model DAMC's assembled context instead of the whole message history.
 
     >>> agent = create_agent(model, tools, middleware=[DamcMiddleware(DecisionMemory())])
+
+    Runs without a ``thread_id`` use ``memory``; a checkpointed thread uses
+    ``memory_for(thread_id)``, a session of the same user and store, so one agent serving many
+    users' threads never shows one thread's records to another.
     """
 
     def __init__(self, memory: DecisionMemory, *, budget: int | None = None) -> None:
         super().__init__()
         self.memory = memory
         self.budget = budget
-        self.recorder = MessageRecorder(memory)
+        self.conversations = Conversations(memory)
+
+    def memory_for(self, thread_id: str | None) -> DecisionMemory:
+        """The memory of one checkpointer thread (``None``: runs without a thread id)."""
+        return self.conversations.recorder_for(thread_id).memory
 
     # -- model calls -------------------------------------------------------------------------
     def wrap_model_call(
@@ -60,28 +69,40 @@ class DamcMiddleware(AgentMiddleware):
     def _record(self, request: ToolCallRequest, result: Any) -> None:
         """Record the assistant message that made the call first, so the result pairs with it."""
         state = request.state if isinstance(request.state, dict) else {}
+        recorder = self.conversations.current()
         try:
-            self.recorder.observe(state.get("messages", ()))
+            recorder.observe(state.get("messages", ()))
         except Exception:
             logger.exception("damc: recording the agent state failed; the agent goes on")
-        self.recorder.record_tool_result(result)
+        recorder.record_tool_result(result)
 
     # -- translation -------------------------------------------------------------------------
     def _with_memory(self, request: ModelRequest) -> ModelRequest:
         """The same request with DAMC's messages; the request is left as it was on any failure."""
         try:
-            self.recorder.observe(request.messages)
-            built = self.memory.build(budget=self.budget)
+            recorder = self.conversations.current()
+            recorder.observe(request.messages)
+            built = recorder.memory.build(budget=self.budget)
         except Exception:  # the agent must keep running without memory rather than fail
             logger.exception("damc: building the context failed; sending the request unchanged")
             return request
         system, dialogue = split_system(built.messages)
-        prompt = request.system_message.content if request.system_message is not None else None
-        parts = [part for part in (prompt if isinstance(prompt, str) else None, system) if part]
         return request.override(
             messages=convert_to_messages(dialogue),  # type: ignore[arg-type]
-            system_message=SystemMessage("\n\n".join(parts)) if parts else request.system_message,
+            system_message=with_memory_section(request.system_message, system),
         )
+
+
+def with_memory_section(prompt: SystemMessage | None, memory: str | None) -> SystemMessage | None:
+    """The agent's system prompt followed by the memory section. A prompt given as content blocks
+    (cache control, images) keeps its blocks, and the section comes as one more text block."""
+    if not memory:
+        return prompt
+    if prompt is None or not prompt.content:
+        return SystemMessage(memory)
+    if isinstance(prompt.content, str):
+        return SystemMessage(f"{prompt.content}\n\n{memory}")
+    return SystemMessage([*prompt.content, {"type": "text", "text": memory}])
 
 
 def split_system(messages: list[dict[str, Any]]) -> tuple[str | None, list[dict[str, Any]]]:

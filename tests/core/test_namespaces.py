@@ -157,3 +157,20 @@ def test_closed_store_raises_store_closed_error(db_path, counter, clock, msg):
 
     with pytest.raises(StoreClosedError):
         memory.observe(msg.user("Hello"))
+
+
+def test_a_session_of_the_same_user_shares_the_store_and_settings_not_the_records(db_path, msg):
+    with SQLiteStore(db_path) as store:
+        trip = DecisionMemory(
+            namespace=Namespace(user="mia", session="trip"), store=store, settings=MemorySettings(budget=700)
+        )
+        trip.observe(msg.user("My reservation is ZFA04Y."))
+
+        refund = trip.for_session("refund")
+        refund.observe(msg.user("Refund order #W4923227."))
+
+        assert refund.namespace == Namespace(user="mia", session="refund")
+        assert refund.store is store and refund.settings is trip.settings
+        assert [m["content"] for m in trip.messages()] == ["My reservation is ZFA04Y."]
+        assert [m["content"] for m in refund.messages()] == ["Refund order #W4923227."]
+        assert [m["content"] for m in trip.for_session("refund").messages()] == ["Refund order #W4923227."]

@@ -44,3 +44,65 @@ def test_model_input_comes_from_damc_and_state_stays_verbatim(recording_model):
         "search_flights",
         "book",
     ]
+
+
+def test_reused_tool_call_ids_record_every_result(recording_model):
+    from langchain_core.messages import AIMessage
+    from langchain_core.tools import tool
+
+    from .scenario import call
+
+    @tool
+    def get_order(order_id: str) -> str:
+        """Look up an order."""
+        return json.dumps({"order_id": order_id, "status": "shipped" if order_id == "O-1" else "cancelled"})
+
+    model = recording_model(
+        call("get_order", {"order_id": "O-1"}, "call_0"),
+        call("get_order", {"order_id": "O-2"}, "call_0"),
+        AIMessage("O-1 shipped, O-2 cancelled."),
+    )
+    memory = DecisionMemory(store=InMemoryStore())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from langgraph.prebuilt import create_react_agent
+
+        agent = create_react_agent(model, [get_order], pre_model_hook=damc_pre_model_hook(memory))
+
+    agent.invoke({"messages": [HumanMessage("Status of O-1 and O-2?")]})
+
+    results = [c for c in memory.cards() if c.kind.value == "tool_result"]
+    assert [c.arguments for c in results] == [{"order_id": "O-1"}, {"order_id": "O-2"}]
+    assert "cancelled" in text(model.received[2])
+
+
+def test_threads_are_sessions_and_a_resumed_thread_is_not_recorded_twice(recording_model, tmp_path):
+    from langchain_core.messages import AIMessage
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from damc_core import SQLiteStore
+
+    checkpointer = InMemorySaver()
+
+    def run(thread, message, *replies):
+        model = recording_model(*replies)
+        memory = DecisionMemory(store=SQLiteStore(tmp_path / "m.sqlite3"))  # a new process each time
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            from langgraph.prebuilt import create_react_agent
+
+            agent = create_react_agent(
+                model,
+                [get_user_details],
+                pre_model_hook=damc_pre_model_hook(memory),
+                checkpointer=checkpointer,
+            )
+        agent.invoke({"messages": [HumanMessage(message)]}, {"configurable": {"thread_id": thread}})
+        return model, memory.for_session(thread)
+
+    run("mia", "I am mia_li_3668", AIMessage("Hello Mia."))
+    bob_model, _ = run("bob", "Hello, I am Bob", AIMessage("Hello Bob."))
+    _, mia = run("mia", "Thanks", AIMessage("Bye."))
+
+    assert "mia_li_3668" not in text(bob_model.received[0])
+    assert [c.text for c in mia.cards()] == ["I am mia_li_3668", "Hello Mia.", "Thanks"]

@@ -161,3 +161,99 @@ def test_damc_keeps_the_ids_a_summary_drops(recording_model):
     assert summarizer.received, "the summary middleware ran"
     assert "credit_card_4421486" not in text(summarized.received[2])
     assert "credit_card_4421486" in text(damc.received[2])
+
+
+def test_each_checkpointer_thread_is_its_own_session(recording_model):
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    model = recording_model(
+        call("get_user_details", {"user_id": "mia_li_3668"}, "c1"), AIMessage("Found."), AIMessage("Hi!")
+    )
+    middleware = DamcMiddleware(memory())
+    agent = create_agent(model, [get_user_details], middleware=[middleware], checkpointer=InMemorySaver())
+
+    agent.invoke({"messages": [HumanMessage("I am mia_li_3668")]}, {"configurable": {"thread_id": "mia"}})
+    agent.invoke({"messages": [HumanMessage("Hello, I am Bob")]}, {"configurable": {"thread_id": "bob"}})
+
+    assert "mia_li_3668" not in text(model.received[2])  # Bob's first prompt
+    assert [c.kind.value for c in middleware.memory_for("mia").cards()] == [
+        "user_instruction",
+        "tool_call",
+        "tool_result",
+    ]  # the final answer is recorded with the thread's next model call
+    assert [c.text for c in middleware.memory_for("bob").cards()] == ["Hello, I am Bob"]
+    assert middleware.memory_for("mia").namespace.session == "mia"
+    assert middleware.memory.cards() == []  # runs without a thread id would go here
+
+
+def test_a_thread_resumed_by_a_new_process_is_not_recorded_twice(recording_model, tmp_path):
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from damc_core import SQLiteStore
+
+    checkpointer, thread = InMemorySaver(), {"configurable": {"thread_id": "t1"}}
+    replies = (
+        call("get_user_details", {"user_id": "mia_li_3668"}, "c1"),
+        AIMessage("Found."),
+        AIMessage("Bye."),
+    )
+    first = DamcMiddleware(DecisionMemory(store=SQLiteStore(tmp_path / "m.sqlite3")))
+    create_agent(
+        recording_model(*replies), [get_user_details], middleware=[first], checkpointer=checkpointer
+    ).invoke({"messages": [HumanMessage("I am mia_li_3668")]}, thread)
+
+    model = recording_model(*replies[2:])
+    second = DamcMiddleware(DecisionMemory(store=SQLiteStore(tmp_path / "m.sqlite3")))  # a new process
+    create_agent(model, [get_user_details], middleware=[second], checkpointer=checkpointer).invoke(
+        {"messages": [HumanMessage("Thanks")]}, thread
+    )
+
+    kinds = [c.kind.value for c in second.memory_for("t1").cards()]
+    assert kinds == [
+        "user_instruction",
+        "tool_call",
+        "tool_result",
+        "assistant_conclusion",
+        "user_instruction",
+    ]
+    assert text(model.received[0]).count("I am mia_li_3668") == 1
+
+
+def test_reused_tool_call_ids_record_every_result_with_its_own_call(recording_model):
+    @tool
+    def get_order(order_id: str) -> str:
+        """Look up an order."""
+        return json.dumps({"order_id": order_id, "status": "shipped" if order_id == "O-1" else "cancelled"})
+
+    model = recording_model(
+        call("get_order", {"order_id": "O-1"}, "call_0"),  # servers that number calls per step
+        call("get_order", {"order_id": "O-2"}, "call_0"),
+        AIMessage("O-1 shipped, O-2 cancelled."),
+    )
+    damc = memory()
+    create_agent(model, [get_order], middleware=[DamcMiddleware(damc)]).invoke(
+        {"messages": [HumanMessage("Status of O-1 and O-2?")]}
+    )
+
+    results = [c for c in damc.cards() if c.kind.value == "tool_result"]
+    assert [c.arguments for c in results] == [{"order_id": "O-1"}, {"order_id": "O-2"}]
+    assert "status=shipped" in results[0].summary and "status=cancelled" in results[1].summary
+    last_prompt = text(model.received[2])
+    assert "shipped" in last_prompt and "cancelled" in last_prompt
+
+
+def test_a_system_prompt_in_content_blocks_keeps_its_blocks(recording_model):
+    blocks = [{"type": "text", "text": "You are AcmeBot.", "cache_control": {"type": "ephemeral"}}]
+    model = recording_model(*SCRIPT)
+    agent = create_agent(
+        model,
+        [get_user_details, search_flights, book],
+        system_prompt=SystemMessage(blocks),
+        middleware=[DamcMiddleware(memory())],
+    )
+
+    agent.invoke({"messages": [HumanMessage("Book HAT107 for mia_li_3668")]})
+
+    system = model.received[2][0]
+    assert system.content[0] == blocks[0]
+    assert system.content[1]["text"].startswith("<memory>")
