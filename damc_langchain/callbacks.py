@@ -1,10 +1,11 @@
 """DAMC as a LangChain callback handler: record every tool run, compress rebuilt tool messages.
 
 A callback handler cannot add or drop prompt messages: LangChain hands it a new list of the same
-message objects. What it can do safely is edit message objects that are rebuilt for every call,
-such as the ``ToolMessage`` scratchpad of a langchain-classic ``AgentExecutor`` (those have no
-``id``): their content becomes the tool's memory card. Messages that carry an ``id`` belong to a
-stored history or agent state and are never edited. To select which messages reach the model, use
+message objects. What it can do safely is edit message objects that are rebuilt for every call: the
+``ToolMessage`` scratchpad a langchain-classic ``AgentExecutor`` builds from its intermediate steps
+(the runs it announces with ``on_agent_action``); their content becomes the tool's memory card. A
+``ToolMessage`` a tool returned belongs to whoever keeps it (a chat history, an agent state, a
+tool loop's list) and is never edited. To select which messages reach the model, use
 :class:`~damc_langchain.DamcMiddleware`, :func:`~damc_langchain.damc_pre_model_hook` or
 :class:`~damc_langchain.DAMCMemory`.
 """
@@ -12,6 +13,7 @@ stored history or agent state and are never edited. To select which messages rea
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from typing import Any
 from uuid import UUID
 
@@ -31,10 +33,12 @@ class DamcCallbackHandler(BaseCallbackHandler):
     def __init__(self, memory: DecisionMemory, *, compress_rebuilt_tool_messages: bool = True) -> None:
         self.memory = memory
         self.compress_rebuilt_tool_messages = compress_rebuilt_tool_messages
-        self._running: dict[UUID, tuple[str, Any, str | None]] = {}
-        self._cards: dict[str, str] = {}
-        """tool_call_id -> id of the card recorded for its result."""
-        self._turns: set[tuple[str, str]] = set()
+        self._running: dict[UUID, tuple[str, Any, str | None, bool]] = {}
+        """run id -> (tool, arguments, call id, whether an AgentExecutor announced the run)."""
+        self._cards: dict[str, list[str]] = {}
+        """call id -> cards of the announced runs with that id, oldest first (ids may be reused)."""
+        self._turns: Counter[tuple[str, str]] = Counter()
+        """(role, id or content) -> how many such turns are recorded."""
         self._announced: list[tuple[str, str]] = []
         """(tool, call id) of agent actions about to run: AgentExecutor runs tools without the id."""
 
@@ -54,11 +58,13 @@ class DamcCallbackHandler(BaseCallbackHandler):
         **kwargs: Any,
     ) -> None:
         name = str((serialized or {}).get("name") or kwargs.get("name") or "unknown_tool")
+        announced = None
         if tool_call_id is None:
             announced = next((i for i, (tool, _) in enumerate(self._announced) if tool == name), None)
             if announced is not None:
                 tool_call_id = self._announced.pop(announced)[1]
-        self._running[run_id] = (name, inputs if inputs is not None else input_str, tool_call_id)
+        arguments = inputs if inputs is not None else input_str
+        self._running[run_id] = (name, arguments, tool_call_id, announced is not None)
 
     def on_tool_end(self, output: Any, *, run_id: UUID, **kwargs: Any) -> None:
         if isinstance(output, ToolMessage):
@@ -74,10 +80,11 @@ class DamcCallbackHandler(BaseCallbackHandler):
     ) -> None:
         try:
             for prompt in messages:
+                in_prompt: Counter[tuple[str, str]] = Counter()
                 for message in prompt:
-                    self._record_turn(message)
-                    if self.compress_rebuilt_tool_messages:
-                        self._compress(message)
+                    self._record_turn(message, in_prompt)
+                if self.compress_rebuilt_tool_messages:
+                    self._compress(prompt)
         except Exception:
             logger.exception("damc: reading the prompt failed; the model call goes on unchanged")
 
@@ -87,33 +94,49 @@ class DamcCallbackHandler(BaseCallbackHandler):
         """Plain text models get a fresh list of strings: the prompt is recorded, never changed."""
         try:
             for prompt in prompts:
-                if prompt and ("user", prompt) not in self._turns:
-                    self._turns.add(("user", prompt))
+                if prompt and not self._turns[("user", prompt)]:
+                    self._turns[("user", prompt)] += 1
                     self.memory.observe({"role": "user", "content": prompt})
         except Exception:
             logger.exception("damc: recording the prompt failed; the model call goes on unchanged")
 
     def _record(self, run_id: UUID, content: Any, *, error: bool) -> None:
-        name, arguments, call_id = self._running.pop(run_id, ("unknown_tool", None, None))
+        name, arguments, call_id, announced = self._running.pop(run_id, ("unknown_tool", None, None, False))
         try:
             card = self.memory.observe_tool(name, arguments, content, call_id=call_id, error=error)
         except Exception:
             logger.exception("damc: recording the %s result failed; the agent goes on", name)
             return
-        if call_id:
-            self._cards[call_id] = card.id
+        if call_id and announced:
+            self._cards.setdefault(call_id, []).append(card.id)
 
-    def _record_turn(self, message: BaseMessage) -> None:
-        """User turns and assistant text, once each (tool calls and results come from tool runs)."""
+    def _record_turn(self, message: BaseMessage, in_prompt: Counter[tuple[str, str]]) -> None:
+        """User turns and assistant text, each occurrence once: every prompt resends the earlier
+        turns, and a user may say "yes" twice (tool calls and results come from tool runs)."""
         if isinstance(message, HumanMessage) or (isinstance(message, AIMessage) and not message.tool_calls):
             role = "user" if isinstance(message, HumanMessage) else "assistant"
             key = (role, message.id or str(message.content))
-            if key not in self._turns and message.content:
-                self._turns.add(key)
+            in_prompt[key] += 1
+            if in_prompt[key] > self._turns[key] and message.content:
+                self._turns[key] += 1
                 self.memory.observe({"role": role, "content": message.content})
 
-    def _compress(self, message: BaseMessage) -> None:
-        if isinstance(message, ToolMessage) and message.id is None and message.tool_call_id in self._cards:
-            card = self.memory.card(self._cards[message.tool_call_id])
-            if card is not None and card.tokens < card.raw_tokens:
-                message.content = card.summary
+    def _compress(self, prompt: list[BaseMessage]) -> None:
+        """The k-th of n scratchpad messages with a call id shows the k-th of the last n runs with
+        that id (the steps of this run, in order); with more messages than runs, none is edited."""
+        scratchpad: dict[str, list[ToolMessage]] = {}
+        for message in prompt:
+            if (
+                isinstance(message, ToolMessage)
+                and message.id is None
+                and message.tool_call_id in self._cards
+            ):
+                scratchpad.setdefault(message.tool_call_id, []).append(message)
+        for call_id, messages in scratchpad.items():
+            cards = self._cards[call_id]
+            if len(messages) > len(cards):
+                continue
+            for message, card_id in zip(messages, cards[len(cards) - len(messages) :], strict=True):
+                card = self.memory.card(card_id)
+                if card is not None and card.tokens < card.raw_tokens:
+                    message.content = card.summary

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from langchain_classic.base_memory import BaseMemory
@@ -67,7 +68,7 @@ class DAMCMemory(BaseMemory):
             if id(log[-1]) not in calls_seen:  # parallel calls share one assistant message
                 calls_seen.add(id(log[-1]))
                 self.memory.observe(to_event(log[-1]))
-            result = ToolMessage(content=str(observation), tool_call_id=call_id, name=action.tool)
+            result = ToolMessage(content=_as_content(observation), tool_call_id=call_id, name=action.tool)
             self.memory.observe(to_event(result))
         else:
             self.memory.observe_tool(action.tool, action.tool_input, observation)
@@ -79,3 +80,13 @@ class DAMCMemory(BaseMemory):
         if len(candidates) != 1:
             raise ValueError(f"DAMCMemory cannot tell the input among {candidates}; set input_key=...")
         return candidates[0]
+
+
+def _as_content(observation: Any) -> str:
+    """The observation as the agent's scratchpad sends it: JSON unless it is text already."""
+    if isinstance(observation, str):
+        return observation
+    try:
+        return json.dumps(observation, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return str(observation)

@@ -6,6 +6,9 @@ import logging
 from typing import Any
 
 from langchain_classic.agents import AgentExecutor
+from langchain_classic.agents.output_parsers.openai_tools import OpenAIToolsAgentOutputParser
+from langchain_classic.agents.output_parsers.tools import ToolsAgentOutputParser
+from langchain_core.agents import AgentAction, AgentFinish
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, ToolMessage, convert_to_messages
 from langchain_core.prompt_values import PromptValue
@@ -15,7 +18,7 @@ from pydantic import BaseModel
 from damc_core import DecisionMemory
 
 from ._recorder import MessageRecorder
-from .middleware import split_system
+from .middleware import split_system, with_memory_section
 
 logger = logging.getLogger("damc.langchain")
 
@@ -24,16 +27,22 @@ def wrap(executor: AgentExecutor, memory: DecisionMemory, *, budget: int | None 
     """A copy of ``executor`` whose model sees DAMC's context at every step; ``executor`` is unchanged.
 
     The step sits between the agent's prompt and its chat model, so the intermediate steps of the
-    current run (the scratchpad) are compressed too, and earlier runs reach the model as memory
-    cards. Works for agents built as ``prompt | model | parser`` sequences, which is what
-    ``create_tool_calling_agent`` and ``create_openai_tools_agent`` build.
+    current run (the scratchpad) are compressed too, and earlier runs, final answers included,
+    reach the model as memory cards. Works for tool-calling agents built as ``prompt | model |
+    parser`` sequences, which is what ``create_tool_calling_agent`` and
+    ``create_openai_tools_agent`` build; text agents (``create_react_agent`` and the like) resend
+    their scratchpad as one growing prompt text, which DAMC would record again at every step.
     """
     agent = executor.agent
     runnable = getattr(agent, "runnable", None)
-    if not isinstance(runnable, RunnableSequence) or not isinstance(agent, BaseModel):
+    if (
+        not isinstance(runnable, RunnableSequence)
+        or not isinstance(agent, BaseModel)
+        or not isinstance(runnable.last, (ToolsAgentOutputParser, OpenAIToolsAgentOutputParser))
+    ):
         raise TypeError(
-            f"wrap() needs an agent built as a runnable sequence (prompt | model | parser), got "
-            f"{type(executor.agent).__name__}; use DamcCallbackHandler or DAMCMemory instead"
+            f"wrap() needs a tool-calling agent built as a runnable sequence (prompt | model | tool "
+            f"calls parser), got {_describe(agent)}; use DamcCallbackHandler or DAMCMemory instead"
         )
     steps = list(runnable.steps)
     index = next((i for i, step in enumerate(steps) if _is_chat_model(step)), None)
@@ -41,8 +50,16 @@ def wrap(executor: AgentExecutor, memory: DecisionMemory, *, budget: int | None 
         raise TypeError("wrap() found no chat model in the agent's runnable sequence")
     context = _DamcStep(memory, budget)
     damc = RunnableLambda(context, name="damc_context")
-    agent = agent.model_copy(update={"runnable": RunnableSequence(*steps[:index], damc, *steps[index:])})
-    return executor.model_copy(update={"agent": agent})
+    answer = RunnableLambda(context.record_answer, name="damc_answer")
+    sequence: RunnableSequence[Any, Any] = RunnableSequence(*steps[:index], damc, *steps[index:], answer)
+    return executor.model_copy(update={"agent": agent.model_copy(update={"runnable": sequence})})
+
+
+def _describe(agent: Any) -> str:
+    runnable = getattr(agent, "runnable", None)
+    if isinstance(runnable, RunnableSequence):
+        return f"{type(agent).__name__} ending in {type(runnable.last).__name__}"
+    return type(agent).__name__
 
 
 def _is_chat_model(step: Any) -> bool:
@@ -72,7 +89,15 @@ class _DamcStep:
             logger.exception("damc: building the context failed; the model gets the prompt unchanged")
             return messages
         memory_section, recent = split_system(built.messages)
-        prompt_text = system.content if system is not None and isinstance(system.content, str) else ""
-        head = "\n\n".join(part for part in (prompt_text, memory_section) if part)
+        head = with_memory_section(system, memory_section)
         converted: list[BaseMessage] = convert_to_messages(recent)
-        return [SystemMessage(head), *converted] if head else converted
+        return [head, *converted] if head is not None else converted
+
+    def record_answer(self, decision: list[AgentAction] | AgentFinish) -> list[AgentAction] | AgentFinish:
+        """The final answer becomes an assistant turn: no later prompt of the agent holds it."""
+        if isinstance(decision, AgentFinish):
+            try:
+                self.memory.observe({"role": "assistant", "content": decision.return_values.get("output")})
+            except Exception:
+                logger.exception("damc: recording the final answer failed; the agent goes on")
+        return decision

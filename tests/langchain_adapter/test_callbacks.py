@@ -127,3 +127,60 @@ def test_plain_text_llm_prompts_are_recorded_not_changed():
 
     assert llm.invoke("Which card did mia_li_3668 use for 4WQ150?") == "ok"
     assert memory.cards()[0].text == "Which card did mia_li_3668 use for 4WQ150?"
+
+
+def test_reused_call_ids_pair_each_scratchpad_message_with_its_own_run(recording_model):
+    model = recording_model(
+        call("get_user_details", {"user_id": "mia_li_3668"}, "call_0"),
+        call("search_flights", {"date": "2024-05-20"}, "call_0"),
+        AIMessage("HAT107 is available."),
+    )
+    handler = DamcCallbackHandler(DecisionMemory(store=InMemoryStore()))
+
+    executor(model).invoke({"input": "Find a flight for mia_li_3668"}, config={"callbacks": [handler]})
+
+    user, flights = (m.content for m in model.received[2] if isinstance(m, ToolMessage))
+    assert user.startswith("[c") and "get_user_details" in user and "credit_card_4421486" in user
+    assert flights.startswith("[c") and "search_flights" in flights and "HAT107" in flights
+
+
+@pytest.mark.filterwarnings("ignore:The class `InMemoryChatMessageHistory` was deprecated")
+def test_tool_messages_kept_in_a_chat_history_are_never_edited(recording_model):
+    from langchain_core.chat_history import InMemoryChatMessageHistory
+
+    memory = DecisionMemory(store=InMemoryStore())
+    config = {"callbacks": [DamcCallbackHandler(memory)]}
+    model = recording_model(call("search_flights", {"date": "2024-05-20"}, "k1"), AIMessage("HAT100."))
+    history = InMemoryChatMessageHistory()
+    history.add_message(HumanMessage("Cheapest flight on 2024-05-20?"))
+
+    reply = model.invoke(history.messages, config)
+    history.add_message(reply)
+    history.add_messages([search_flights.invoke(tool_call, config) for tool_call in reply.tool_calls])
+    model.invoke(history.messages, config)
+
+    assert json.loads(history.messages[-1].content) == FLIGHTS
+    assert json.loads(model.received[1][-1].content) == FLIGHTS
+    assert [c.tool_call_id for c in memory.cards() if c.kind is CardKind.TOOL_RESULT] == ["k1"]
+
+
+def test_a_user_who_says_the_same_thing_twice_is_recorded_twice(recording_model):
+    memory = DecisionMemory(store=InMemoryStore())
+    config = {"callbacks": [DamcCallbackHandler(memory)]}
+    model = recording_model(
+        AIMessage("Cancel ABC123?"), AIMessage("Cancelled. XYZ789 too?"), AIMessage("Done.")
+    )
+    conversation = [HumanMessage("Cancel my reservations ABC123 and XYZ789")]
+
+    conversation.append(model.invoke(conversation, config))
+    for answer in ("yes", "yes"):
+        conversation.append(HumanMessage(answer))
+        conversation.append(model.invoke(conversation, config))
+
+    assert [c.text for c in memory.cards()] == [
+        "Cancel my reservations ABC123 and XYZ789",
+        "Cancel ABC123?",
+        "yes",
+        "Cancelled. XYZ789 too?",
+        "yes",
+    ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 
 import pytest
 
@@ -108,3 +109,32 @@ def test_streaming_an_executor_with_damc_memory(recording_model):
 
     assert chunks[-1]["output"] == "You used credit_card_4421486."
     assert "credit_card_4421486" in text(model.received[-1])
+
+
+def test_a_tool_returning_a_dict_is_recorded_as_json(recording_model):
+    from langchain_core.tools import tool
+
+    from .scenario import call
+
+    @tool
+    def get_reservation(reservation_id: str) -> dict:
+        """Look up a reservation."""
+        return {"reservation_id": reservation_id, "status": "confirmed", "flights": ["HAT107"] * 20}
+
+    model = recording_model(
+        call("get_reservation", {"reservation_id": "4WQ150"}, "r1"), AIMessage("Confirmed.")
+    )
+    memory = damc_memory()
+    tools = [get_reservation]
+    agent = AgentExecutor(
+        agent=create_tool_calling_agent(model, tools, PROMPT),
+        tools=tools,
+        memory=memory,
+        return_intermediate_steps=True,
+    )
+
+    agent.invoke({"input": "Is 4WQ150 confirmed?"})
+
+    result = next(c for c in memory.memory.cards() if c.kind.value == "tool_result")
+    assert json.loads(memory.memory.recall(result.id)["content"]) == get_reservation.invoke("4WQ150")
+    assert "status=confirmed" in result.summary

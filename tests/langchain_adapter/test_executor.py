@@ -90,3 +90,51 @@ def test_an_openai_tools_agent_is_wrapped_the_same_way(recording_model):
     assert result["output"] == "Booked HAT107, reservation 4WQ150."
     assert "<memory>" in model.received[2][0].content
     assert "credit_card_4421486" in text(model.received[2])
+
+
+def test_a_later_run_sees_the_earlier_runs_final_answer(recording_model):
+    model = recording_model(*SCRIPT, AIMessage("Your reservation is 4WQ150."))
+    wrapped = wrap(executor(model), memory())
+
+    wrapped.invoke({"input": "Book HAT107 for mia_li_3668 with my visa"})
+    wrapped.invoke({"input": "What did you book?"})
+
+    assert "Booked HAT107, reservation 4WQ150." in text(model.received[-1])
+
+
+def test_a_text_react_agent_is_refused(recording_model):
+    from langchain_classic.agents import AgentExecutor, create_react_agent
+    from langchain_core.prompts import PromptTemplate
+
+    from .scenario import search_flights
+
+    prompt = PromptTemplate.from_template(
+        "Tools: {tools} ({tool_names})\nQuestion: {input}\n{agent_scratchpad}"
+    )
+    react = AgentExecutor(
+        agent=create_react_agent(recording_model(), [search_flights], prompt), tools=[search_flights]
+    )
+
+    with pytest.raises(TypeError, match=r"ReActSingleInputOutputParser.*DamcCallbackHandler"):
+        wrap(react, memory())
+
+
+def test_a_system_prompt_in_content_blocks_keeps_its_blocks(recording_model):
+    from langchain_classic.agents import AgentExecutor, create_tool_calling_agent
+    from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
+
+    from .scenario import book, get_user_details, search_flights
+
+    blocks = [{"type": "text", "text": "You are AcmeBot.", "cache_control": {"type": "ephemeral"}}]
+    prompt = ChatPromptTemplate.from_messages(
+        [SystemMessage(blocks), ("human", "{input}"), MessagesPlaceholder("agent_scratchpad")]
+    )
+    model = recording_model(*SCRIPT)
+    tools = [get_user_details, search_flights, book]
+    agent = AgentExecutor(agent=create_tool_calling_agent(model, tools, prompt), tools=tools)
+
+    wrap(agent, memory()).invoke({"input": "Book HAT107 for mia_li_3668"})
+
+    system = model.received[2][0]
+    assert system.content[0] == blocks[0]
+    assert system.content[1]["text"].startswith("<memory>")
