@@ -162,7 +162,28 @@ def test_a_result_that_restates_a_list_argument_shows_it_once(memory, msg):
 
     assert text.startswith(f"[{booked.id}] book_reservation(user_id=mia_li_3668, flights=…) -> ")
     assert "HAT136 2024-05-20" in text and text.count("HAT136") == 1
-    assert "flights=[(flight_number=HAT136" in TemplateCompressor().render(failed)  # not restated
+    assert (
+        "flights=[flight_number date: HAT136 2024-05-20; HAT039 2024-05-22]"
+        in TemplateCompressor().render(failed)
+    )  # not restated: the failed call's records as rows, their keys once
+
+
+def test_records_in_arguments_are_rows_unless_their_keys_differ_or_nest(memory, msg):
+    passengers = [
+        {"first_name": "Mary Ann", "last_name": "Li", "dob": "1990-04-05"},
+        {"first_name": "Omar", "last_name": "Davis", "dob": "1982-10-19"},
+    ]
+    mixed = [{"payment_id": "gift_card_7", "amount": 50}, {"payment_id": "credit_card_4"}]
+    memory.observe(msg.call("c1", "book", {"passengers": passengers, "payments": mixed}))
+
+    failed = memory.observe(msg.result("c1", "book", "Error: payment declined"))
+
+    text = TemplateCompressor().render(failed)
+    assert (
+        "passengers=[first_name | last_name | dob: Mary Ann | Li | 1990-04-05; Omar | Davis | 1982-10-19]"
+        in text
+    )
+    assert "payments=[(payment_id=gift_card_7, amount=50), (payment_id=credit_card_4)]" in text
 
 
 def test_summarizer_is_used_for_long_free_text_and_cannot_drop_identifiers(memory, msg):
