@@ -124,12 +124,10 @@ def run(steps: int, surface: str) -> float:
     llm: Any = ScriptedLLM(script=script(steps))
     memory: Any = ChatMemoryBuffer.from_defaults(tokenizer_fn=offline_tokenizer())
     damc = DecisionMemory(store=InMemoryStore(), settings=MemorySettings(budget=1500))
-    handler = None
     if surface == "proxy":
         llm, memory = DamcLLM(llm=llm, memory=damc), DamcMemory(memory=damc)
-    elif surface == "spans":
-        handler = DamcSpanHandler.attach(damc)
     agent = FunctionAgent(tools=TOOLS, llm=llm)
+    handler = DamcSpanHandler.attach(damc, agent) if surface == "spans" else None
 
     async def go() -> None:
         await agent.run("Find me a hotel in Austin", memory=memory, max_iterations=steps + 5)

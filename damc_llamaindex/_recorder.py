@@ -1,13 +1,16 @@
 """Translation between LlamaIndex chat messages and DAMC events, shared by every LlamaIndex surface.
 
 One :class:`Recorder` per ``DecisionMemory`` (see :func:`recorder_for`) so that the memory, the
-span handler and the LLM proxy, used together, record each event exactly once: tool calls and
-results by call id, ReAct steps by (tool, arguments, observation), text turns by occurrence.
+span capture and the LLM proxy, used together, record each event exactly once: tool outputs by
+object, tool calls by (call id, name, arguments) and results by (call id, content), since some
+providers give every call of a tool the same id, ReAct steps by (tool, arguments, observation), text
+turns by occurrence.
 """
 
 from __future__ import annotations
 
 import ast
+import hashlib
 import json
 import logging
 import re
@@ -20,11 +23,13 @@ from typing import Any
 
 from llama_index.core.base.llms.types import (
     ChatMessage,
+    ContentBlock,
     MessageRole,
     TextBlock,
     ThinkingBlock,
     ToolCallBlock,
 )
+from llama_index.core.tools import ToolOutput
 
 from damc_core import Card, DecisionMemory
 
@@ -51,8 +56,12 @@ class ReactStep:
 
 def message_text(message: ChatMessage) -> str:
     """The text of a message; media blocks are named, not dropped silently."""
+    return _blocks_text(message.blocks)
+
+
+def _blocks_text(blocks: Sequence[ContentBlock]) -> str:
     parts = []
-    for block in message.blocks:
+    for block in blocks:
         if isinstance(block, TextBlock):
             parts.append(block.text)
         elif not isinstance(block, (ToolCallBlock, ThinkingBlock)):
@@ -161,28 +170,50 @@ def _args_key(arguments: Mapping[str, Any] | str | None) -> str:
     return json.dumps(arguments or {}, sort_keys=True, default=str)
 
 
+def _call_key(call: Mapping[str, Any]) -> str:
+    """A tool call by id, name and arguments (a span and a message spell the arguments apart)."""
+    function = call["function"]
+    return json.dumps(["call", call["id"], function["name"], _args_key(function["arguments"])])
+
+
+def _result_key(call_id: str, blocks: Sequence[ContentBlock]) -> str:
+    """A tool result by call id and content: some providers give every call of a tool one id."""
+    digest = hashlib.blake2b(_blocks_text(blocks).encode(errors="replace"), digest_size=16).hexdigest()
+    return json.dumps(["result", call_id, digest])
+
+
 class Recorder:
     """Feeds one conversation's LlamaIndex messages to a ``DecisionMemory`` exactly once each."""
 
     def __init__(self, memory: DecisionMemory) -> None:
-        self.memory = memory
+        self._memory = weakref.ref(memory)
         self._lock = threading.RLock()
         self.memory_created = False
         """Whether a ``DamcMemory`` over this memory exists (runs without it are then warned about)."""
         self._start()
 
+    @property
+    def memory(self) -> DecisionMemory:
+        """Held weakly: the registry keeps one recorder per live memory, and a recorder holding its
+        memory would keep both alive forever. Whoever uses a recorder holds its memory."""
+        memory = self._memory()
+        if memory is None:
+            raise ReferenceError("the DecisionMemory of this recorder no longer exists")
+        return memory
+
     def _start(self) -> None:
         """Empty per-conversation state (a new recorder, or after ``reset``)."""
-        self._calls: dict[str, str] = {}
-        """call id -> card id of the assistant message that made the call."""
-        self._results: dict[str, str] = {}
-        """call id -> card id of its result."""
+        self._seen: dict[str, list[str]] = {}
+        """Key of a tool call or result (see :func:`_call_key`, :func:`_result_key`) -> its cards,
+        one per occurrence: the agent resends its scratchpad with every model call."""
+        self._outputs: weakref.WeakValueDictionary[int, ToolOutput] = weakref.WeakValueDictionary()
+        """Tool outputs recorded, by identity: a span and the event stream report the same object."""
         self._texts: Counter[tuple[str, str]] = Counter()
-        self._steps: dict[tuple[str, str, str], str] = {}
-        """(tool, arguments, observation) of ReAct steps -> call id."""
+        self._steps: dict[tuple[str, str, str], tuple[str, str, str]] = {}
+        """(tool, arguments, observation) of a ReAct step -> (call id, call card, result card)."""
         self._react_ids: set[str] = set()
         self._originals: dict[str, ChatMessage] = {}
-        """call id or text key -> the LlamaIndex message it was recorded from."""
+        """Tool calls, result call id or text key -> the LlamaIndex message it was recorded from."""
         self.pending: set[str] = set()
         """Card ids recorded while the agent ran but not yet handed to memory (its scratchpad)."""
         self._produced: deque[list[ChatMessage]] = deque(maxlen=8)
@@ -226,79 +257,73 @@ class Recorder:
                 self._record(message, confirm=False)
 
     def record_tool_output(
-        self,
-        name: str,
-        arguments: Mapping[str, Any] | None,
-        output: Any,
-        *,
-        call_id: str | None,
-        is_error: bool = False,
+        self, name: str, arguments: Mapping[str, Any] | None, output: ToolOutput, *, call_id: str | None
     ) -> None:
-        """A tool's result as it returns (``ToolOutput``); never raises into the agent."""
+        """A tool's output as it returns, as a call and its result (an error when the tool failed),
+        once per output object; never raises into the agent."""
         try:
             with self._lock:
-                call_id = call_id or self._new_id()
-                if call_id in self._results:
+                if self._outputs.get(id(output)) is output:
                     return
-                content = _tool_content(output)
-                text = str(getattr(output, "content", output)).strip()  # as a ReAct observation
-                if call_id not in self._calls:
-                    card = self.memory.observe(
-                        {
-                            "role": "assistant",
-                            "content": None,
-                            "tool_calls": [_call(call_id, name, arguments)],
-                        }
-                    )
-                    self._calls[call_id] = card.id
-                    self.pending.add(card.id)
+                self._outputs[id(output)] = output
+                call_id = call_id or self._new_id()
+                call = _call(call_id, name, arguments)
                 event: dict[str, Any] = {
                     "role": "tool",
                     "tool_call_id": call_id,
                     "name": name,
-                    "content": content,
+                    "content": _tool_content(output),
                 }
-                if is_error:
+                if output.is_error:
                     event["status"] = "error"
-                card = self.memory.observe(event)
-                self._results[call_id] = card.id
-                self.pending.add(card.id)
-                self._steps.setdefault((name, _args_key(arguments), text), call_id)
+                call_card = self._observe(
+                    _call_key(call), {"role": "assistant", "content": None, "tool_calls": [call]}
+                )
+                result_card = self._observe(_result_key(call_id, output.blocks), event)
+                self.pending.update((call_card, result_card))
+                observation = str(output.content).strip()  # as a ReAct observation shows it
+                self._steps[(name, _args_key(arguments), observation)] = (call_id, call_card, result_card)
         except Exception:
             logger.exception("damc: recording the %s result failed; the agent goes on", name)
+
+    def _observe(self, key: str, event: Mapping[str, Any]) -> str:
+        """Record ``event`` as one more occurrence of ``key``; return its card id."""
+        card = self.memory.observe(event)
+        self._seen.setdefault(key, []).append(card.id)
+        return card.id
+
+    def _known(self, key: str, confirm: bool) -> bool:
+        """Whether ``key`` was recorded already (the message is sent again, or came from its tool)."""
+        cards = self._seen.get(key)
+        for card_id in cards or ():
+            self._confirm(card_id, confirm)
+        return cards is not None
 
     def _record(self, message: ChatMessage, *, confirm: bool) -> None:
         event = to_event(message)
         role = event["role"]
         if role == "tool":
             call_id = event["tool_call_id"]
-            if call_id in self._results:
-                self._confirm(self._results[call_id], confirm)
-                return
-            card = self.memory.observe(event)
-            self._results[call_id] = card.id
-            self._originals[f"tool:{call_id}"] = message
-            self._track(card, confirm)
+            result = _result_key(call_id, message.blocks)
+            if not self._known(result, confirm):
+                self._track(self._observe(result, event), confirm)
+                self._originals[f"tool:{call_id}"] = message
             return
         calls = event.get("tool_calls") or []
         if calls:
-            fresh = [c for c in calls if c["id"] not in self._calls]
-            for known in calls:
-                if known["id"] in self._calls:
-                    self._confirm(self._calls[known["id"]], confirm)
+            fresh = [call for call in calls if not self._known(_call_key(call), confirm)]
             if not fresh:
                 return
             card = self.memory.observe({**event, "tool_calls": fresh})
             for call in fresh:
-                self._calls[call["id"]] = card.id
-            self._originals[f"call:{fresh[0]['id']}"] = message
-            self._track(card, confirm)
+                self._seen.setdefault(_call_key(call), []).append(card.id)
+            self._originals[f"calls:{json.dumps(fresh)}"] = message
+            self._track(card.id, confirm)
             return
         key = (role, event["content"] or "")
         self._texts[key] += 1
         self._originals.setdefault(f"text:{role}:{key[1]}", message)
-        card = self.memory.observe(event)
-        self._track(card, confirm)
+        self._track(self.memory.observe(event).id, confirm)
 
     def record_react_tail(self, messages: Sequence[ChatMessage]) -> dict[int, Card]:
         """ReAct scratchpad messages (assistant actions, ``Observation:`` turns): record new steps,
@@ -313,8 +338,7 @@ class Recorder:
                     action = steps[-1]
                 elif text.startswith("Observation:") and action is not None:
                     observation = text[len("Observation:") :].strip()
-                    call_id = self._react_step(action, observation, confirm=False)
-                    card = self.memory.card(self._results[call_id])
+                    card = self.memory.card(self._react_step(action, observation, confirm=False))
                     if card is not None:
                         found[index] = card
                     action = None
@@ -331,19 +355,19 @@ class Recorder:
             elif step.kind == "answer":
                 key = ("assistant", step.answer)
                 self._texts[key] += 1
-                self._track(self.memory.observe({"role": "assistant", "content": step.answer}), confirm)
+                self._track(self.memory.observe({"role": "assistant", "content": step.answer}).id, confirm)
 
     def _react_step(self, action: ReactStep, observation: str, *, confirm: bool) -> str:
-        """Record one action and its observation unless already recorded; return its call id."""
+        """Record one action and its observation unless already recorded; return the result's card id."""
         key = (action.tool, _args_key(action.arguments), observation)
-        call_id = self._steps.get(key)
-        if call_id is not None and call_id in self._results:
+        known = self._steps.get(key)
+        if known is not None:
+            call_id, call_card, result_card = known
             self._react_ids.add(call_id)
-            self._confirm(self._calls.get(call_id), confirm)
-            self._confirm(self._results[call_id], confirm)
-            return call_id
+            self._confirm(call_card, confirm)
+            self._confirm(result_card, confirm)
+            return result_card
         call_id = self._new_id()
-        self._steps[key] = call_id
         self._react_ids.add(call_id)
         arguments = json.dumps(action.arguments or {}, default=str)
         call = self.memory.observe(
@@ -353,21 +377,20 @@ class Recorder:
                 "tool_calls": [_call(call_id, action.tool, arguments)],
             }
         )
-        self._calls[call_id] = call.id
-        self._track(call, confirm)
+        self._track(call.id, confirm)
         result = self.memory.observe(
             {"role": "tool", "tool_call_id": call_id, "name": action.tool, "content": observation}
         )
-        self._results[call_id] = result.id
-        self._track(result, confirm)
-        return call_id
+        self._track(result.id, confirm)
+        self._steps[key] = (call_id, call.id, result.id)
+        return result.id
 
-    def _track(self, card: Card, confirm: bool) -> None:
+    def _track(self, card_id: str, confirm: bool) -> None:
         if not confirm:
-            self.pending.add(card.id)
+            self.pending.add(card_id)
 
-    def _confirm(self, card_id: str | None, confirm: bool) -> None:
-        if confirm and card_id is not None:
+    def _confirm(self, card_id: str, confirm: bool) -> None:
+        if confirm:
             self.pending.discard(card_id)
 
     def _new_id(self) -> str:
@@ -400,8 +423,8 @@ class Recorder:
                     role=MessageRole.ASSISTANT,
                     content=react_call_text(text, function["name"], function["arguments"]),
                 )
-            original = self._originals.get(f"call:{first}")
-            if original is not None and len(tool_calls(original)) == len(calls):
+            original = self._originals.get(f"calls:{json.dumps(calls)}")
+            if original is not None:
                 return original
             blocks: list[Any] = [TextBlock(text=text)] if text else []
             for call in calls:
@@ -432,9 +455,10 @@ class Recorder:
 _VALID_ROLES = frozenset(r.value for r in MessageRole)
 
 
-def _tool_content(output: Any) -> Any:
-    """What a tool returned: its structured ``raw_output`` when that is JSON data, else its text."""
-    raw = getattr(output, "raw_output", None)
+def _tool_content(output: ToolOutput) -> Any:
+    """What a tool returned: its ``raw_output`` when that is JSON data (``ToolOutput.content`` is
+    its Python repr), else its text."""
+    raw = output.raw_output
     if isinstance(raw, (dict, list)):
         try:
             json.dumps(raw)
@@ -442,9 +466,7 @@ def _tool_content(output: Any) -> Any:
             pass
         else:
             return raw
-    if hasattr(output, "content"):
-        return output.content
-    return output
+    return output.content
 
 
 _RECORDERS: weakref.WeakKeyDictionary[DecisionMemory, Recorder] = weakref.WeakKeyDictionary()

@@ -1,88 +1,99 @@
 """Tool results as they return, without touching the agent.
 
-Workflow agents never fire the legacy ``FUNCTION_CALL`` callbacks. What they do emit:
+Workflow agents never fire the legacy ``FUNCTION_CALL`` callbacks, and the messages they keep hold
+a tool's output as text only (a dict returned by a ``FunctionTool`` becomes its Python repr, an
+exception its message). What they do emit:
 
 * instrumentation spans: the ``call_tool`` step span ends with a ``ToolCallResult`` (tool name,
-  arguments, call id, ``ToolOutput``), and ``BaseTool.acall`` / ``call`` spans end with the
-  ``ToolOutput`` of tools called outside an agent step. :class:`DamcSpanHandler` listens there.
+  arguments, call id, ``ToolOutput`` with ``raw_output`` and ``is_error``), and ``BaseTool.acall``
+  / ``call`` spans end with the ``ToolOutput`` of tools called outside an agent step. A run's steps
+  are children of its ``run`` span, whose instance is the agent or workflow.
 * the workflow event stream (``handler.stream_events()``), where ``ToolCallResult`` events pass by.
   :class:`DamcEventRecorder` records them for callers that hold the handler.
 
-Both feed the same per-memory recorder as :class:`~damc_llamaindex.DamcMemory` and
-:class:`~damc_llamaindex.DamcLLM`, so a result seen twice is recorded once.
+The runs of an agent that uses :class:`~damc_llamaindex.DamcMemory` (``memory=``) or
+:class:`~damc_llamaindex.DamcLLM` are followed as soon as one of them exists; a
+:class:`DamcSpanHandler` follows the agents, workflows and tools it is given. Every surface feeds the
+per-memory recorder, so a result seen twice is recorded once.
 """
 
 from __future__ import annotations
 
 import inspect
 import logging
+import threading
 import warnings
 from collections.abc import AsyncIterator
 from typing import Any
 
+from llama_index.core.agent.workflow import AgentWorkflow, BaseWorkflowAgent
 from llama_index.core.agent.workflow.workflow_events import ToolCallResult
 from llama_index.core.bridge.pydantic import PrivateAttr
 from llama_index.core.instrumentation.span import SimpleSpan
 from llama_index.core.instrumentation.span_handlers import BaseSpanHandler
-from llama_index.core.tools import BaseTool
+from llama_index.core.tools import BaseTool, ToolOutput
+from llama_index.core.workflow import Workflow
 from llama_index_instrumentation import get_dispatcher
 
 from damc_core import DecisionMemory
 
 from ._recorder import Recorder, recorder_for
+from .llm import DamcLLM
+from .memory import DamcMemory
 
 logger = logging.getLogger("damc.llamaindex")
 
+_RUN = ".run-"
+"""Span ids are ``<class>.<method>-<uuid>``: a workflow's ``run``, the parent of its steps."""
+_START = ".init_run-"
+"""An agent run's first step: its start event holds the run's ``memory=``."""
 _STEP = ".call_tool-"
-"""Span ids are ``<class>.<method>-<uuid>``: the agent step that runs one tool call."""
+"""The agent step that runs one tool call."""
 _TOOL = (".acall-", ".call-")
 """A tool's own call; recorded only when no agent step around it is followed."""
+_RUNS_KEPT = 4096
+"""A ``run`` span ends as soon as ``run()`` returns its handler, before its steps: the runs followed
+are remembered by span id, the oldest forgotten past this many."""
 
 
 def _record_result(recorder: Recorder, event: ToolCallResult) -> None:
     """Record a step's tool result under the call id the model gave it."""
-    output = event.tool_output
     recorder.record_tool_output(
-        event.tool_name,
-        event.tool_kwargs,
-        output,
-        call_id=event.tool_id or None,
-        is_error=bool(getattr(output, "is_error", False)),
+        event.tool_name, event.tool_kwargs, event.tool_output, call_id=event.tool_id or None
     )
 
 
-class DamcSpanHandler(BaseSpanHandler[SimpleSpan]):
-    """Records every tool result into a ``DecisionMemory``.
+def _memory_of(candidate: object) -> DecisionMemory | None:
+    """The DAMC memory of a run's ``memory=``, or of the ``DamcLLM`` its agents use (one only)."""
+    if isinstance(candidate, DamcMemory):
+        return candidate.memory
+    if isinstance(candidate, AgentWorkflow):
+        agents = list(candidate.agents.values())
+    else:
+        agents = [candidate] if isinstance(candidate, BaseWorkflowAgent) else []
+    memories = {id(a.llm.memory): a.llm.memory for a in agents if isinstance(a.llm, DamcLLM)}
+    return next(iter(memories.values())) if len(memories) == 1 else None
 
-    >>> handler = DamcSpanHandler.attach(memory)   # on the root dispatcher
-    >>> handler.detach()
-    """
 
-    _recorder: Recorder = PrivateAttr()
-    _kinds: dict[str, tuple[str, str | None]] = PrivateAttr(default_factory=dict)
-    """Open span id -> (kind, parent span id) for the spans this handler follows."""
-    _warned: bool = PrivateAttr(default=False)
+class _ToolSpans(BaseSpanHandler[SimpleSpan]):
+    """Records the tool results of the runs (and lone tool calls) :meth:`_owner` assigns a memory:
+    by default, the runs of agents that use a ``DamcMemory`` or a ``DamcLLM``."""
 
-    def __init__(self, memory: DecisionMemory) -> None:
+    _runs: dict[str, Recorder] = PrivateAttr(default_factory=dict)
+    """``run`` span id -> the recorder of the run."""
+    _open: dict[str, Recorder] = PrivateAttr(default_factory=dict)
+    """Open span id -> recorder, for the ``call_tool`` steps and tool calls followed."""
+
+    def __init__(self) -> None:
         super().__init__(open_spans={}, completed_spans=[], dropped_spans=[], current_span_ids={})
-        self._recorder = recorder_for(memory)
-        self._kinds = {}
 
-    @classmethod
-    def class_name(cls) -> str:
-        return "DamcSpanHandler"
+    def _owner(self, candidate: object) -> Recorder | None:
+        """The recorder for a run's workflow or ``memory=``, or for a tool called outside a run."""
+        memory = _memory_of(candidate)
+        return None if memory is None else recorder_for(memory)
 
-    @classmethod
-    def attach(cls, memory: DecisionMemory, dispatcher_name: str = "root") -> DamcSpanHandler:
-        """Create a handler and register it on a dispatcher (the root one sees every span)."""
-        handler = cls(memory)
-        get_dispatcher(dispatcher_name).add_span_handler(handler)
-        return handler
-
-    def detach(self, dispatcher_name: str = "root") -> None:
-        handlers = get_dispatcher(dispatcher_name).span_handlers
-        if self in handlers:
-            handlers.remove(self)
+    def _run_started(self, memory: object) -> None:
+        """A run this handler follows starts with ``memory``."""
 
     def new_span(
         self,
@@ -93,16 +104,38 @@ class DamcSpanHandler(BaseSpanHandler[SimpleSpan]):
         tags: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> SimpleSpan | None:
-        if _STEP in id_:
-            kind = "step"
-        elif isinstance(instance, BaseTool) and any(marker in id_ for marker in _TOOL):
-            kind = "tool"
-        else:
-            if ".init_run-" in id_:
-                self._check_memory(bound_args)
+        if _RUN in id_ and isinstance(instance, Workflow):
+            self._follow_run(id_, self._owner(instance))
             return None
-        self._kinds[id_] = (kind, parent_span_id)
+        if _START in id_ and parent_span_id is not None:
+            event = bound_args.arguments.get("ev")
+            memory = None if event is None else event.get("memory", None)
+            self._follow_run(parent_span_id, self._owner(memory))
+            if parent_span_id in self._runs:
+                self._run_started(memory)
+            return None
+        if _STEP in id_:
+            owner = self._runs.get(parent_span_id or "")
+        elif (
+            isinstance(instance, BaseTool)
+            and any(m in id_ for m in _TOOL)
+            and parent_span_id not in self._open
+        ):
+            owner = self._owner(instance)
+        else:
+            return None
+        if owner is None:
+            return None
+        self._open[id_] = owner
         return SimpleSpan(id_=id_, parent_id=parent_span_id, tags=tags or {})
+
+    def _follow_run(self, run_id: str, owner: Recorder | None) -> None:
+        if owner is None:
+            return
+        with self.lock:
+            self._runs.setdefault(run_id, owner)
+            while len(self._runs) > _RUNS_KEPT:
+                del self._runs[next(iter(self._runs))]
 
     def prepare_to_exit_span(
         self,
@@ -112,17 +145,16 @@ class DamcSpanHandler(BaseSpanHandler[SimpleSpan]):
         result: Any | None = None,
         **kwargs: Any,
     ) -> SimpleSpan | None:
-        kind, parent = self._kinds.get(id_, ("", None))
+        owner = self._open.pop(id_, None)
         try:
-            if kind == "step" and isinstance(result, ToolCallResult):
-                _record_result(self._recorder, result)
-            elif kind == "tool" and parent not in self._kinds and isinstance(instance, BaseTool):
-                self._recorder.record_tool_output(
+            if owner is not None and isinstance(result, ToolCallResult):
+                _record_result(owner, result)
+            elif owner is not None and isinstance(instance, BaseTool) and isinstance(result, ToolOutput):
+                owner.record_tool_output(
                     instance.metadata.get_name(),
                     dict(bound_args.arguments.get("kwargs") or {}),
                     result,
                     call_id=None,
-                    is_error=bool(getattr(result, "is_error", False)),
                 )
         except Exception:  # never raise into the instrumented code
             logger.exception("damc: reading a tool span failed; the agent goes on")
@@ -136,27 +168,82 @@ class DamcSpanHandler(BaseSpanHandler[SimpleSpan]):
         err: BaseException | None = None,
         **kwargs: Any,
     ) -> SimpleSpan | None:
+        self._open.pop(id_, None)
         return self._close(id_)
 
     def _close(self, id_: str) -> SimpleSpan | None:
-        self._kinds.pop(id_, None)
         with self.lock:
             return self.open_spans.get(id_)
 
-    def _check_memory(self, bound_args: inspect.BoundArguments) -> None:
+
+_DAMC_RUNS: _ToolSpans | None = None
+_DAMC_RUNS_LOCK = threading.Lock()
+
+
+def follow_damc_runs() -> None:
+    """Record the tool outputs of runs that use a ``DamcMemory`` or ``DamcLLM`` (once per process):
+    the agent keeps only their text, so structured data and errors come from the spans."""
+    global _DAMC_RUNS
+    with _DAMC_RUNS_LOCK:
+        if _DAMC_RUNS is None:
+            _DAMC_RUNS = _ToolSpans()
+            get_dispatcher().add_span_handler(_DAMC_RUNS)
+
+
+class DamcSpanHandler(_ToolSpans):
+    """Records into a ``DecisionMemory`` the tool results of its own runs only: those of the agents
+    or workflows in ``scope`` (and calls of the tools in it made outside them), and those through a
+    ``DamcMemory`` or ``DamcLLM`` over this memory, which are recorded even without a handler.
+
+    >>> handler = DamcSpanHandler.attach(memory, agent)   # on the root dispatcher
+    >>> handler.detach()
+    """
+
+    _recorder: Recorder = PrivateAttr()
+    _scope: tuple[Workflow | BaseTool, ...] = PrivateAttr()
+    _warned: bool = PrivateAttr(default=False)
+
+    def __init__(self, memory: DecisionMemory, *scope: Workflow | BaseTool) -> None:
+        super().__init__()
+        self._recorder = recorder_for(memory)
+        self._scope = scope
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "DamcSpanHandler"
+
+    @classmethod
+    def attach(
+        cls, memory: DecisionMemory, *scope: Workflow | BaseTool, dispatcher_name: str = "root"
+    ) -> DamcSpanHandler:
+        """Create a handler for ``scope`` and register it on a dispatcher (the root one sees every
+        span). Other agents' runs, another session's included, are left alone."""
+        handler = cls(memory, *scope)
+        get_dispatcher(dispatcher_name).add_span_handler(handler)
+        return handler
+
+    def detach(self, dispatcher_name: str = "root") -> None:
+        handlers = get_dispatcher(dispatcher_name).span_handlers
+        if self in handlers:
+            handlers.remove(self)
+
+    def _owner(self, candidate: object) -> Recorder | None:
+        if any(candidate is s for s in self._scope) or _memory_of(candidate) is self._recorder.memory:
+            return self._recorder
+        return None
+
+    def _run_started(self, memory: object) -> None:
         """Warn once when a DamcMemory was used for this memory but a run starts without one:
         llama-index-core drops ``memory=`` given to an agent's constructor."""
-        event = bound_args.arguments.get("ev")
-        if self._warned or not self._recorder.memory_created or event is None:
+        if self._warned or not self._recorder.memory_created or memory is not None:
             return
-        if event.get("memory", None) is None:
-            self._warned = True
-            message = (
-                "damc: an agent run started without memory=; llama-index-core ignores a memory "
-                "given to the agent's constructor. Pass it on every run: agent.run(msg, memory=damc_memory)"
-            )
-            logger.warning(message)
-            warnings.warn(message, stacklevel=2)
+        self._warned = True
+        message = (
+            "damc: an agent run started without memory=; llama-index-core ignores a memory "
+            "given to the agent's constructor. Pass it on every run: agent.run(msg, memory=damc_memory)"
+        )
+        logger.warning(message)
+        warnings.warn(message, stacklevel=2)
 
 
 class DamcEventRecorder:

@@ -49,7 +49,10 @@ class DamcLLM(FunctionCallingLLM):
     _recorder: Recorder = PrivateAttr()
 
     def model_post_init(self, context: Any, /) -> None:
+        from .capture import follow_damc_runs  # capture imports this module
+
         self._recorder = recorder_for(self.memory)
+        follow_damc_runs()
 
     @classmethod
     def class_name(cls) -> str:

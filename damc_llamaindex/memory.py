@@ -26,8 +26,8 @@ class DamcMemory(BaseMemory):
     """``agent.run(user_msg, memory=DamcMemory(memory=DecisionMemory(...)))``.
 
     ``get`` returns the memory section (cards of earlier turns and tool results) followed by the
-    recent dialogue. Tool calls of the running task that a span handler or the LLM proxy recorded
-    are left out until the agent hands them over, since the agent sends its scratchpad itself.
+    recent dialogue. Tool calls of the running task, recorded as their tools return or by the LLM
+    proxy, are left out until the agent hands them over, since the agent sends its scratchpad itself.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -46,8 +46,11 @@ class DamcMemory(BaseMemory):
     _all: list[ChatMessage] = PrivateAttr(default_factory=list)
 
     def model_post_init(self, context: Any, /) -> None:
+        from .capture import follow_damc_runs  # capture imports this module
+
         self._recorder = recorder_for(self.memory)
         self._recorder.memory_created = True
+        follow_damc_runs()
 
     @classmethod
     def class_name(cls) -> str:

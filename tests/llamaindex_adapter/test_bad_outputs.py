@@ -54,7 +54,7 @@ def test_the_agent_finishes(recording_llm, agent_kind, surface, output):
     agent = (FunctionAgent if agent_kind == "function" else ReActAgent)(
         tools=[make_tool(OUTPUTS[output])], llm=llm
     )
-    handler = DamcSpanHandler.attach(damc) if surface == "spans" else None
+    handler = DamcSpanHandler.attach(damc, agent) if surface == "spans" else None
     try:
         result = run(agent, "look it up", memory=DamcMemory(memory=damc) if surface == "memory" else None)
     finally:

@@ -7,10 +7,11 @@ import json
 
 import pytest
 from llama_index.core.agent.workflow import FunctionAgent, ReActAgent, ToolCallResult
+from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.memory import ChatMemoryBuffer
 from llama_index.core.tools import FunctionTool
 
-from damc_llamaindex import DamcEventRecorder, DamcMemory, DamcSpanHandler, offline_tokenizer
+from damc_llamaindex import DamcEventRecorder, DamcLLM, DamcMemory, DamcSpanHandler, offline_tokenizer
 
 from .scenario import (
     FLIGHTS,
@@ -23,15 +24,23 @@ from .scenario import (
     react,
     react_answer,
     run,
+    text,
 )
+
+CARDS = {"alice": "4242", "bob": "9999"}
+
+
+def get_account(user_id: str) -> dict:
+    """Look up an account."""
+    return {"user_id": user_id, "card_last4": CARDS[user_id]}
 
 
 @pytest.fixture
 def spans():
     handlers = []
 
-    def attach(memory):
-        handlers.append(DamcSpanHandler.attach(memory))
+    def attach(memory, *scope):
+        handlers.append(DamcSpanHandler.attach(memory, *scope))
         return handlers[-1]
 
     yield attach
@@ -45,10 +54,11 @@ def tool_results(memory):
 
 def test_spans_record_each_result_with_its_call_while_the_agent_keeps_its_own_memory(recording_llm, spans):
     memory = damc()
-    spans(memory)
+    agent = FunctionAgent(tools=TOOLS, llm=recording_llm(*FUNCTION_SCRIPT))
+    spans(memory, agent)
     buffer = ChatMemoryBuffer.from_defaults(tokenizer_fn=offline_tokenizer())
 
-    run(FunctionAgent(tools=TOOLS, llm=recording_llm(*FUNCTION_SCRIPT)), QUESTION, memory=buffer)
+    run(agent, QUESTION, memory=buffer)
 
     results = tool_results(memory)
     assert [(c.tool_name, c.tool_call_id) for c in results] == [
@@ -70,15 +80,17 @@ def test_structured_outputs_and_errors_are_kept_as_data(recording_llm, spans):
         raise RuntimeError(f"reservation {reservation_id} is not cancellable")
 
     memory = damc()
-    spans(memory)
     llm = recording_llm(
         call("quote", {"flight_number": "HAT107"}, "q1"),
         call("cancel", {"reservation_id": "4WQ150"}, "x1"),
         FUNCTION_SCRIPT[-1],
     )
-    tools = [FunctionTool.from_defaults(quote), FunctionTool.from_defaults(cancel)]
+    agent = FunctionAgent(
+        tools=[FunctionTool.from_defaults(quote), FunctionTool.from_defaults(cancel)], llm=llm
+    )
+    spans(memory, agent)
 
-    run(FunctionAgent(tools=tools, llm=llm), "price and cancel")
+    run(agent, "price and cancel")
 
     priced, failed = tool_results(memory)
     # ToolOutput.content is the Python repr of the dict; DAMC keeps the data as JSON
@@ -89,7 +101,7 @@ def test_structured_outputs_and_errors_are_kept_as_data(recording_llm, spans):
 
 def test_a_tool_called_outside_an_agent_is_recorded_too(spans):
     memory = damc()
-    spans(memory)
+    spans(memory, TOOLS[2])
 
     output = asyncio.run(TOOLS[2].acall(flight_number="HAT107", payment_id="credit_card_4421486"))
 
@@ -100,10 +112,11 @@ def test_a_tool_called_outside_an_agent_is_recorded_too(spans):
 
 def test_with_damc_memory_each_result_is_recorded_once_and_sent_once(recording_llm, spans):
     memory = damc()
-    spans(memory)
     llm = recording_llm(*FUNCTION_SCRIPT)
+    agent = FunctionAgent(tools=TOOLS, llm=llm)
+    spans(memory, agent)
 
-    run(FunctionAgent(tools=TOOLS, llm=llm), QUESTION, memory=DamcMemory(memory=memory))
+    run(agent, QUESTION, memory=DamcMemory(memory=memory))
 
     assert [c.tool_call_id for c in tool_results(memory)] == ["c1", "c2", "c3"]
     for prompt in llm.received:
@@ -114,9 +127,10 @@ def test_with_damc_memory_each_result_is_recorded_once_and_sent_once(recording_l
 
 def test_react_results_come_from_spans_exactly_once(recording_llm, spans):
     memory = damc()
-    spans(memory)
+    agent = ReActAgent(tools=TOOLS, llm=recording_llm(*REACT_SCRIPT))
+    spans(memory, agent)
 
-    run(ReActAgent(tools=TOOLS, llm=recording_llm(*REACT_SCRIPT)), QUESTION, memory=DamcMemory(memory=memory))
+    run(agent, QUESTION, memory=DamcMemory(memory=memory))
 
     assert [c.tool_name for c in tool_results(memory)] == ["get_user_details", "search_flights", "book"]
 
@@ -144,17 +158,62 @@ def test_a_react_observation_with_surrounding_whitespace_is_still_matched(record
         return f"\n  {flight_number}: on time, gate B7  \n"
 
     memory = damc()
-    spans(memory)
     llm = recording_llm(
         react("status", {"flight_number": "HAT107"}),
         react_answer("HAT107 is on time."),
         function_calling=False,
     )
+    agent = ReActAgent(tools=[FunctionTool.from_defaults(status)], llm=llm)
+    spans(memory, agent)
 
-    run(
-        ReActAgent(tools=[FunctionTool.from_defaults(status)], llm=llm),
-        "status?",
-        memory=DamcMemory(memory=memory),
-    )
+    run(agent, "status?", memory=DamcMemory(memory=memory))
 
     assert [c.tool_name for c in tool_results(memory)] == ["status"]
+
+
+@pytest.mark.parametrize("agent_class", [FunctionAgent, ReActAgent])
+def test_concurrent_sessions_each_record_only_their_own_tool_results(recording_llm, spans, agent_class):
+    def session(user):
+        memory = damc()
+        spans(memory)
+        if agent_class is FunctionAgent:
+            replies = [
+                call("get_account", {"user_id": user}, f"{user}-1"),
+                *[ChatMessage(role="assistant", content="ok")] * 2,
+            ]
+            model = recording_llm(*replies)
+        else:
+            replies = [react("get_account", {"user_id": user}), react_answer("ok"), react_answer("ok")]
+            model = recording_llm(*replies, function_calling=False)
+        agent = agent_class(
+            tools=[FunctionTool.from_defaults(get_account)], llm=DamcLLM(llm=model, memory=memory)
+        )
+        return memory, model, agent, DamcMemory(memory=memory)
+
+    sessions = {user: session(user) for user in CARDS}
+
+    async def go():
+        for question in ("Which card do I have?", "And its last digits again?"):
+            await asyncio.gather(*(agent.run(question, memory=dm) for _, _, agent, dm in sessions.values()))
+
+    asyncio.run(go())
+
+    for user, (memory, model, _, _) in sessions.items():
+        other = next(name for name in CARDS if name != user)
+        assert [json.loads(memory.recall(c.id)["content"])["user_id"] for c in tool_results(memory)] == [user]
+        assert CARDS[user] in text(model.received[-1])
+        assert CARDS[other] not in text(model.received[-1])
+
+
+def test_a_handler_scoped_to_an_agent_leaves_other_agents_runs_alone(recording_llm, spans):
+    memory = damc()
+    mine = FunctionAgent(tools=TOOLS, llm=recording_llm(*FUNCTION_SCRIPT))
+    other = FunctionAgent(tools=TOOLS, llm=recording_llm(*FUNCTION_SCRIPT))
+    spans(memory, mine)
+
+    async def go():
+        await asyncio.gather(mine.run(QUESTION), other.run(QUESTION))
+
+    asyncio.run(go())
+
+    assert [c.tool_call_id for c in tool_results(memory)] == ["c1", "c2", "c3"]

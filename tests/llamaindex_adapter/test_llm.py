@@ -8,10 +8,24 @@ import json
 import pytest
 from llama_index.core.agent.workflow import AgentWorkflow, FunctionAgent, ReActAgent
 from llama_index.core.base.llms.types import ChatMessage, ToolCallBlock
+from llama_index.core.tools import FunctionTool
 
 from damc_llamaindex import DamcLLM, DamcMemory
 
-from .scenario import ANSWER, FLIGHTS, FUNCTION_SCRIPT, QUESTION, REACT_SCRIPT, TOOLS, damc, run, text
+from .scenario import (
+    ANSWER,
+    FLIGHTS,
+    FUNCTION_SCRIPT,
+    QUESTION,
+    REACT_SCRIPT,
+    TOOLS,
+    call,
+    damc,
+    react,
+    react_answer,
+    run,
+    text,
+)
 
 
 def assert_valid(messages: list[ChatMessage]) -> None:
@@ -23,6 +37,10 @@ def assert_valid(messages: list[ChatMessage]) -> None:
             continue
         assert not open_calls
         open_calls = {b.tool_call_id for b in message.blocks if isinstance(b, ToolCallBlock)}
+
+
+def tool_results(memory):
+    return [c for c in memory.cards() if c.kind.value == "tool_result"]
 
 
 @pytest.mark.parametrize("streaming", [True, False], ids=["streaming", "not streaming"])
@@ -122,3 +140,61 @@ def test_a_model_without_function_calling_is_refused_for_tool_calls():
     llm = DamcLLM(llm=MockLLM(), memory=damc())
     with pytest.raises(TypeError, match="ReActAgent"):
         llm.chat_with_tools(TOOLS, user_msg="hi")
+
+
+def test_a_call_id_reused_for_every_call_still_records_each_result_with_its_own_call(recording_llm):
+    def get_order(order_id: str) -> dict:
+        """Look up an order."""
+        return {"order_id": order_id, "status": {"O-1": "shipped", "O-2": "cancelled"}[order_id]}
+
+    # llama-index-llms-ollama gives every call the tool's name as its id
+    model = recording_llm(
+        call("get_order", {"order_id": "O-1"}, "get_order"),
+        call("get_order", {"order_id": "O-2"}, "get_order"),
+        ChatMessage(role="assistant", content="O-1 shipped, O-2 cancelled."),
+    )
+    memory = damc()
+    agent = FunctionAgent(
+        tools=[FunctionTool.from_defaults(get_order)], llm=DamcLLM(llm=model, memory=memory)
+    )
+
+    run(agent, "Status of O-1 and O-2?", memory=DamcMemory(memory=memory))
+
+    results = tool_results(memory)
+    assert [(c.tool_call_id, c.arguments) for c in results] == [
+        ("get_order", {"order_id": "O-1"}),
+        ("get_order", {"order_id": "O-2"}),
+    ]
+    assert [json.loads(memory.recall(c.id)["content"])["status"] for c in results] == ["shipped", "cancelled"]
+    last = model.received[-1]
+    assert "shipped" in text(last) and "cancelled" in text(last)
+    assert_valid(last)
+
+
+@pytest.mark.parametrize("agent_class", [FunctionAgent, ReActAgent])
+def test_a_tool_returning_data_is_recorded_as_data_without_a_span_handler(recording_llm, agent_class):
+    def search_flights(date: str) -> list:
+        """Search flights on a date."""
+        return FLIGHTS
+
+    if agent_class is FunctionAgent:
+        model = recording_llm(
+            call("search_flights", {"date": "2024-05-20"}, "s1"),
+            ChatMessage(role="assistant", content="HAT107"),
+        )
+    else:
+        model = recording_llm(
+            react("search_flights", {"date": "2024-05-20"}), react_answer("HAT107"), function_calling=False
+        )
+    memory = damc()
+    agent = agent_class(
+        tools=[FunctionTool.from_defaults(search_flights)], llm=DamcLLM(llm=model, memory=memory)
+    )
+
+    run(agent, "Cheapest available flight on 2024-05-20?", memory=DamcMemory(memory=memory))
+
+    (result,) = tool_results(memory)
+    assert json.loads(memory.recall(result.id)["content"]) == FLIGHTS
+    assert result.tables  # encoded as rows, not as the Python repr FunctionTool makes of a list
+    assert str(FLIGHTS[0]) not in text(model.received[1])
+    assert "HAT100" in text(model.received[1])

@@ -10,11 +10,25 @@ import pytest
 from llama_index.core.agent.workflow import FunctionAgent, ReActAgent
 from llama_index.core.base.llms.types import ChatMessage, ToolCallBlock
 from llama_index.core.memory import ChatMemoryBuffer
+from llama_index.core.tools import FunctionTool
 from llama_index.core.workflow import Context
 
-from damc_llamaindex import DamcMemory, DamcSpanHandler, offline_tokenizer
+from damc_llamaindex import DamcLLM, DamcMemory, DamcSpanHandler, offline_tokenizer
 
-from .scenario import ANSWER, FLIGHTS, FUNCTION_SCRIPT, QUESTION, REACT_SCRIPT, TOOLS, damc, run, text
+from .scenario import (
+    ANSWER,
+    FLIGHTS,
+    FUNCTION_SCRIPT,
+    QUESTION,
+    REACT_SCRIPT,
+    TOOLS,
+    call,
+    damc,
+    react,
+    react_answer,
+    run,
+    text,
+)
 
 FOLLOW_UP = "Which card did I use?"
 CARD_ANSWER = ChatMessage(role="assistant", content="You used credit_card_4421486.")
@@ -175,8 +189,8 @@ def test_history_survives_a_reused_context(recording_llm):
 def test_a_memory_given_to_the_agent_constructor_is_reported(recording_llm):
     decision_memory = damc()
     memory = DamcMemory(memory=decision_memory)
-    handler = DamcSpanHandler.attach(decision_memory)
     agent = FunctionAgent(tools=TOOLS, llm=recording_llm(*FUNCTION_SCRIPT), memory=memory)
+    handler = DamcSpanHandler.attach(decision_memory, agent)
     try:
         with pytest.warns(UserWarning, match="memory="):
             run(agent, QUESTION)
@@ -212,3 +226,32 @@ def test_a_reused_context_drops_its_memory_but_the_wrapped_llm_still_remembers(r
     assert [m.content for m in bare.received[-1]] == [FOLLOW_UP]
     assert "credit_card_4421486" in text(model.received[-1])
     assert model.received[-1][-1].content == FOLLOW_UP
+
+
+@pytest.mark.parametrize("wrapped_llm", [False, True], ids=["memory", "memory and llm"])
+@pytest.mark.parametrize("agent_class", [FunctionAgent, ReActAgent])
+def test_a_failing_tool_is_remembered_as_an_error(recording_llm, agent_class, wrapped_llm):
+    def cancel(reservation_id: str) -> str:
+        """Cancel a reservation."""
+        raise RuntimeError(f"reservation {reservation_id} is not cancellable")
+
+    if agent_class is FunctionAgent:
+        replies = [
+            call("cancel", {"reservation_id": "4WQ150"}, "x1"),
+            *[ChatMessage(role="assistant", content="no")] * 2,
+        ]
+        model = recording_llm(*replies)
+    else:
+        replies = [react("cancel", {"reservation_id": "4WQ150"}), react_answer("no"), react_answer("no")]
+        model = recording_llm(*replies, function_calling=False)
+    memory = damc()
+    llm = DamcLLM(llm=model, memory=memory) if wrapped_llm else model
+    agent = agent_class(tools=[FunctionTool.from_defaults(cancel)], llm=llm)
+
+    two_runs(agent, DamcMemory(memory=memory))
+
+    (failed,) = [c for c in memory.cards() if c.tool_name == "cancel" and c.kind.value != "tool_call"]
+    assert failed.kind.value == "tool_error"
+    assert "cancel(reservation_id=4WQ150) FAILED -> reservation 4WQ150 is not cancellable" in text(
+        model.received[-1]
+    )  # what the model is told on the next turn

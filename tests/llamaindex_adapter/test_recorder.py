@@ -97,9 +97,69 @@ def test_parallel_calls_stay_together_with_their_results():
     assert [first.additional_kwargs["tool_call_id"], second.additional_kwargs["tool_call_id"]] == ["p1", "p2"]
     assert len(first.content) < len(json.dumps(FLIGHTS)) and "HAT100" in first.content
     assert "credit_card_4421486" in second.content
-    # with too small a budget the pair moves to the memory section whole: no result without its call
+    # with too small a budget the newest call still goes with all its results, shrunk
     small = DamcMemory(memory=damc(budget=150))
     small.put_messages(memory.get_all())
-    assert [m.role.value for m in small.get()] == ["user"]
-    section = small.get()[0].content
-    assert "HAT100" in section or "credit_card_4421486" in section  # the result that fits, as a card
+    call, *results = small.get()
+    assert call is both
+    assert [r.additional_kwargs["tool_call_id"] for r in results] == ["p1", "p2"]
+    assert "HAT100" in results[0].content and "credit_card_4421486" in results[1].content
+
+
+def test_results_under_one_reused_call_id_each_stay_with_their_own_call():
+    def order(order_id, call_id="get_order"):
+        return ChatMessage(
+            role="assistant",
+            blocks=[
+                ToolCallBlock(tool_call_id=call_id, tool_name="get_order", tool_kwargs={"order_id": order_id})
+            ],
+        )
+
+    first, second = order("O-1"), order("O-2")
+    memory = DamcMemory(memory=damc(budget=1200))
+    memory.put_messages(
+        [
+            ChatMessage(role="user", content="Status of O-1 and O-2?"),
+            first,
+            ChatMessage(
+                role="tool",
+                content='{"order_id": "O-1", "status": "shipped"}',
+                additional_kwargs={"tool_call_id": "get_order"},
+            ),
+            second,
+            ChatMessage(
+                role="tool",
+                content='{"order_id": "O-2", "status": "cancelled"}',
+                additional_kwargs={"tool_call_id": "get_order"},
+            ),
+        ]
+    )
+
+    section, call, result = memory.get()
+
+    assert [
+        (c.tool_call_id, c.arguments) for c in memory.memory.cards() if c.kind.value == "tool_result"
+    ] == [
+        ("get_order", {"order_id": "O-1"}),
+        ("get_order", {"order_id": "O-2"}),
+    ]
+    assert "get_order(order_id=O-1) -> status=shipped" in section.content
+    assert call is second
+    assert "get_order(order_id=O-2) -> status=cancelled" in result.content
+
+
+def test_a_memory_no_longer_used_is_freed_with_its_recorder():
+    import gc
+    import weakref
+
+    from damc_core import DecisionMemory, InMemoryStore
+    from damc_llamaindex._recorder import recorder_for
+
+    memory = DecisionMemory(store=InMemoryStore())
+    recorder = weakref.ref(recorder_for(memory))
+    gone = weakref.ref(memory)
+
+    del memory
+    gc.collect()
+
+    assert gone() is None and recorder() is None
