@@ -203,6 +203,9 @@ def subject_of(card: Card) -> frozenset[str]:
     arguments = card.arguments
     if not arguments:
         return _NO_SUBJECT
+    held = _SUBJECTS.get(id(arguments))
+    if held is not None and held[0] is arguments:  # the usual case, without making a closure
+        return held[1]
     return _remembered(
         _SUBJECTS,
         arguments,
@@ -296,6 +299,7 @@ class HeuristicValuator:
         out = []
         request_seen = False
         request_words = topic_words(context.focus.query) if context.focus.query else frozenset()
+        decay_of = self.decay.factor
         for card in sorted(cards, key=lambda c: -c.seq):
             rank = 0
             subject = subject_of(card)
@@ -310,7 +314,7 @@ class HeuristicValuator:
                 focus = focus_weight  # the card is about the entity the dialogue is on
             if focus_tools and card.tool_name in focus_tools:
                 focus = max(focus, 0.3 * focus_weight)
-            decay = self.decay.factor(card, context)
+            decay = decay_of(card, context)
             freshness = max(self.rank_floor, self.rank_decay**rank)
             scores: tuple[Score, ...] = (
                 Score("decay", decay, _DECAY_WHY),
