@@ -257,3 +257,32 @@ def test_a_system_prompt_in_content_blocks_keeps_its_blocks(recording_model):
     system = model.received[2][0]
     assert system.content[0] == blocks[0]
     assert system.content[1]["text"].startswith("<memory>")
+
+
+def test_async_and_streamed_threads_stay_apart(recording_model):
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    model = recording_model(
+        call("get_user_details", {"user_id": "mia_li_3668"}, "c1"), AIMessage("Found."), AIMessage("Hi!")
+    )
+    middleware = DamcMiddleware(memory())
+    agent = create_agent(model, [get_user_details], middleware=[middleware], checkpointer=InMemorySaver())
+
+    async def two_threads():
+        await agent.ainvoke(
+            {"messages": [HumanMessage("I am mia_li_3668")]}, {"configurable": {"thread_id": "mia"}}
+        )
+        async for _ in agent.astream(
+            {"messages": [HumanMessage("Hello, I am Bob")]}, {"configurable": {"thread_id": "bob"}}
+        ):
+            pass
+
+    asyncio.run(two_threads())
+
+    assert "mia_li_3668" not in text(model.received[2])
+    assert [c.kind.value for c in middleware.memory_for("mia").cards()] == [
+        "user_instruction",
+        "tool_call",
+        "tool_result",
+    ]
+    assert [c.text for c in middleware.memory_for("bob").cards()] == ["Hello, I am Bob"]
