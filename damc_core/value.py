@@ -21,7 +21,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Protocol, runtime_checkable
+from typing import Protocol, TypeVar, runtime_checkable
 
 from .compress import identity_columns
 from .errors import ConfigError
@@ -172,19 +172,24 @@ _FRESH_WHY = "fades with each newer card from the same tool"
 
 
 _MEMO_HELD = 65_536
+_Source = TypeVar("_Source")
 _NO_SUBJECT: frozenset[str] = frozenset()
 
 
 def _remembered(
-    memo: dict[int, tuple[object, frozenset[str]]], anchor: object, compute: Callable[[], frozenset[str]]
+    memo: dict[int, tuple[object, frozenset[str]]],
+    anchor: object,
+    compute: Callable[[_Source], frozenset[str]],
+    source: _Source,
 ) -> frozenset[str]:
-    """``compute()`` remembered per ``anchor`` object: a card's renderings share its arguments,
-    facts and tables, so what is derived from them is derived once. Checked by identity (an id
-    can be reused after its object is gone) and bounded in size."""
+    """``compute(source)`` remembered per ``anchor`` object: a card's renderings share its
+    arguments, facts and tables, so what is derived from them is derived once. Checked by
+    identity (an id can be reused after its object is gone) and bounded in size. ``compute`` is
+    a plain function, not a closure: this runs for every candidate at every decision."""
     held = memo.get(id(anchor))
     if held is not None and held[0] is anchor:
         return held[1]
-    value = compute()
+    value = compute(source)
     if len(memo) >= _MEMO_HELD:
         memo.clear()
     memo[id(anchor)] = (anchor, value)
@@ -203,17 +208,14 @@ def subject_of(card: Card) -> frozenset[str]:
     arguments = card.arguments
     if not arguments:
         return _NO_SUBJECT
-    held = _SUBJECTS.get(id(arguments))
-    if held is not None and held[0] is arguments:  # the usual case, without making a closure
-        return held[1]
-    return _remembered(
-        _SUBJECTS,
-        arguments,
-        lambda: frozenset(
-            str(value).lower()
-            for key, value in arguments.items()
-            if ID_KEY.search(key) and isinstance(value, (str, int)) and not isinstance(value, bool)
-        ),
+    return _remembered(_SUBJECTS, arguments, _id_arguments, arguments)
+
+
+def _id_arguments(arguments: Mapping[str, object]) -> frozenset[str]:
+    return frozenset(
+        str(value).lower()
+        for key, value in arguments.items()
+        if ID_KEY.search(key) and isinstance(value, (str, int)) and not isinstance(value, bool)
     )
 
 
@@ -248,7 +250,11 @@ def vocabulary_of(card: Card) -> frozenset[str]:
     anchor = card.facts or card.tables
     if not anchor:
         return _words((card.tool_name or "",), skip=_GENERIC_NAMES)
-    return _remembered(_VOCABULARIES, anchor, lambda: _words(_names(card), skip=_GENERIC_NAMES))
+    return _remembered(_VOCABULARIES, anchor, _vocabulary, card)
+
+
+def _vocabulary(card: Card) -> frozenset[str]:
+    return _words(_names(card), skip=_GENERIC_NAMES)
 
 
 def _names(card: Card) -> list[str]:
