@@ -469,13 +469,13 @@ class DecisionMemory:
         value (``economy``, not an identifier) that the user said links to that user turn only:
         a result that merely shows the word (another booking's cabin) was not where it came from."""
         session = self._session
-        call_seq = int(call_card_id[1:])
+        call_seq = _seq_of(call_card_id)
         for call in calls:
             values = {v.lower().lstrip("#") for v in argument_values(call.arguments)}
             used: set[str] = set()
             for value in values:
                 newest = itertools.islice(reversed(session.by_term.get(value, ())), MENTION_FANOUT)
-                earlier = [i for i in newest if int(i[1:]) < call_seq]
+                earlier = [i for i in newest if _seq_of(i) < call_seq]
                 if not IDENTIFIER_TERM.fullmatch(value):
                     said = [i for i in earlier if session.cards[i].kind is CardKind.USER_INSTRUCTION]
                     earlier = said[:1] or earlier
@@ -533,7 +533,7 @@ class DecisionMemory:
                 other = self._session.cards[other_id]
                 if other.volatile and any(_row_holds(t, name) for t in other.tables):
                     found.append((other_id, name))
-        return sorted(found, key=lambda pair: int(pair[0][1:]))
+        return sorted(found, key=lambda pair: _seq_of(pair[0]))
 
     def _supersede(self, card: Card) -> None:
         session = self._session
@@ -595,7 +595,7 @@ class DecisionMemory:
         ]
         built = BuiltContext(
             messages=messages,
-            decisions=tuple(sorted(decisions, key=lambda d: int(d.card_id[1:]))),
+            decisions=tuple(sorted(decisions, key=lambda d: _seq_of(d.card_id))),
             memory_tokens=self._count_lines(memory) if memory else 0,
             total_tokens=self._count_messages(messages),
             unconsidered=len(session.cards) - len(shortlist),
@@ -1004,6 +1004,7 @@ _CATEGORY = re.compile(r"[a-z][a-z_]{3,23}")
 
 
 def _seq_of(card_id: str) -> int:
+    """The sequence number in a card id (``c12`` -> 12): ids sort by it, not as text."""
     return int(card_id[1:])
 
 
