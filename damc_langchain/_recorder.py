@@ -73,7 +73,8 @@ class Conversations:
         self.memory = memory
         self.max_threads = max_threads
         """Threads whose recorders stay in process; an evicted thread is reopened from the store."""
-        self._default = MessageRecorder(memory, resume=True)
+        self._default: MessageRecorder | None = None
+        """Made on first use: it reads the memory's stored events, which thread-only agents never need."""
         self._threads: OrderedDict[str, MessageRecorder] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -81,9 +82,11 @@ class Conversations:
         return self.recorder_for(running_thread_id())
 
     def recorder_for(self, thread_id: str | None) -> MessageRecorder:
-        if thread_id is None:
-            return self._default
         with self._lock:
+            if thread_id is None:
+                if self._default is None:
+                    self._default = MessageRecorder(self.memory, resume=True)
+                return self._default
             recorder = self._threads.pop(thread_id, None)
             if recorder is None:
                 recorder = MessageRecorder(self.memory.for_session(thread_id), resume=True)
