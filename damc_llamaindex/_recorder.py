@@ -292,8 +292,9 @@ class Recorder:
         self._seen.setdefault(key, []).append(card.id)
         return card.id
 
-    def _known(self, key: str, confirm: bool) -> bool:
-        """Whether ``key`` was recorded already (the message is sent again, or came from its tool)."""
+    def _confirm_if_known(self, key: str, confirm: bool) -> bool:
+        """Whether ``key`` was recorded already (the message is sent again, or came from its tool);
+        if so, its cards are confirmed as handed to memory when ``confirm``."""
         cards = self._seen.get(key)
         for card_id in cards or ():
             self._confirm(card_id, confirm)
@@ -305,13 +306,13 @@ class Recorder:
         if role == "tool":
             call_id = event["tool_call_id"]
             result = _result_key(call_id, message.blocks)
-            if not self._known(result, confirm):
+            if not self._confirm_if_known(result, confirm):
                 self._track(self._observe(result, event), confirm)
                 self._originals[f"tool:{call_id}"] = message
             return
         calls = event.get("tool_calls") or []
         if calls:
-            fresh = [call for call in calls if not self._known(_call_key(call), confirm)]
+            fresh = [call for call in calls if not self._confirm_if_known(_call_key(call), confirm)]
             if not fresh:
                 return
             card = self.memory.observe({**event, "tool_calls": fresh})
