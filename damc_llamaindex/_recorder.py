@@ -29,6 +29,7 @@ from llama_index.core.base.llms.types import (
     ThinkingBlock,
     ToolCallBlock,
 )
+from llama_index.core.llms.llm import ToolSelection
 from llama_index.core.tools import ToolOutput
 
 from damc_core import Card, DecisionMemory
@@ -39,6 +40,9 @@ _ROLES = {"chatbot": "assistant", "model": "assistant"}
 _STEP = re.compile(r"^(Thought|Observation):", re.M)
 _ACTION = re.compile(r"^Action:[ \t]*(.*?)[ \t]*\nAction Input:[ \t]*(.*)\Z", re.M | re.S)
 _ANSWER = re.compile(r"^Answer(?: \(Starts With\))?:[ \t]*(.*)\Z", re.M | re.S)
+_REPLIES_KEPT = 1024
+"""Tool calls kept awaiting their result, the oldest forgotten past this many: a run stopped before
+its calls returned leaves them behind."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +56,15 @@ class ReactStep:
     tool: str = ""
     arguments: Mapping[str, Any] | None = None
     answer: str = ""
+
+
+@dataclass(slots=True)
+class _Reply:
+    """A model reply that asked for tool calls, recorded as one message when the first returns."""
+
+    event: dict[str, Any]
+    card: str = ""
+    """Its card id, once recorded."""
 
 
 def message_text(message: ChatMessage) -> str:
@@ -218,6 +231,8 @@ class Recorder:
         """Card ids recorded while the agent ran but not yet handed to memory (its scratchpad)."""
         self._produced: deque[list[ChatMessage]] = deque(maxlen=8)
         self._synthetic = 0
+        self._replies: dict[str, tuple[_Reply, str]] = {}
+        """Key of a tool call as the agent runs it -> the reply that made it, and its id there."""
 
     # -- recording -------------------------------------------------------------------------
     def put(self, message: ChatMessage) -> None:
@@ -256,6 +271,31 @@ class Recorder:
                         continue
                 self._record(message, confirm=False)
 
+    def expect_calls(self, reply: ChatMessage, calls: Sequence[ToolSelection]) -> None:
+        """The model ``reply`` that asked for ``calls``: when the first of them returns, one assistant
+        message holds them all with the reply's text (a ReAct reply's thought), as the model produced
+        them; each result follows it. Never raises into the agent."""
+        try:
+            with self._lock:
+                if not calls:
+                    return
+                text = message_text(reply)
+                steps = parse_react(text)
+                if steps and steps[-1].kind == "action":
+                    text = steps[-1].text
+                ids = [call.tool_id or self._new_id() for call in calls]
+                made = [
+                    _call(i, call.tool_name, call.tool_kwargs) for i, call in zip(ids, calls, strict=True)
+                ]
+                expected = _Reply({"role": "assistant", "content": text or None, "tool_calls": made})
+                for call_id, call in zip(ids, calls, strict=True):
+                    key = _call_key(_call(call.tool_id, call.tool_name, call.tool_kwargs))
+                    self._replies[key] = (expected, call_id)
+                while len(self._replies) > _REPLIES_KEPT:
+                    del self._replies[next(iter(self._replies))]
+        except Exception:
+            logger.exception("damc: noting the model's tool calls failed; the agent goes on")
+
     def record_tool_output(
         self, name: str, arguments: Mapping[str, Any] | None, output: ToolOutput, *, call_id: str | None
     ) -> None:
@@ -266,8 +306,16 @@ class Recorder:
                 if self._outputs.get(id(output)) is output:
                     return
                 self._outputs[id(output)] = output
-                call_id = call_id or self._new_id()
-                call = _call(call_id, name, arguments)
+                expected = self._replies.pop(_call_key(_call(call_id or "", name, arguments)), None)
+                if expected is not None:
+                    reply, call_id = expected
+                    call_card = self._record_reply(reply)
+                else:
+                    call_id = call_id or self._new_id()
+                    call = _call(call_id, name, arguments)
+                    call_card = self._observe(
+                        _call_key(call), {"role": "assistant", "content": None, "tool_calls": [call]}
+                    )
                 event: dict[str, Any] = {
                     "role": "tool",
                     "tool_call_id": call_id,
@@ -276,15 +324,20 @@ class Recorder:
                 }
                 if output.is_error:
                     event["status"] = "error"
-                call_card = self._observe(
-                    _call_key(call), {"role": "assistant", "content": None, "tool_calls": [call]}
-                )
                 result_card = self._observe(_result_key(call_id, output.blocks), event)
                 self.pending.update((call_card, result_card))
                 observation = str(output.content).strip()  # as a ReAct observation shows it
                 self._steps[(name, _args_key(arguments), observation)] = (call_id, call_card, result_card)
         except Exception:
             logger.exception("damc: recording the %s result failed; the agent goes on", name)
+
+    def _record_reply(self, reply: _Reply) -> str:
+        """The card of ``reply``'s assistant message, recorded when its first call returns."""
+        if not reply.card:
+            reply.card = self.memory.observe(reply.event).id
+            for call in reply.event["tool_calls"]:
+                self._seen.setdefault(_call_key(call), []).append(reply.card)
+        return reply.card
 
     def _observe(self, key: str, event: Mapping[str, Any]) -> str:
         """Record ``event`` as one more occurrence of ``key``; return its card id."""

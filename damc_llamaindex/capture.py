@@ -1,15 +1,18 @@
-"""Tool results as they return, without touching the agent.
+"""Tool calls and results as they return, without touching the agent.
 
 Workflow agents never fire the legacy ``FUNCTION_CALL`` callbacks, and the messages they keep hold
 a tool's output as text only (a dict returned by a ``FunctionTool`` becomes its Python repr, an
 exception its message). What they do emit:
 
-* instrumentation spans: the ``call_tool`` step span ends with a ``ToolCallResult`` (tool name,
-  arguments, call id, ``ToolOutput`` with ``raw_output`` and ``is_error``), and ``BaseTool.acall``
-  / ``call`` spans end with the ``ToolOutput`` of tools called outside an agent step. A run's steps
-  are children of its ``run`` span, whose instance is the agent or workflow.
-* the workflow event stream (``handler.stream_events()``), where ``ToolCallResult`` events pass by.
-  :class:`DamcEventRecorder` records them for callers that hold the handler.
+* instrumentation spans: the ``run_agent_step`` step span ends with an ``AgentOutput`` (the model's
+  reply with all the tool calls it asks for at once, and a ReAct reply's thought), the ``call_tool``
+  step span with a ``ToolCallResult`` (tool name, arguments, call id, ``ToolOutput`` with
+  ``raw_output`` and ``is_error``), and ``BaseTool.acall`` / ``call`` spans end with the
+  ``ToolOutput`` of tools called outside an agent step. A run's steps are children of its ``run``
+  span, whose instance is the agent or workflow.
+* the workflow event stream (``handler.stream_events()``), where the same ``AgentOutput`` and
+  ``ToolCallResult`` events pass by. :class:`DamcEventRecorder` records them for callers that hold
+  the handler.
 
 The runs of an agent that uses :class:`~damc_llamaindex.DamcMemory` (``memory=``) or
 :class:`~damc_llamaindex.DamcLLM` are followed as soon as one of them exists; a
@@ -27,10 +30,11 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from llama_index.core.agent.workflow import AgentWorkflow, BaseWorkflowAgent
-from llama_index.core.agent.workflow.workflow_events import ToolCallResult
+from llama_index.core.agent.workflow.workflow_events import AgentOutput, ToolCallResult
 from llama_index.core.bridge.pydantic import PrivateAttr
 from llama_index.core.instrumentation.span import SimpleSpan
 from llama_index.core.instrumentation.span_handlers import BaseSpanHandler
+from llama_index.core.llms.llm import ToolSelection
 from llama_index.core.tools import BaseTool, ToolOutput
 from llama_index.core.workflow import Workflow
 from llama_index_instrumentation import get_dispatcher
@@ -47,13 +51,22 @@ _RUN = ".run-"
 """Span ids are ``<class>.<method>-<uuid>``: a workflow's ``run``, the parent of its steps."""
 _START = ".init_run-"
 """An agent run's first step: its start event holds the run's ``memory=``."""
-_STEP = ".call_tool-"
-"""The agent step that runs one tool call."""
+_STEPS = (".run_agent_step-", ".call_tool-")
+"""The agent steps followed: one model reply (with the tool calls it asks for), one tool call."""
 _TOOL = (".acall-", ".call-")
 """A tool's own call; recorded only when no agent step around it is followed."""
 _RUNS_KEPT = 4096
 """A ``run`` span ends as soon as ``run()`` returns its handler, before its steps: the runs followed
 are remembered by span id, the oldest forgotten past this many."""
+
+
+def _expect_calls(recorder: Recorder, output: AgentOutput) -> None:
+    """Note the reply behind a step's tool calls, so that they are recorded together with its text.
+    A reply to be retried calls nothing; a final output written to the stream lists the run's
+    ``ToolCallResult``s, which are not calls to come."""
+    if not output.retry_messages:
+        calls = [c for c in output.tool_calls if isinstance(c, ToolSelection)]
+        recorder.expect_calls(output.response, calls)
 
 
 def _record_result(recorder: Recorder, event: ToolCallResult) -> None:
@@ -114,7 +127,7 @@ class _ToolSpans(BaseSpanHandler[SimpleSpan]):
             if parent_span_id in self._runs:
                 self._run_started(memory)
             return None
-        if _STEP in id_:
+        if any(step in id_ for step in _STEPS):
             owner = self._runs.get(parent_span_id or "")
         elif (
             isinstance(instance, BaseTool)
@@ -149,6 +162,8 @@ class _ToolSpans(BaseSpanHandler[SimpleSpan]):
         try:
             if owner is not None and isinstance(result, ToolCallResult):
                 _record_result(owner, result)
+            elif owner is not None and isinstance(result, AgentOutput):
+                _expect_calls(owner, result)
             elif owner is not None and isinstance(instance, BaseTool) and isinstance(result, ToolOutput):
                 owner.record_tool_output(
                     instance.metadata.get_name(),
@@ -247,7 +262,8 @@ class DamcSpanHandler(_ToolSpans):
 
 
 class DamcEventRecorder:
-    """Records the ``ToolCallResult`` events of a workflow's event stream.
+    """Records the tool calls (``AgentOutput``) and results (``ToolCallResult``) of a workflow's
+    event stream.
 
     >>> recorder = DamcEventRecorder(memory)
     >>> async for event in recorder.relay(agent.run("...").stream_events()):
@@ -258,12 +274,14 @@ class DamcEventRecorder:
         self._recorder = recorder_for(memory)
 
     def record(self, event: Any) -> None:
-        """Record ``event`` if it is a tool result; other events are ignored."""
+        """Record ``event`` if it is a model reply or a tool result; other events are ignored."""
         if isinstance(event, ToolCallResult):
             _record_result(self._recorder, event)
+        elif isinstance(event, AgentOutput):
+            _expect_calls(self._recorder, event)
 
     async def relay(self, events: AsyncIterator[Any]) -> AsyncIterator[Any]:
-        """Yield every event of ``events`` unchanged, recording tool results on the way."""
+        """Yield every event of ``events`` unchanged, recording tool calls and results on the way."""
         async for event in events:
             self.record(event)
             yield event

@@ -7,7 +7,7 @@ import json
 
 import pytest
 from llama_index.core.agent.workflow import FunctionAgent, ReActAgent, ToolCallResult
-from llama_index.core.base.llms.types import ChatMessage
+from llama_index.core.base.llms.types import ChatMessage, TextBlock, ToolCallBlock
 from llama_index.core.memory import ChatMemoryBuffer
 from llama_index.core.tools import FunctionTool
 
@@ -217,3 +217,77 @@ def test_a_handler_scoped_to_an_agent_leaves_other_agents_runs_alone(recording_l
     asyncio.run(go())
 
     assert [c.tool_call_id for c in tool_results(memory)] == ["c1", "c2", "c3"]
+
+
+def recorded_tool_turns(memory):
+    """The recorded calls and results: (role, text, call ids) per message, as DAMC stored them."""
+    return [
+        (
+            m["role"],
+            m.get("content"),
+            [c["id"] for c in m.get("tool_calls") or ()] or [m.get("tool_call_id")],
+        )
+        for m in memory.messages()
+        if m.get("tool_calls") or m["role"] == "tool"
+    ]
+
+
+def run_and_record(agent, memory, surface, spans):
+    """Run ``agent`` once, recorded by the span handler, by ``DamcMemory``, or by the event stream."""
+    if surface == "span handler":
+        spans(memory, agent)
+        run(agent, QUESTION)
+    elif surface == "DamcMemory":
+        run(agent, QUESTION, memory=DamcMemory(memory=memory))
+    else:
+        recorder = DamcEventRecorder(memory)
+
+        async def go():
+            handler = agent.run(QUESTION)
+            async for _ in recorder.relay(handler.stream_events()):
+                pass
+            await handler
+
+        asyncio.run(go())
+
+
+SURFACES = ["span handler", "DamcMemory", "event stream"]
+
+
+@pytest.mark.parametrize("surface", SURFACES)
+def test_parallel_calls_are_recorded_as_the_one_reply_that_made_them(recording_llm, spans, surface):
+    both = ChatMessage(
+        role="assistant",
+        blocks=[
+            TextBlock(text="I will look up the flights and the cards at once."),
+            ToolCallBlock(tool_call_id="p1", tool_name="search_flights", tool_kwargs={"date": "2024-05-20"}),
+            ToolCallBlock(
+                tool_call_id="p2", tool_name="get_user_details", tool_kwargs={"user_id": "mia_li_3668"}
+            ),
+        ],
+    )
+    memory = damc()
+    agent = FunctionAgent(tools=TOOLS, llm=recording_llm(both, ChatMessage(role="assistant", content="ok")))
+
+    run_and_record(agent, memory, surface, spans)
+
+    reply, *results = recorded_tool_turns(memory)
+    assert reply == ("assistant", "I will look up the flights and the cards at once.", ["p1", "p2"])
+    assert sorted((role, ids) for role, _, ids in results) == [("tool", ["p1"]), ("tool", ["p2"])]
+
+
+@pytest.mark.parametrize("surface", SURFACES)
+def test_a_react_thought_is_kept_with_the_call_it_led_to(recording_llm, spans, surface):
+    thought = "Mia must pay with a card she owns, so I check her payment methods first."
+    step = ChatMessage(
+        role="assistant",
+        content=f'Thought: {thought}\nAction: get_user_details\nAction Input: {{"user_id": "mia_li_3668"}}',
+    )
+    memory = damc()
+    agent = ReActAgent(tools=TOOLS, llm=recording_llm(step, react_answer("ok"), function_calling=False))
+
+    run_and_record(agent, memory, surface, spans)
+
+    call_turn, result = recorded_tool_turns(memory)
+    assert call_turn[:2] == ("assistant", thought)
+    assert result[0] == "tool" and result[2] == call_turn[2]
