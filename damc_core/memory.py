@@ -121,6 +121,10 @@ class MemorySettings:
     """Floor of the budget when ``budget_ratio`` is set."""
     recent_messages: int = 2
     """Newest messages sent as they are (widened so no tool result loses its call)."""
+    recent_share: float = 0.25
+    """Most of the budget the recent window takes: past it, its older messages compete in the
+    memory section as cards (an assistant's long recap costs a tight budget the facts it restates
+    less well than their cards). The newest message, or call with its results, always stays."""
     compress_recent_tool_results: bool = True
     """Send tool results inside the recent window as their card text instead of the raw output."""
     as_of_after: float = 300.0
@@ -135,6 +139,8 @@ class MemorySettings:
             raise ConfigError(f"MemorySettings.budget must be > 0 tokens, got {self.budget}")
         if self.recent_messages < 0:
             raise ConfigError(f"MemorySettings.recent_messages must be >= 0, got {self.recent_messages}")
+        if not 0 < self.recent_share <= 1:
+            raise ConfigError(f"MemorySettings.recent_share must be in (0, 1], got {self.recent_share}")
         if self.budget_ratio is not None and not 0 < self.budget_ratio <= 1:
             raise ConfigError(f"MemorySettings.budget_ratio must be in (0, 1], got {self.budget_ratio}")
         if self.min_budget <= 0:
@@ -617,13 +623,15 @@ class DecisionMemory:
     def _recent(
         self, budget: int, focus: DecisionFocus, excluded: frozenset[str]
     ) -> tuple[list[_Entry], list[Message]]:
-        """The recent window as sent: shortened from the oldest end while it exceeds the budget,
-        with tool results at key detail when it would take more than half of it. The newest
-        message, or the newest call with its results, always stays: the model must see the step
-        it is answering, and a request of only a system message is rejected by some providers."""
+        """The recent window as sent: shortened from the oldest end while it takes more than
+        ``recent_share`` of the budget. Past half of the budget, tool results go at key detail, cut
+        to the rows the focus names, or whole when it names none (the agent is about to pick one);
+        past the whole budget, cut to the focus. The newest message, or the newest call with its
+        results, always stays: the model must see the step it is answering, and a request of only
+        a system message is rejected by some providers."""
         entries = self._recent_window(excluded)
         recent = [self._recent_message(e) for e in entries]
-        while recent and self._count_messages(recent) > budget:
+        while recent and self._count_messages(recent) > budget * self.settings.recent_share:
             rest = entries[1:]
             while rest and rest[0].message.get("role") == "tool":
                 rest = rest[1:]
@@ -632,10 +640,15 @@ class DecisionMemory:
             entries = rest
             recent = [self._recent_message(e) for e in entries]
         if self._count_messages(recent) > budget // 2:  # leave room for the memory section
-            recent = [self._recent_message(e, focus) for e in entries]
+            recent = [
+                self._recent_message(e, focus if self._names_rows(e, focus) else None, detail="key")
+                for e in entries
+            ]
+        if self._count_messages(recent) > budget:
+            recent = [self._recent_message(e, focus, detail="key") for e in entries]
             if self._count_messages(recent) > budget:  # a message alone is over the budget
                 share = max(1, budget // (2 * len(entries)))
-                recent = [self._recent_message(e, focus, limit=share) for e in entries]
+                recent = [self._recent_message(e, focus, detail="key", limit=share) for e in entries]
         return entries, recent
 
     def _triage(
@@ -861,20 +874,35 @@ class DecisionMemory:
             start -= 1
         return history[start:]
 
+    def _names_rows(self, entry: _Entry, focus: DecisionFocus) -> bool:
+        """Whether the focus names a row of the entry's tables by its entity (``HAT107``)."""
+        card = self._session.cards[entry.card_id]
+        return any(
+            name in focus.terms
+            for table in card.tables
+            for row in table.rows
+            for name in row_names(table, row)
+        )
+
     def _recent_message(
-        self, entry: _Entry, lean: DecisionFocus | None = None, *, limit: int | None = None
+        self,
+        entry: _Entry,
+        focus: DecisionFocus | None = None,
+        *,
+        detail: Detail | None = None,
+        limit: int | None = None,
     ) -> Message:
-        """A recent message as sent: tool results as their card (at key detail, cut to ``lean``'s
-        focus, when the recent window would take more than half the budget). A user or assistant
-        text over ``limit`` tokens (a pasted document) is sent as its card cut to the limit."""
+        """A recent message as sent: tool results as their card, at ``detail`` when given (long
+        tables cut to ``focus`` when given, else whole). A user or assistant text over ``limit``
+        tokens (a pasted document) is sent as its card cut to the limit."""
         message = entry.message
         card = self._session.cards[entry.card_id]
         if limit is not None and message.get("role") in ("user", "assistant") and card.raw_tokens > limit:
-            lean_card = self._rendered(card, lean, "key")
+            lean_card = self._rendered(card, focus, "key")
             return {**message, "content": self._cut(lean_card, limit, clip=True).summary}
         if message.get("role") == "tool" and self.settings.compress_recent_tool_results:
-            if lean is not None:
-                card = self._rendered(card, lean, "key")
+            if detail is not None:
+                card = self._rendered(card, focus, detail)
             return {**message, "content": card.summary}
         if message.get("role") not in KNOWN_ROLES or message.get("role") in (
             "system",

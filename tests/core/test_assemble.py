@@ -265,3 +265,61 @@ def test_a_newest_step_over_the_budget_is_sent_shrunk_never_dropped(make_memory,
     assert [m["role"] for m in built.messages] == ["system", "assistant", "tool", "tool", "tool"]
     assert_valid_context(built.messages)
     assert built.total_tokens <= 1500
+
+
+def test_the_newest_search_in_the_recent_window_is_sent_whole_while_it_fits(make_memory, msg):
+    memory = make_memory(settings=MemorySettings(budget=600, recent_messages=2))
+    memory.observe(msg.user("Find me a travel backpack, I will pick one."))
+    products = [
+        {"product_id": f"77784{i:05d}", "title": f"Trail Backpack {i}", "price": 100 + i, "stock": i % 4}
+        for i in range(23)
+    ]
+    memory.observe(msg.call("call_1", "search_products", {"query": "travel backpack"}))
+    memory.observe(msg.result("call_1", "search_products", {"products": products}))
+
+    built = memory.build()
+
+    sent = built.messages[-1]
+    assert sent["role"] == "tool"
+    assert all(p["product_id"] in sent["content"] for p in products)  # the agent picks from all 23
+
+
+def test_an_assistant_recap_past_the_recent_share_competes_as_a_card(make_memory, msg):
+    memory = make_memory(settings=MemorySettings(budget=400, recent_messages=2))
+    memory.observe(msg.user("Please downgrade reservation 2FBBAH to economy."))
+    memory.observe(msg.call("call_1", "get_reservation_details", {"reservation_id": "2FBBAH"}))
+    flights = [
+        {"flight_number": "HAT080", "date": "2024-05-28", "origin": "DEN", "destination": "PHL"},
+        {"flight_number": "HAT076", "date": "2024-05-28", "origin": "PHL", "destination": "DEN"},
+    ]
+    memory.observe(
+        msg.result("call_1", "get_reservation_details", {"reservation_id": "2FBBAH", "flights": flights})
+    )
+    recap = " ".join(
+        f"Leg {n}: you fly on {f['date']} from {f['origin']} to {f['destination']}, a comfortable trip "
+        "in business class with lounge access, priority boarding and a generous meal service."
+        for n, f in enumerate(flights * 3, 1)
+    )
+    memory.observe(msg.assistant(recap + " Shall I downgrade both flights to economy?"))
+    memory.observe(msg.user("Yes, go ahead."))
+
+    built = memory.build()
+
+    assert [m["role"] for m in built.messages] == ["system", "user"]  # the recap left the window
+    memory_section = built.messages[0]["content"]
+    assert "HAT080" in memory_section and "HAT076" in memory_section
+
+
+def test_a_search_whose_row_the_user_named_is_cut_to_it_in_a_tight_recent_window(make_memory, msg):
+    memory = make_memory(settings=MemorySettings(budget=600, recent_messages=2))
+    memory.observe(msg.user("Find me a travel backpack; I want product 7778400007."))
+    products = [
+        {"product_id": f"77784{i:05d}", "title": f"Trail Backpack {i}", "price": 100 + i, "stock": i % 4}
+        for i in range(23)
+    ]
+    memory.observe(msg.call("call_1", "search_products", {"query": "travel backpack"}))
+    memory.observe(msg.result("call_1", "search_products", {"products": products}))
+
+    sent = memory.build().messages[-1]["content"]
+
+    assert "7778400007" in sent and "7778400003" not in sent
