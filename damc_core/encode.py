@@ -18,8 +18,9 @@ from .extract import (
     AMOUNT,
     DATE,
     DIGIT,
-    EMAIL,
     NEGATIVE_STATUS,
+    TextScan,
+    ValueKind,
     exact_terms,
     fact_kind,
     identifiers,
@@ -50,6 +51,9 @@ class Encoder(Protocol):
 _ERROR_TEXT = re.compile(r"^\s*(error|exception|traceback|failed|failure)\b", re.I)
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 _COUNT_COLUMN = re.compile(r"(avail|seat|stock|remaining|quantity|inventory|capacity|left)", re.I)
+_AMOUNT_ACROSS_LINES = re.compile(r"[$€£]\n|\n(?:USD|EUR|GBP|dollar)", re.I)
+"""A currency sign or unit on the other side of a line break from its number: that amount spans
+two sentences, so the amounts found sentence by sentence are not the text's."""
 ALSO_VALUES = 60
 """Values from sentences an extractive summary leaves out that it still lists after ``| also:``."""
 _T = TypeVar("_T")
@@ -178,8 +182,9 @@ class DefaultEncoder:
     ) -> Card:
         limit = self.max_text_chars if keep_whole else self.max_text_chars // 3
         text, unread = self._read(text, base["id"])
-        extract = text.strip() if len(text) <= limit else extractive_summary(text, limit) + unread
-        facts = tuple(_text_facts(text, self.max_terms // 10))
+        scan = TextScan(text)
+        extract = text.strip() if len(text) <= limit else _extractive_summary(scan, limit) + unread
+        facts = tuple(_text_facts(scan, self.max_terms // 10))
         return Card(
             **base,
             kind=kind,
@@ -188,7 +193,7 @@ class DefaultEncoder:
             facts=facts,
             source=source or source_kind,
             trust=self.trust.get(source_kind, 0.5),
-            terms=frozenset(exact_terms(text, limit=self.max_terms)),
+            terms=frozenset(scan.terms(self.max_terms)),
             constraints=_text_constraints(extract),
         )
 
@@ -243,14 +248,17 @@ class DefaultEncoder:
         extract = unread = ""
         if is_json:
             self._walk(parsed, "", 0, facts, tables)
+            extract_scan = TextScan("")
         else:
             read, unread = self._read(stripped, base["id"])
+            scan = TextScan(read)
             extract = (
                 stripped
                 if len(stripped) <= self.max_text_chars
-                else extractive_summary(read, self.max_text_chars)
+                else _extractive_summary(scan, self.max_text_chars)
             )
-            facts = _text_facts(read, self.max_terms // 10)
+            facts = _text_facts(scan, self.max_terms // 10)
+            extract_scan = scan if extract == read else TextScan(extract)
         error = _is_error(message, stripped, parsed)
         constraints = _constraints(facts, tables, extract if not is_json else "")
         if error:
@@ -260,7 +268,7 @@ class DefaultEncoder:
             for t in tables
             for c in t.columns
         )
-        terms = self._terms(facts, tables, extract)
+        terms = self._terms(facts, tables, extract_scan)
         terms.update(v.lower() for v in argument_values(arguments) if len(v) >= 2)
         return Card(
             **base,
@@ -325,7 +333,7 @@ class DefaultEncoder:
             rows = tuple(tuple(flat.get(c, "") for c in column_list) for _, flat in flat_rows)
         return Table(path=path, columns=tuple(column_list), rows=rows)
 
-    def _terms(self, facts: Iterable[Fact], tables: Iterable[Table], extract: str) -> set[str]:
+    def _terms(self, facts: Iterable[Fact], tables: Iterable[Table], extract: TextScan) -> set[str]:
         terms: set[str] = set()
         for fact in facts:
             _add_value_terms(terms, fact.value)
@@ -335,7 +343,7 @@ class DefaultEncoder:
                     _add_value_terms(terms, cell)
                 if len(terms) > self.max_terms:
                     return terms
-        terms.update(exact_terms(extract, limit=self.max_terms))
+        terms.update(extract.terms(self.max_terms))
         return terms
 
 
@@ -475,19 +483,25 @@ def _entity_keys(
     return tuple(dict.fromkeys(keys))
 
 
-def _exact_values(text: str) -> Iterator[tuple[str, str]]:
-    """(kind, value) for every distinct date, amount, e-mail and identifier in ``text``, in that
-    order. Repeats are dropped by C-level dict building, so long repetitive text (logs, pages)
-    costs a scan, not a Python step per occurrence."""
-    for kind, pattern in (("date", DATE), ("amount", AMOUNT), ("id", EMAIL)):
-        for value in dict.fromkeys(pattern.findall(text)):
+_FACT_KINDS: tuple[tuple[str, ValueKind], ...] = (
+    ("date", "date"),
+    ("amount", "amount"),
+    ("id", "email"),
+    ("id", "identifier"),
+)
+"""(fact kind, value kind) in the order free-text facts list them."""
+
+
+def _exact_values(scan: TextScan) -> Iterator[tuple[str, str]]:
+    """(kind, value) for every distinct date, amount, e-mail and identifier of the text, in that
+    order; a kind is scanned only if the caller reads that far."""
+    for kind, found in _FACT_KINDS:
+        for value in scan.distinct(found):
             yield kind, value
-    for token in dict.fromkeys(identifiers(text)):
-        yield "id", token
 
 
-def _text_facts(text: str, limit: int) -> list[Fact]:
-    firsts = _unique(_exact_values(text), key=lambda found: found[1])
+def _text_facts(scan: TextScan, limit: int) -> list[Fact]:
+    firsts = _unique(_exact_values(scan), key=lambda found: found[1])
     return [Fact("text", value, kind) for kind, value in itertools.islice(firsts, limit)]
 
 
@@ -508,16 +522,42 @@ def extractive_summary(text: str, limit: int) -> str:
     an option out; the first sentence gets a small bonus because it usually says what the text is
     about. Values from sentences left out follow verbatim after ``| also:``.
     """
-    sentences = [s.strip() for s in _SENTENCE.split(text) if s and s.strip()]
+    return _extractive_summary(TextScan(text), limit)
+
+
+def _extractive_summary(scan: TextScan, limit: int) -> str:
+    """:func:`extractive_summary` of ``scan.text``. The values it matches sentence by sentence to
+    rank them are handed to ``scan``, so the facts and terms of the text do not scan it again."""
+    sentences = [s.strip() for s in _SENTENCE.split(scan.text) if s and s.strip()]
     if not sentences:
         return ""
     scored = []
+    ids_by_sentence: list[list[str] | None] = []
+    dates: list[str] = []
+    amounts: list[str] = []
     for index, sentence in enumerate(sentences):
-        if index and not DIGIT.search(sentence) and not NEGATIVE_STATUS.search(sentence):
-            continue  # no exact value and nothing ruled out: not worth ranking
-        weight = sum(1 for _ in identifiers(sentence)) + 2 * len(DATE.findall(sentence))
-        weight += 2 * len(AMOUNT.findall(sentence)) + 3 * bool(NEGATIVE_STATUS.search(sentence))
+        negative = NEGATIVE_STATUS.search(sentence) is not None
+        if index and not negative and not DIGIT.search(sentence):
+            ids_by_sentence.append(None)  # no exact value and nothing ruled out: not worth ranking
+            continue
+        ids = list(identifiers(sentence))
+        sentence_dates = DATE.findall(sentence)
+        sentence_amounts = AMOUNT.findall(sentence)
+        ids_by_sentence.append(ids)
+        dates += sentence_dates
+        amounts += sentence_amounts
+        weight = len(ids) + 2 * len(sentence_dates) + 2 * len(sentence_amounts) + 3 * negative
         scored.append((weight + (1.5 if index == 0 else 0), index, _clip(sentence, limit // 2)))
+    # A sentence not ranked has no digit, so no date or amount, but may hold a code (``JFK``).
+    scan.supply(
+        "identifier",
+        itertools.chain.from_iterable(
+            identifiers(s) if ids is None else ids for s, ids in zip(sentences, ids_by_sentence, strict=True)
+        ),
+    )
+    scan.supply("date", dates)
+    if not _AMOUNT_ACROSS_LINES.search(scan.text):
+        scan.supply("amount", amounts)
     chosen: list[tuple[int, str]] = []
     used = 0
     for _, index, sentence in sorted(scored, key=lambda s: (-s[0], s[1])):
@@ -526,7 +566,7 @@ def extractive_summary(text: str, limit: int) -> str:
         chosen.append((index, sentence))
         used += len(sentence) + 1
     kept = " ".join(s for _, s in sorted(chosen))
-    missing = list(itertools.islice(_unique(v for _, v in _exact_values(text) if v not in kept), ALSO_VALUES))
+    missing = list(itertools.islice(_unique(v for _, v in _exact_values(scan) if v not in kept), ALSO_VALUES))
     if missing:
         kept += " | also: " + ", ".join(missing)
     return kept

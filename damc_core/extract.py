@@ -6,9 +6,11 @@ Patterns are deliberately conservative: a value is kept verbatim or not at all, 
 from __future__ import annotations
 
 import functools
+import itertools
 import operator
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
+from typing import Literal
 
 _TOKEN = re.compile(r"#?[A-Za-z0-9][A-Za-z0-9_\-]*")
 """Word-like tokens; identifiers are picked from these so matching stays linear in the text."""
@@ -144,17 +146,68 @@ def term_variants(term: str) -> tuple[str, ...]:
 
 def exact_terms(text: str, *, limit: int = 4096) -> set[str]:
     """Lower-cased identifiers, codes, dates, e-mails and capitalized names found in free text."""
+    dates, emails = map(_matched, DATE.finditer(text)), map(_matched, EMAIL.finditer(text))
+    values = itertools.chain(identifiers(text), dates, emails)
+    return _terms(text, limit, values, map(_matched, CAPITALIZED.finditer(text)))
+
+
+def _terms(text: str, limit: int, values: Iterable[str], names: Iterable[str]) -> set[str]:
+    """Terms from a text's identifiers, dates and e-mails (``values``), then its capitalized words,
+    in text order; a repeat adds nothing, so they may come with or without repeats."""
     found: set[str] = set()
-    for token in identifiers(text):
-        found.update(term_variants(token))
+    for value in itertools.chain(values, (n for n in names if n.lower() not in FUNCTION_WORDS)):
+        found.update(term_variants(value))
         if len(found) >= limit:
             return found
-    for pattern in (DATE, EMAIL, CAPITALIZED):
-        for match in pattern.finditer(text):
-            if pattern is CAPITALIZED and match.group(0).lower() in FUNCTION_WORDS:
-                continue
-            found.update(term_variants(match.group(0)))
-            if len(found) >= limit:
-                return found
     found.update(spoken_dates(text))
     return found
+
+
+ValueKind = Literal["date", "amount", "email", "identifier", "name"]
+_FINDERS: dict[ValueKind, Callable[[str], Iterable[str]]] = {
+    "date": DATE.findall,
+    "amount": AMOUNT.findall,
+    "email": EMAIL.findall,
+    "identifier": identifiers,
+    "name": CAPITALIZED.findall,
+}
+
+
+class TextScan:
+    """The exact values of one free text, each kind found by one scan, made when first asked for.
+
+    A card's summary, facts and terms all read the same text; sharing one scan keeps each pattern
+    from running over it two or three times. Lives as long as the encoding of that text."""
+
+    __slots__ = ("_distinct", "_supplied", "text")
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self._distinct: dict[ValueKind, tuple[str, ...]] = {}
+        self._supplied: dict[ValueKind, Iterable[str]] = {}
+
+    def supply(self, kind: ValueKind, found: Iterable[str]) -> None:
+        """Every ``kind`` value of the text in order, repeats allowed, from a caller that matched
+        it piece by piece anyway (the summary ranks sentences) and whose pieces split no value;
+        read instead of scanning the text, and only if asked for."""
+        self._supplied[kind] = found
+
+    def distinct(self, kind: ValueKind) -> tuple[str, ...]:
+        """The ``kind`` values of the text, each once, in order of first occurrence. Repeats are
+        dropped by C-level dict building: a repetitive log costs a scan, not a step per repeat."""
+        values = self._distinct.get(kind)
+        if values is None:
+            found = self._supplied.pop(kind, None)
+            if found is None:
+                found = _FINDERS[kind](self.text)
+            values = self._distinct[kind] = tuple(dict.fromkeys(found))
+        return values
+
+    def _each(self, *kinds: ValueKind) -> Iterator[str]:
+        """The distinct values of ``kinds`` in turn; a kind is scanned only once it is reached."""
+        for kind in kinds:
+            yield from self.distinct(kind)
+
+    def terms(self, limit: int) -> set[str]:
+        """:func:`exact_terms` of the text, from the shared scan."""
+        return _terms(self.text, limit, self._each("identifier", "date", "email"), self._each("name"))

@@ -275,3 +275,39 @@ def test_a_timestamp_matches_its_day_but_not_every_date_of_its_year():
 
     assert term_variants("2024-05-14T10:44:24") == ("2024-05-14t10:44:24", "05-14")
     assert "7504069" in term_variants("certificate_7504069")  # an id's number part still matches
+
+
+SCAN_TEXTS = [
+    KEY_SENTENCE * 3 + "Flights from JFK and LAX are sold out.\nNo digits here but a code: SFO.",
+    "Refund of $\n42.10 is pending. Also 7\nUSD fee.\n" + FILLER * 20,  # amounts across a line break
+    "Contact ana@example.com about #W4923227. " + FILLER * 5,
+    "",
+]
+
+
+@pytest.mark.parametrize("text", SCAN_TEXTS)
+def test_values_a_summary_hands_on_equal_a_scan_of_the_whole_text(text):
+    from damc_core.encode import _extractive_summary
+    from damc_core.extract import TextScan
+
+    summarized = TextScan(text)
+    _extractive_summary(summarized, 200)
+
+    fresh = TextScan(text)
+    for kind in ("date", "amount", "email", "identifier", "name"):
+        assert summarized.distinct(kind) == fresh.distinct(kind), kind
+
+
+@pytest.mark.parametrize("text", SCAN_TEXTS)
+@pytest.mark.parametrize("limit", [1, 8, 4096])
+def test_terms_of_a_shared_scan_equal_exact_terms_in_order(text, limit):
+    from damc_core.extract import TextScan, exact_terms
+
+    assert list(TextScan(text).terms(limit)) == list(exact_terms(text, limit=limit))
+
+
+def test_an_amount_split_by_a_line_break_is_still_listed_after_a_summary(memory, msg):
+    card = memory.observe(msg.user(FILLER * 20 + "You owe $\n42.10 now."))
+
+    assert "$\n42.10" in card.text.partition(" | also: ")[2]
+    assert "$\n42.10" in {f.value for f in card.facts}
