@@ -391,10 +391,13 @@ class DecisionMemory:
             )
         else:
             return
-        new = {v for v in values if _CATEGORY.fullmatch(v) and v not in FUNCTION_WORDS} - session.categories
+        known = session.categories
+        new = dict.fromkeys(
+            v for v in values if v not in known and _CATEGORY.fullmatch(v) and v not in FUNCTION_WORDS
+        )
         if not new:
-            return
-        session.categories = session.categories | new
+            return  # in the order the card holds them: a user card gains them in that order
+        session.categories = known | new.keys()
         for word in new:
             for user_id in session.said_by.get(word, ()):
                 user = session.cards[user_id]

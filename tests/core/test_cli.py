@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
+import damc_core
 from damc_core.cli import main
 
 
@@ -147,3 +152,30 @@ def test_unknown_command_is_a_usage_error(capsys):
         main(["compress"])
 
     assert exit_info.value.code == 2
+
+
+def test_replay_writes_the_same_contexts_whatever_the_hash_seed(tmp_path):
+    """Python salts string hashes per process: nothing DAMC sends may depend on set order."""
+    demo = Path(damc_core.__file__).parent / "data" / "airline_demo.json"
+    outputs = []
+    for seed in ("1", "2"):
+        out = tmp_path / f"seed{seed}.jsonl"
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "damc_core.cli",
+                "replay",
+                str(demo),
+                "--budget",
+                "400",
+                "--out",
+                str(out),
+            ],
+            env={**os.environ, "PYTHONHASHSEED": seed},
+            check=True,
+            capture_output=True,
+        )
+        outputs.append(out.read_text())
+
+    assert outputs[0] == outputs[1]
