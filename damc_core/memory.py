@@ -254,7 +254,7 @@ class DecisionMemory:
         self.store: MemoryStore = store if store is not None else SQLiteStore("damc-memory.sqlite3")
         self.encoder: Encoder = encoder or DefaultEncoder()
         self.heuristics = heuristics_of(valuator)
-        self.valuator: Valuator = valuator or self.heuristics
+        self.valuator = valuator or self.heuristics
         self.selector: Selector = selector or HybridSelector()
         self._selector_takes_leaner = _accepts(self.selector.select, "leaner")
         self.compressor: Compressor = compressor or TemplateCompressor()
@@ -274,6 +274,18 @@ class DecisionMemory:
         self._open_decisions: dict[str, ObservedDecision] = {}
         """Call id -> the decision that made it, until its result tells whether it succeeded."""
         self._reload()
+
+    @property
+    def valuator(self) -> Valuator:
+        return self._valuator
+
+    @valuator.setter
+    def valuator(self, valuator: Valuator) -> None:
+        """Its optional roles are checked here, once: a protocol ``isinstance`` check costs tens of
+        microseconds, and ``observe`` and ``build`` would ask at every event."""
+        self._valuator = valuator
+        self._recorder = valuator if isinstance(valuator, DecisionRecorder) else None
+        self._source = valuator if isinstance(valuator, CandidateSource) else None
 
     # -- observe -------------------------------------------------------------------------------
     @_synchronized
@@ -295,8 +307,8 @@ class DecisionMemory:
         self.store.append(record)
         session.seq += 1
         card = self._process(record, message)
-        if isinstance(self.valuator, DecisionRecorder):
-            self._note_decision(card, message, self.valuator)
+        if self._recorder is not None:
+            self._note_decision(card, message, self._recorder)
         return card
 
     def _note_decision(self, card: Card, message: Message, recorder: DecisionRecorder) -> None:
@@ -837,8 +849,8 @@ class DecisionMemory:
         session = self._session
         limit = self.settings.max_candidates
         retrieved = (
-            self.valuator.candidates(session.cards, focus=focus, limit=limit // 2)
-            if isinstance(self.valuator, CandidateSource)
+            self._source.candidates(session.cards, focus=focus, limit=limit // 2)
+            if self._source is not None
             else []
         )
         if len(session.cards) <= limit:
