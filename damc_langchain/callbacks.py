@@ -13,16 +13,27 @@ tool loop's list) and is never edited. To select which messages reach the model,
 from __future__ import annotations
 
 import logging
-from collections import Counter
-from typing import Any
+from collections import Counter, OrderedDict
+from typing import Any, TypeVar
 from uuid import UUID
 
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.outputs import LLMResult
 
 from damc_core import DecisionMemory
 
 logger = logging.getLogger("damc.langchain")
+_RUNS_KEPT = 4096
+"""Runs remembered for finding a model call's top-level run; the oldest are forgotten."""
+_T = TypeVar("_T")
+
+
+def _remember(runs: OrderedDict[UUID, _T], run_id: UUID, value: _T) -> None:
+    runs[run_id] = value
+    runs.move_to_end(run_id)
+    if len(runs) > _RUNS_KEPT:
+        runs.popitem(last=False)
 
 
 class DamcCallbackHandler(BaseCallbackHandler):
@@ -41,6 +52,21 @@ class DamcCallbackHandler(BaseCallbackHandler):
         """(role, id or content) -> how many such turns are recorded."""
         self._announced: list[tuple[str, str]] = []
         """(tool, call id) of agent actions about to run: AgentExecutor runs tools without the id."""
+        self._parents: OrderedDict[UUID, UUID | None] = OrderedDict()
+        """run id -> parent run id of the chains and models seen, the oldest forgotten."""
+        self._prompted_roots: OrderedDict[UUID, None] = OrderedDict()
+        """Top-level runs whose model has been called: the first call's prompt holds the run's input."""
+
+    def on_chain_start(
+        self,
+        serialized: dict[str, Any],
+        inputs: dict[str, Any],
+        *,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        **kwargs: Any,
+    ) -> None:
+        _remember(self._parents, run_id, parent_run_id)
 
     def on_agent_action(self, action: Any, *, run_id: UUID, **kwargs: Any) -> None:
         call_id = getattr(action, "tool_call_id", None)
@@ -76,17 +102,42 @@ class DamcCallbackHandler(BaseCallbackHandler):
         self._record(run_id, f"Error: {type(error).__name__}: {error}", error=True)
 
     def on_chat_model_start(
-        self, serialized: dict[str, Any], messages: list[list[BaseMessage]], *, run_id: UUID, **kwargs: Any
+        self,
+        serialized: dict[str, Any],
+        messages: list[list[BaseMessage]],
+        *,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        **kwargs: Any,
     ) -> None:
         try:
+            _remember(self._parents, run_id, parent_run_id)
+            root = self._root(run_id)
+            new_run = root not in self._prompted_roots
+            _remember(self._prompted_roots, root, None)
             for prompt in messages:
                 in_prompt: Counter[tuple[str, str]] = Counter()
-                for message in prompt:
-                    self._record_turn(message, in_prompt)
+                recorded = [self._record_turn(message, in_prompt) for message in prompt]
+                if new_run and prompt and isinstance(prompt[-1], HumanMessage) and not recorded[-1]:
+                    self._record_turn(prompt[-1], in_prompt, again=True)
                 if self.compress_rebuilt_tool_messages:
                     self._compress(prompt)
         except Exception:
             logger.exception("damc: reading the prompt failed; the model call goes on unchanged")
+
+    def on_llm_end(self, response: LLMResult, *, run_id: UUID, **kwargs: Any) -> None:
+        """The model's text answer (a run's final answer) is a turn now, not only once a later
+        prompt resends it: a run without chat history never does."""
+        try:
+            for generations in response.generations:
+                message = getattr(generations[0], "message", None) if generations else None
+                if isinstance(message, AIMessage) and not message.tool_calls and message.content:
+                    self._turns[("assistant", str(message.content))] += 1
+                    if message.id:
+                        self._turns[("assistant", message.id)] += 1
+                    self.memory.observe({"role": "assistant", "content": message.content})
+        except Exception:
+            logger.exception("damc: recording the model's answer failed; the agent goes on")
 
     def on_llm_start(
         self, serialized: dict[str, Any], prompts: list[str], *, run_id: UUID, **kwargs: Any
@@ -110,16 +161,33 @@ class DamcCallbackHandler(BaseCallbackHandler):
         if call_id and announced:
             self._cards.setdefault(call_id, []).append(card.id)
 
-    def _record_turn(self, message: BaseMessage, in_prompt: Counter[tuple[str, str]]) -> None:
+    def _record_turn(
+        self, message: BaseMessage, in_prompt: Counter[tuple[str, str]], *, again: bool = False
+    ) -> bool:
         """User turns and assistant text, each occurrence once: every prompt resends the earlier
-        turns, and a user may say "yes" twice (tool calls and results come from tool runs)."""
-        if isinstance(message, HumanMessage) or (isinstance(message, AIMessage) and not message.tool_calls):
-            role = "user" if isinstance(message, HumanMessage) else "assistant"
-            key = (role, message.id or str(message.content))
+        turns, and a user may say "yes" twice (tool calls and results come from tool runs).
+        ``again``: a new run's input, recorded even when an earlier run had the same input and
+        this prompt carries no history that would count it twice. True if recorded."""
+        if not (
+            isinstance(message, HumanMessage) or (isinstance(message, AIMessage) and not message.tool_calls)
+        ):
+            return False
+        role = "user" if isinstance(message, HumanMessage) else "assistant"
+        key = (role, message.id or str(message.content))
+        if not again:
             in_prompt[key] += 1
-            if in_prompt[key] > self._turns[key] and message.content:
-                self._turns[key] += 1
-                self.memory.observe({"role": role, "content": message.content})
+        if (again or in_prompt[key] > self._turns[key]) and message.content:
+            self._turns[key] += 1
+            self.memory.observe({"role": role, "content": message.content})
+            return True
+        return False
+
+    def _root(self, run_id: UUID) -> UUID:
+        """The top-level run ``run_id`` belongs to, as far as this handler saw its parents."""
+        seen = 0
+        while (parent := self._parents.get(run_id)) is not None and seen < _RUNS_KEPT:
+            run_id, seen = parent, seen + 1
+        return run_id
 
     def _compress(self, prompt: list[BaseMessage]) -> None:
         """The k-th of n scratchpad messages with a call id shows the k-th of the last n runs with

@@ -109,14 +109,19 @@ def test_async_runs_are_recorded_too(recording_model):
     assert "HAT107" in text([m for m in [AIMessage(c.summary) for c in memory.cards()]])
 
 
-def test_a_handler_on_the_model_records_the_conversation_it_sees(recording_model):
+def test_a_handler_on_the_model_records_the_conversation_it_sees_and_its_answer(recording_model):
     memory = DecisionMemory(store=InMemoryStore())
     model = recording_model(AIMessage("Hello Mia."))
     model.callbacks = [DamcCallbackHandler(memory)]
 
     model.invoke([HumanMessage("Hi, I am mia_li_3668"), AIMessage("Welcome!"), HumanMessage("Book HAT107")])
 
-    assert [c.text for c in memory.cards()] == ["Hi, I am mia_li_3668", "Welcome!", "Book HAT107"]
+    assert [c.text for c in memory.cards()] == [
+        "Hi, I am mia_li_3668",
+        "Welcome!",
+        "Book HAT107",
+        "Hello Mia.",
+    ]
 
 
 def test_plain_text_llm_prompts_are_recorded_not_changed():
@@ -183,4 +188,21 @@ def test_a_user_who_says_the_same_thing_twice_is_recorded_twice(recording_model)
         "yes",
         "Cancelled. XYZ789 too?",
         "yes",
+        "Done.",
+    ]
+
+
+def test_a_new_run_with_the_same_input_as_an_earlier_one_is_recorded_again(recording_model):
+    memory = DecisionMemory(store=InMemoryStore())
+    config = {"callbacks": [DamcCallbackHandler(memory)]}
+    agent = executor(recording_model(AIMessage("Shipped."), AIMessage("Delivered.")))
+
+    agent.invoke({"input": "Where is order #W123?"}, config)
+    agent.invoke({"input": "Where is order #W123?"}, config)  # a day later, no chat history
+
+    assert [(c.kind, c.text) for c in memory.cards()] == [
+        (CardKind.USER_INSTRUCTION, "Where is order #W123?"),
+        (CardKind.ASSISTANT_CONCLUSION, "Shipped."),
+        (CardKind.USER_INSTRUCTION, "Where is order #W123?"),
+        (CardKind.ASSISTANT_CONCLUSION, "Delivered."),
     ]
