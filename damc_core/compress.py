@@ -195,7 +195,11 @@ class TemplateCompressor:
     focus_groups: int = 3
     """Rows (or option groups) of a long table kept when the focus matches some."""
 
-    def render(self, card: Card, *, focus: DecisionFocus | None = None, detail: Detail = "full") -> str:
+    def render(
+        self, card: Card, *, focus: DecisionFocus | None = None, detail: Detail = "full", call: bool = True
+    ) -> str:
+        """``call=False`` leaves a result's call (tool name and arguments) out of its header: for a
+        result sent right after the assistant message that made the call."""
         head = f"[{card.id}]"
         if card.kind is CardKind.USER_INSTRUCTION:
             return f"{head} user: {_prose(card, detail)}"
@@ -208,6 +212,8 @@ class TemplateCompressor:
             return f"{head} assistant called {self._call(card)}{said}"
         status = " FAILED" if card.kind is CardKind.TOOL_ERROR else ""
         body = self._body(card, focus, detail)
+        if not call:
+            return f"{head}{status} -> {body}"
         return f"{head} {self._call(card, restated_in=body)}{status} -> {body}"
 
     def depends_on_focus(self, card: Card, *, detail: Detail) -> bool:

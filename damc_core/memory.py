@@ -17,7 +17,7 @@ import logging
 import re
 import threading
 import time
-from collections import defaultdict, deque
+from collections import Counter, defaultdict, deque
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, ParamSpec, TypeVar
@@ -258,6 +258,7 @@ class DecisionMemory:
         self.selector: Selector = selector or HybridSelector()
         self._selector_takes_leaner = _accepts(self.selector.select, "leaner")
         self.compressor: Compressor = compressor or TemplateCompressor()
+        self._renders_without_call = _accepts(self.compressor.render, "call")
         self.assembler: Assembler = assembler or DefaultAssembler()
         self.counter: TokenCounter = counter or TiktokenCounter()
         self.settings = settings or MemorySettings()
@@ -265,7 +266,7 @@ class DecisionMemory:
         self.clock = clock
         self._session = _Session()
         self._render_cache: dict[
-            tuple[str, Detail, frozenset[str] | None, frozenset[str], frozenset[str], int], Card
+            tuple[str, Detail, bool, frozenset[str] | None, frozenset[str], frozenset[str], int], Card
         ] = {}
         self._line_tokens: dict[str, int] = {}
         self._lock = threading.RLock()
@@ -645,7 +646,9 @@ class DecisionMemory:
         results, always stays: the model must see the step it is answering, and a request of only
         a system message is rejected by some providers."""
         entries = self._recent_window(excluded)
-        recent = [self._recent_message(e) for e in entries]
+        shown = self._calls_shown(entries)
+        send = functools.partial(self._recent_message, calls_shown=shown)
+        recent = [send(e) for e in entries]
         while recent and self._count_messages(recent) > budget * self.settings.recent_share:
             rest = entries[1:]
             while rest and rest[0].message.get("role") == "tool":
@@ -653,17 +656,14 @@ class DecisionMemory:
             if not rest:
                 break
             entries = rest
-            recent = [self._recent_message(e) for e in entries]
+            recent = [send(e) for e in entries]
         if self._count_messages(recent) > budget // 2:  # leave room for the memory section
-            recent = [
-                self._recent_message(e, focus if self._names_rows(e, focus) else None, detail="key")
-                for e in entries
-            ]
+            recent = [send(e, focus if self._names_rows(e, focus) else None, detail="key") for e in entries]
         if self._count_messages(recent) > budget:
-            recent = [self._recent_message(e, focus, detail="key") for e in entries]
+            recent = [send(e, focus, detail="key") for e in entries]
             if self._count_messages(recent) > budget:  # a message alone is over the budget
                 share = max(1, budget // (2 * len(entries)))
-                recent = [self._recent_message(e, focus, detail="key", limit=share) for e in entries]
+                recent = [send(e, focus, detail="key", limit=share) for e in entries]
         return entries, recent
 
     def _triage(
@@ -757,12 +757,15 @@ class DecisionMemory:
         kept = sorted(full, key=lambda s: s.card.seq)
         return kept, selection.dropped
 
-    def _rendered(self, card: Card, focus: DecisionFocus | None, detail: Detail) -> Card:
+    def _rendered(
+        self, card: Card, focus: DecisionFocus | None, detail: Detail, *, call: bool = True
+    ) -> Card:
         """The card rendered at ``detail`` for this decision (see ``Detail``), cached.
 
         A rendering that depends on the focus depends on it only through the focus terms the
         card holds, so it is cached under those; the others are cached once per card state.
-        ``focus=None`` renders long tables whole (the result the agent is about to pick from).
+        ``focus=None`` renders long tables whole (the result the agent is about to pick from);
+        ``call=False`` leaves the call out of a result's header (it is sent right after its call).
         """
         if card.kind not in _LEVELLED:
             return card
@@ -774,6 +777,7 @@ class DecisionMemory:
         cache_key = (
             card.id,
             detail,
+            call,
             relevant,
             fields,
             card.used_terms,
@@ -788,7 +792,12 @@ class DecisionMemory:
                 if focus is not None and relevant is not None
                 else None
             )
-            rendered = self._with_summary(card, self.compressor.render(card, focus=local, detail=detail))
+            text = (
+                self.compressor.render(card, focus=local, detail=detail)
+                if call
+                else self.compressor.render(card, focus=local, detail=detail, call=False)  # type: ignore[call-arg]
+            )
+            rendered = self._with_summary(card, text)
         if rendered.scores is not card.scores:  # rescored or relinked since rendered
             rendered = replace(
                 rendered,
@@ -899,6 +908,24 @@ class DecisionMemory:
             for name in row_names(table, row)
         )
 
+    def _calls_shown(self, entries: list[_Entry]) -> frozenset[str]:
+        """Card ids of the tool results in ``entries`` whose call the message before them shows
+        unambiguously (its id used once there), so their cards need not repeat it; with
+        ``TemplateCompressor``-like compressors only."""
+        if not self._renders_without_call:
+            return frozenset()
+        shown: set[str] = set()
+        ids: Counter[str] = Counter()
+        for entry in entries:
+            message = entry.message
+            if message.get("role") == "assistant":
+                ids = Counter(
+                    str(c.get("id")) for c in message.get("tool_calls") or () if isinstance(c, dict)
+                )
+            elif message.get("role") == "tool" and ids[str(message.get("tool_call_id"))] == 1:
+                shown.add(entry.card_id)
+        return frozenset(shown)
+
     def _recent_message(
         self,
         entry: _Entry,
@@ -906,18 +933,21 @@ class DecisionMemory:
         *,
         detail: Detail | None = None,
         limit: int | None = None,
+        calls_shown: frozenset[str] = frozenset(),
     ) -> Message:
         """A recent message as sent: tool results as their card, at ``detail`` when given (long
-        tables cut to ``focus`` when given, else whole). A user or assistant text over ``limit``
-        tokens (a pasted document) is sent as its card cut to the limit."""
+        tables cut to ``focus`` when given, else whole), without the call header when the call
+        message before shows it (``calls_shown``). A user or assistant text over ``limit`` tokens
+        (a pasted document) is sent as its card cut to the limit."""
         message = entry.message
         card = self._session.cards[entry.card_id]
         if limit is not None and message.get("role") in ("user", "assistant") and card.raw_tokens > limit:
             lean_card = self._rendered(card, focus, "key")
             return {**message, "content": self._cut(lean_card, limit, clip=True).summary}
         if message.get("role") == "tool" and self.settings.compress_recent_tool_results:
-            if detail is not None:
-                card = self._rendered(card, focus, detail)
+            call = entry.card_id not in calls_shown
+            if detail is not None or not call:
+                card = self._rendered(card, focus, detail or "full", call=call)
             return {**message, "content": card.summary}
         if message.get("role") not in KNOWN_ROLES or message.get("role") in (
             "system",

@@ -323,3 +323,34 @@ def test_a_search_whose_row_the_user_named_is_cut_to_it_in_a_tight_recent_window
     sent = memory.build().messages[-1]["content"]
 
     assert "7778400007" in sent and "7778400003" not in sent
+
+
+def test_a_recent_tool_result_does_not_repeat_the_call_sent_right_before_it(make_memory, msg):
+    memory = make_memory(settings=MemorySettings(budget=1200, recent_messages=2))
+    memory.observe(msg.user("What is the status of reservation 2FBBAH?"))
+    memory.observe(msg.call("call_1", "get_reservation_details", {"reservation_id": "2FBBAH"}))
+    memory.observe(
+        msg.result("call_1", "get_reservation_details", {"reservation_id": "2FBBAH", "status": "ok"})
+    )
+
+    *_, call, result = memory.build().messages
+
+    assert "get_reservation_details" in call["tool_calls"][0]["function"]["name"]
+    assert result["content"].startswith("[c2] -> ") and "status=ok" in result["content"]
+
+
+def test_results_of_one_message_reusing_a_call_id_keep_their_call_in_the_header(make_memory, msg):
+    memory = make_memory(settings=MemorySettings(budget=1200, recent_messages=3))
+    memory.observe(msg.user("Status of O-1 and O-2?"))
+    same_id = [
+        ("get_order", "get_order", {"order_id": "O-1"}),
+        ("get_order", "get_order", {"order_id": "O-2"}),
+    ]
+    memory.observe(msg.calls(same_id))  # some servers give every call the tool's name as id
+    memory.observe(msg.result("get_order", "get_order", {"status": "shipped"}))
+    memory.observe(msg.result("get_order", "get_order", {"status": "cancelled"}))
+
+    *_, first, second = memory.build().messages
+
+    assert "get_order(order_id=O-1) -> status=shipped" in first["content"]
+    assert "get_order(order_id=O-2) -> status=cancelled" in second["content"]
