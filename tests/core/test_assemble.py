@@ -267,21 +267,29 @@ def test_a_newest_step_over_the_budget_is_sent_shrunk_never_dropped(make_memory,
     assert built.total_tokens <= 1500
 
 
-def test_the_newest_search_in_the_recent_window_is_sent_whole_while_it_fits(make_memory, msg):
+BACKPACKS = [
+    {"product_id": f"77784{i:05d}", "title": f"Trail Backpack {i}", "price": 100 + i, "stock": i % 4}
+    for i in range(23)
+]
+
+
+def backpack_search_after(request, make_memory, msg):
+    """A memory with a 600-token budget whose newest step searched ``BACKPACKS`` for ``request``."""
     memory = make_memory(settings=MemorySettings(budget=600, recent_messages=2))
-    memory.observe(msg.user("Find me a travel backpack, I will pick one."))
-    products = [
-        {"product_id": f"77784{i:05d}", "title": f"Trail Backpack {i}", "price": 100 + i, "stock": i % 4}
-        for i in range(23)
-    ]
+    memory.observe(msg.user(request))
     memory.observe(msg.call("call_1", "search_products", {"query": "travel backpack"}))
-    memory.observe(msg.result("call_1", "search_products", {"products": products}))
+    memory.observe(msg.result("call_1", "search_products", {"products": BACKPACKS}))
+    return memory
+
+
+def test_the_newest_search_in_the_recent_window_is_sent_whole_while_it_fits(make_memory, msg):
+    memory = backpack_search_after("Find me a travel backpack, I will pick one.", make_memory, msg)
 
     built = memory.build()
 
     sent = built.messages[-1]
     assert sent["role"] == "tool"
-    assert all(p["product_id"] in sent["content"] for p in products)  # the agent picks from all 23
+    assert all(p["product_id"] in sent["content"] for p in BACKPACKS)  # the agent picks from all 23
 
 
 def test_an_assistant_recap_past_the_recent_share_competes_as_a_card(make_memory, msg):
@@ -311,14 +319,7 @@ def test_an_assistant_recap_past_the_recent_share_competes_as_a_card(make_memory
 
 
 def test_a_search_whose_row_the_user_named_is_cut_to_it_in_a_tight_recent_window(make_memory, msg):
-    memory = make_memory(settings=MemorySettings(budget=600, recent_messages=2))
-    memory.observe(msg.user("Find me a travel backpack; I want product 7778400007."))
-    products = [
-        {"product_id": f"77784{i:05d}", "title": f"Trail Backpack {i}", "price": 100 + i, "stock": i % 4}
-        for i in range(23)
-    ]
-    memory.observe(msg.call("call_1", "search_products", {"query": "travel backpack"}))
-    memory.observe(msg.result("call_1", "search_products", {"products": products}))
+    memory = backpack_search_after("Find me a travel backpack; I want product 7778400007.", make_memory, msg)
 
     sent = memory.build().messages[-1]["content"]
 
