@@ -53,7 +53,7 @@ class DamcCallbackHandler(BaseCallbackHandler):
         self._announced: list[tuple[str, str]] = []
         """(tool, call id) of agent actions about to run: AgentExecutor runs tools without the id."""
         self._parents: OrderedDict[UUID, UUID | None] = OrderedDict()
-        """run id -> parent run id of the chains and models seen, the oldest forgotten."""
+        """run id -> parent run id of the chains seen, the oldest forgotten."""
         self._prompted_roots: OrderedDict[UUID, None] = OrderedDict()
         """Top-level runs whose model has been called: the first call's prompt holds the run's input."""
 
@@ -111,8 +111,7 @@ class DamcCallbackHandler(BaseCallbackHandler):
         **kwargs: Any,
     ) -> None:
         try:
-            _remember(self._parents, run_id, parent_run_id)
-            root = self._root(run_id)
+            root = self._root(parent_run_id or run_id)
             new_run = root not in self._prompted_roots
             _remember(self._prompted_roots, root, None)
             for prompt in messages:
