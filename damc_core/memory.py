@@ -405,11 +405,11 @@ class DecisionMemory:
         else:
             return
         known = session.categories
-        new = dict.fromkeys(
+        new = dict.fromkeys(  # in the order the card holds them: a user card gains them in that order
             v for v in values if v not in known and _CATEGORY.fullmatch(v) and v not in FUNCTION_WORDS
         )
         if not new:
-            return  # in the order the card holds them: a user card gains them in that order
+            return
         session.categories = known | new.keys()
         for word in new:
             for user_id in session.said_by.get(word, ()):
