@@ -997,9 +997,23 @@ class DecisionMemory:
         content = raw.get("content")
         return content if isinstance(content, str) else json.dumps(content, ensure_ascii=False, default=str)
 
-    def messages(self) -> list[Message]:
+    @property
+    def event_count(self) -> int:
+        """Events observed in this namespace so far: a mark for ``messages(since=...)``."""
+        return self._session.seq
+
+    @_synchronized
+    def messages(self, *, since: int | None = None) -> list[Message]:
         """Every event of this namespace as observed, oldest first, read from the store. Adapters
-        read it to know what a reopened store already holds."""
+        read it to know what a reopened store already holds.
+
+        ``since``: only the dialogue events observed from that ``event_count`` on, read from
+        memory; an adapter finds what another surface recorded during a run without reading the
+        whole store."""
+        if since is not None:
+            history = self._session.history
+            start = bisect.bisect_left(history, since, key=lambda entry: _seq_of(entry.card_id))
+            return [entry.message for entry in history[start:]]
         return [json.loads(record.body) for record in self.store.records(self.namespace)]
 
     def for_session(self, session: str) -> DecisionMemory:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 from typing import Any
 
 from langchain_classic.base_memory import BaseMemory
@@ -13,7 +14,7 @@ from langchain_core.messages import (
     convert_to_messages,
     get_buffer_string,
 )
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, PrivateAttr
 
 from damc_core import DecisionMemory
 
@@ -37,12 +38,15 @@ class DAMCMemory(BaseMemory):
     human_prefix: str = "Human"
     ai_prefix: str = "AI"
     budget: int | None = Field(default=None, description="Token budget per load; the memory's own when None.")
+    _run_start: int | None = PrivateAttr(default=None)
+    """The memory's event count when this run's history was loaded."""
 
     @property
     def memory_variables(self) -> list[str]:
         return [self.memory_key]
 
     def load_memory_variables(self, inputs: dict[str, Any]) -> dict[str, Any]:
+        self._run_start = self.memory.event_count
         query = inputs.get(self._input_key(inputs)) if inputs else None
         built = self.memory.build(query=str(query) if query else None, budget=self.budget)
         messages: list[BaseMessage] = convert_to_messages(built.messages)
@@ -51,12 +55,30 @@ class DAMCMemory(BaseMemory):
         return {self.memory_key: get_buffer_string(messages, self.human_prefix, self.ai_prefix)}
 
     def save_context(self, inputs: dict[str, Any], outputs: dict[str, Any]) -> None:
-        self.memory.observe({"role": "user", "content": str(inputs[self._input_key(inputs)])})
+        """Record the run: its input, its steps when returned, its answer. What another surface
+        on the same memory (a ``DamcCallbackHandler``) recorded since this run's load is not
+        recorded again."""
+        since, self._run_start = self._run_start, None
+        during_run = self.memory.messages(since=since) if since is not None else []
+        recorded = Counter(_identity(m) for m in during_run)
+
+        def first_time(identity: tuple[str, str, str]) -> bool:
+            if recorded[identity] > 0:
+                recorded[identity] -= 1
+                return False
+            return True
+
+        user_input = str(inputs[self._input_key(inputs)])
+        if first_time(("user", "", user_input)):
+            self.memory.observe({"role": "user", "content": user_input})
         calls_seen: set[int] = set()
         for action, observation in outputs.get("intermediate_steps") or ():
-            self._record_step(action, observation, calls_seen)
+            if first_time(("tool", str(action.tool), _as_content(observation))):
+                self._record_step(action, observation, calls_seen)
         output_key = self.output_key or next(k for k in outputs if k != "intermediate_steps")
-        self.memory.observe({"role": "assistant", "content": str(outputs[output_key])})
+        answer = str(outputs[output_key])
+        if first_time(("assistant", "", answer)):
+            self.memory.observe({"role": "assistant", "content": answer})
 
     def clear(self) -> None:
         self.memory.clear()
@@ -80,6 +102,16 @@ class DAMCMemory(BaseMemory):
         if len(candidates) != 1:
             raise ValueError(f"DAMCMemory cannot tell the input among {candidates}; set input_key=...")
         return candidates[0]
+
+
+def _identity(event: dict[str, Any]) -> tuple[str, str, str]:
+    """What tells a recorded event apart within a run: a text turn by its role and text, a tool
+    result by its tool and content (call ids differ between surfaces); calls by their results."""
+    role = str(event.get("role"))
+    if role == "assistant" and event.get("tool_calls"):
+        return ("call", "", "")
+    name = str(event.get("name") or "") if role == "tool" else ""
+    return (role, name, _as_content(event.get("content")))
 
 
 def _as_content(observation: Any) -> str:

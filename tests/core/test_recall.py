@@ -84,3 +84,13 @@ def test_agent_can_recall_the_rows_a_card_left_out(memory, msg):
     answer = memory.handle_recall(json.dumps({"card_id": hint.group(2)}))
 
     assert json.loads(answer) == rows
+
+
+def test_messages_since_a_mark_are_the_events_observed_after_it(remembered, airline_messages):
+    mark = remembered.event_count
+    remembered.observe({"role": "user", "content": "Cancel 4WQ150"})
+    remembered.observe({"role": "assistant", "content": "Cancelled."})
+
+    assert [m["content"] for m in remembered.messages(since=mark)] == ["Cancel 4WQ150", "Cancelled."]
+    assert remembered.messages(since=remembered.event_count) == []
+    assert remembered.messages()[: len(airline_messages)] == airline_messages

@@ -138,3 +138,28 @@ def test_a_tool_returning_a_dict_is_recorded_as_json(recording_model):
     result = next(c for c in memory.memory.cards() if c.kind.value == "tool_result")
     assert json.loads(memory.memory.recall(result.id)["content"]) == get_reservation.invoke("4WQ150")
     assert "status=confirmed" in result.summary
+
+
+@pytest.mark.parametrize("intermediate_steps", [True, False])
+def test_damc_memory_with_the_callback_handler_records_each_event_once(recording_model, intermediate_steps):
+    from damc_langchain import DamcCallbackHandler
+
+    model = recording_model(*SCRIPT, AIMessage("Your card is credit_card_4421486."))
+    memory = damc_memory()
+    agent = executor(model, memory)
+    agent.return_intermediate_steps = intermediate_steps
+    handler = DamcCallbackHandler(memory.memory)
+
+    agent.invoke({"input": "Book HAT107 for mia_li_3668 with my visa"}, config={"callbacks": [handler]})
+    agent.invoke({"input": "Which card did I use?"}, config={"callbacks": [handler]})
+
+    events = [_identity(m) for m in memory.memory.messages()]
+    assert len(events) == len(set(events)), events
+    kinds = [c.kind.value for c in memory.memory.cards()]
+    assert kinds.count("tool_result") == 3 and kinds.count("user_instruction") == 2
+    assert kinds.count("assistant_conclusion") == 2
+
+
+def _identity(event):
+    calls = tuple(c["id"] for c in event.get("tool_calls") or ())
+    return event["role"], calls or event.get("tool_call_id") or event["content"]
