@@ -961,13 +961,17 @@ class DecisionMemory:
         """What the next decision is about: the query, the last few dialogue turns and the arguments
         of the newest tool call (the entity the agent is working on)."""
         recent = self._session.history[-FOCUS_WINDOW * 3 :]
-        turns = [
-            content_text(e.message.get("content"))
-            for e in recent
-            if e.message.get("role") in ("user", "assistant") and e.message.get("content")
-        ]
-        text = "\n".join(turn[:WORDS_SCANNED] for turn in [query or "", *turns[-FOCUS_WINDOW:]])
+        said = [
+            e for e in recent if e.message.get("role") in ("user", "assistant") and e.message.get("content")
+        ][-FOCUS_WINDOW:]
+        text = "\n".join(
+            turn[:WORDS_SCANNED]
+            for turn in [query or "", *(content_text(e.message.get("content")) for e in said)]
+        )
         terms = exact_terms(text, limit=512)
+        for entry in said:  # with the category words a user turn gained ("clicky", once a table showed it)
+            if entry.message.get("role") == "user" and entry.card_id in self._session.cards:
+                terms |= self._session.cards[entry.card_id].terms
         last_call = next((e for e in reversed(recent) if e.message.get("tool_calls")), None)
         if last_call is not None and last_call.card_id in self._session.cards:
             terms |= self._session.cards[last_call.card_id].terms

@@ -313,3 +313,21 @@ def test_a_request_in_words_focuses_the_card_that_holds_such_things(memory, msg)
     focus = next(s for s in decisions["c1"].scores if s.name == "focus")
     assert "words with the request" in focus.provenance
     assert not any(s.name == "focus" for s in decisions["c3"].scores)
+
+
+def test_a_word_the_user_said_before_a_table_showed_it_focuses_that_tables_rows(memory, msg, memory_text):
+    memory.observe(msg.user("Exchange my keyboard for one with clicky switches, please."))
+    memory.observe(msg.call("p", "get_product_details", {"product_id": "1656367028"}))
+    switches = ["linear", "tactile", "linear", "tactile", "clicky", "linear"] * 2
+    variants = {
+        f"77064102{i:02d}": {"item_id": f"77064102{i:02d}", "options": {"switch type": kind}, "price": 200 + i}
+        for i, kind in enumerate(switches)
+    }
+    memory.observe(msg.result("p", "get_product_details", {"product_id": "1656367028", "variants": variants}))
+    memory.observe(msg.call("o", "get_order_details", {"order_id": "#W2378156"}))
+    memory.observe(msg.result("o", "get_order_details", {"order_id": "#W2378156", "status": "delivered"}))
+
+    sent = memory_text(memory.build(budget=400).messages)
+
+    assert "7706410204" in sent and "7706410210" in sent  # the two clicky variants
+    assert "7706410200" not in sent
