@@ -312,20 +312,8 @@ class TemplateCompressor:
         return hits
 
     def focused_rows(self, table: Table, focus: DecisionFocus) -> list[tuple[str, ...]]:
-        """The rows (or option groups) that match the decision focus best, in their original order.
-
-        A term matching few rows says more than one matching many, so each match weighs
-        ``1 / rows containing the term``; terms in more than half of the rows are ignored.
-        """
-        lowered = [{v for cell in row for v in term_variants(cell)} for row in table.rows]
-        document_frequency = {t: sum(t in cells for cells in lowered) for t in focus.terms}
-        weights = {t: 1.0 / n for t, n in document_frequency.items() if 0 < n <= len(lowered) // 2}
-        grouped = bool(table.columns) and table.columns[0] in ("option", "key")
-        group_of = [row[0] if grouped else str(i) for i, row in enumerate(table.rows)]
-        group_score: dict[str, float] = {}
-        for group, cells in zip(group_of, lowered, strict=True):
-            score = sum(weights.get(t, 0.0) for t in cells)
-            group_score[group] = max(group_score.get(group, 0.0), score)
+        """The rows (or option groups) that match the decision focus best, in their original order."""
+        group_of, group_score = _focus_scores(table, focus)
         best = sorted((g for g, sc in group_score.items() if sc > 0), key=lambda g: -group_score[g])
         if not best:
             return list(table.rows[: self.preview_rows])
@@ -371,6 +359,32 @@ class TemplateCompressor:
         if len(rows) < len(table.rows):
             lines.append(f" (+{len(table.rows) - len(rows)} more rows: recall {card_id})")
         return "\n".join(lines)
+
+
+def rows_by_focus(table: Table, focus: DecisionFocus) -> Table:
+    """The table with the rows (or option groups) that match the focus best first; rows that
+    match equally keep their order. A cut of it keeps the likeliest picks."""
+    group_of, group_score = _focus_scores(table, focus)
+    order = sorted(range(len(table.rows)), key=lambda i: -group_score[group_of[i]])
+    return Table(table.path, table.columns, tuple(table.rows[i] for i in order))
+
+
+def _focus_scores(table: Table, focus: DecisionFocus) -> tuple[list[str], dict[str, float]]:
+    """Each row's group (its option, or itself) and how well each group matches the focus.
+
+    A term matching few rows says more than one matching many, so each match weighs
+    ``1 / rows containing the term``; terms in more than half of the rows are ignored.
+    """
+    lowered = [{v for cell in row for v in term_variants(cell)} for row in table.rows]
+    document_frequency = {t: sum(t in cells for cells in lowered) for t in focus.terms}
+    weights = {t: 1.0 / n for t, n in document_frequency.items() if 0 < n <= len(lowered) // 2}
+    grouped = bool(table.columns) and table.columns[0] in ("option", "key")
+    group_of = [row[0] if grouped else str(i) for i, row in enumerate(table.rows)]
+    group_score: dict[str, float] = {}
+    for group, cells in zip(group_of, lowered, strict=True):
+        score = sum(weights.get(t, 0.0) for t in cells)
+        group_score[group] = max(group_score.get(group, 0.0), score)
+    return group_of, group_score
 
 
 def _cell_separator(rows: list[tuple[str, ...]], shown: list[int]) -> str:

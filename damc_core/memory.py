@@ -25,7 +25,7 @@ from typing import Any, ParamSpec, TypeVar
 import numpy as np
 
 from .assemble import Assembler, DefaultAssembler, fence_memory
-from .compress import Compressor, Detail, TemplateCompressor, mentions, row_names
+from .compress import Compressor, Detail, TemplateCompressor, mentions, row_names, rows_by_focus
 from .encode import (
     DefaultEncoder,
     Encoder,
@@ -125,6 +125,11 @@ class MemorySettings:
     """Most of the budget the recent window takes: past it, its older messages compete in the
     memory section as cards (an assistant's long recap costs a tight budget the facts it restates
     less well than their cards). The newest message, or call with its results, always stays."""
+    newest_share: float = 0.5
+    """Most of the memory budget the newest tool result's long list takes, sent whole: a longer
+    one is cut to that share, the rows the focus matches first, so the cards before it still fit
+    (the agent may pick from it next, or go on to another lookup). It goes whole if they leave
+    room."""
     compress_recent_tool_results: bool = True
     """Send tool results inside the recent window as their card text instead of the raw output."""
     as_of_after: float = 300.0
@@ -141,6 +146,8 @@ class MemorySettings:
             raise ConfigError(f"MemorySettings.recent_messages must be >= 0, got {self.recent_messages}")
         if not 0 < self.recent_share <= 1:
             raise ConfigError(f"MemorySettings.recent_share must be in (0, 1], got {self.recent_share}")
+        if not 0 < self.newest_share <= 1:
+            raise ConfigError(f"MemorySettings.newest_share must be in (0, 1], got {self.newest_share}")
         if self.budget_ratio is not None and not 0 < self.budget_ratio <= 1:
             raise ConfigError(f"MemorySettings.budget_ratio must be in (0, 1], got {self.budget_ratio}")
         if self.min_budget <= 0:
@@ -266,7 +273,8 @@ class DecisionMemory:
         self.clock = clock
         self._session = _Session()
         self._render_cache: dict[
-            tuple[str, Detail, bool, frozenset[str] | None, frozenset[str], frozenset[str], int], Card
+            tuple[str, Detail, bool, frozenset[str] | None, frozenset[str], frozenset[str], int, int | None],
+            Card,
         ] = {}
         self._line_tokens: dict[str, int] = {}
         self._lock = threading.RLock()
@@ -713,13 +721,19 @@ class DecisionMemory:
         A card that does not fit goes in as the first lines that do before any less valuable card.
         What is left upgrades kept cards to key, then full detail, most valuable first.
 
-        The newest tool result is rendered whole at key detail: the agent picks from it next. So is
-        the user's newest turn, the request, in full: its key detail keeps only sentences with
-        values or restrictions, and "yes, go ahead" has neither."""
+        The newest tool result is rendered whole at key detail, the agent may pick from it next;
+        a long list past ``newest_share`` of the budget is cut to that share, the rows the focus
+        matches first. The user's newest turn, the request, goes in full: its key detail keeps
+        only sentences with values or restrictions, and "yes, go ahead" has neither."""
         scored, beyond = _shortlist(valued, budget)
         newest = self._session.newest.get("tool")
         request = self._session.newest.get("user")
         originals = {item.card.id: item.card for item in scored}
+        newest_cut: Card | None = None
+        if newest in originals and self.compressor.depends_on_focus(originals[newest], detail="key"):
+            share = int(budget * self.settings.newest_share)  # a long list; other results go whole
+            if self._rendered(originals[newest], None, "key").tokens > share:
+                newest_cut = self._rendered(originals[newest], focus, "key", cut_in_focus_order=share)
 
         def view(card_id: str) -> DecisionFocus | None:
             return None if card_id == newest else focus
@@ -731,10 +745,12 @@ class DecisionMemory:
                 return "skeleton"
             return "key"
 
-        based = [
-            item._replace(card=self._rendered(item.card, view(item.card.id), base(item.card)))
-            for item in scored
-        ]
+        def based_card(card: Card) -> Card:
+            if newest_cut is not None and card.id == newest:
+                return newest_cut
+            return self._rendered(card, view(card.id), base(card))
+
+        based = [item._replace(card=based_card(item.card)) for item in scored]
 
         def leaner(card: Card, tokens: int) -> Card:
             skeleton = self._rendered(originals[card.id], focus, "skeleton")
@@ -749,7 +765,12 @@ class DecisionMemory:
         selection.dropped.extend((item, "far outside the budget in value order") for item in beyond)
 
         def at(detail: Detail) -> Callable[[Card], Card]:
-            return lambda card: self._rendered(originals[card.id], view(card.id), detail)
+            def richer(card: Card) -> Card:
+                if newest_cut is not None and card.id == newest:  # whole, if the rest left room
+                    return self._rendered(originals[card.id], None, "key")
+                return self._rendered(originals[card.id], view(card.id), detail)
+
+            return richer
 
         full = selection.kept
         for detail in ("key", "full"):
@@ -758,20 +779,30 @@ class DecisionMemory:
         return kept, selection.dropped
 
     def _rendered(
-        self, card: Card, focus: DecisionFocus | None, detail: Detail, *, call: bool = True
+        self,
+        card: Card,
+        focus: DecisionFocus | None,
+        detail: Detail,
+        *,
+        call: bool = True,
+        cut_in_focus_order: int | None = None,
     ) -> Card:
         """The card rendered at ``detail`` for this decision (see ``Detail``), cached.
 
         A rendering that depends on the focus depends on it only through the focus terms the
         card holds, so it is cached under those; the others are cached once per card state.
         ``focus=None`` renders long tables whole (the result the agent is about to pick from);
-        ``call=False`` leaves the call out of a result's header (it is sent right after its call).
+        ``call=False`` leaves the call out of a result's header (it is sent right after its call);
+        ``cut_in_focus_order``: tables whole with the rows ``focus`` matches first, cut to that
+        many tokens.
         """
         if card.kind not in _LEVELLED:
             return card
         # None: a rendering that ignores the focus (no long table, or shown whole).
         relevant: frozenset[str] | None = None
-        if focus is not None and self.compressor.depends_on_focus(card, detail=detail):
+        if focus is not None and (
+            cut_in_focus_order is not None or self.compressor.depends_on_focus(card, detail=detail)
+        ):
             relevant = card.terms & focus.terms
         fields = focus.fields if focus is not None and detail == "skeleton" else frozenset()
         cache_key = (
@@ -782,6 +813,7 @@ class DecisionMemory:
             fields,
             card.used_terms,
             len(card.stale_rows) + len(card.stale_facts) + len(card.facts),  # each only grows
+            cut_in_focus_order,
         )
         rendered = self._render_cache.get(cache_key)
         if rendered is None:
@@ -792,12 +824,21 @@ class DecisionMemory:
                 if focus is not None and relevant is not None
                 else None
             )
-            text = (
-                self.compressor.render(card, focus=local, detail=detail)
-                if call
-                else self.compressor.render(card, focus=local, detail=detail, call=False)  # type: ignore[call-arg]
-            )
-            rendered = self._with_summary(card, text)
+            if cut_in_focus_order is not None:
+                ranked = (
+                    replace(card, tables=tuple(rows_by_focus(t, local) for t in card.tables))
+                    if local
+                    else card
+                )
+                text = self.compressor.render(ranked, detail=detail)
+                rendered = self._cut(self._with_summary(card, text), cut_in_focus_order)
+            else:
+                text = (
+                    self.compressor.render(card, focus=local, detail=detail)
+                    if call
+                    else self.compressor.render(card, focus=local, detail=detail, call=False)  # type: ignore[call-arg]
+                )
+                rendered = self._with_summary(card, text)
         if rendered.scores is not card.scores:  # rescored or relinked since rendered
             rendered = replace(
                 rendered,

@@ -368,3 +368,61 @@ def test_a_card_whose_first_line_alone_is_over_the_budget_is_left_out_not_clippe
     assert f"[{bookings.id}]" not in built.messages[0]["content"]  # no clipped header stub
     assert next(d for d in built.decisions if d.card_id == bookings.id).reason == "over the token budget"
     assert built.memory_tokens <= 150
+
+
+def _exchange_lookups(memory, msg) -> None:
+    """An order with two products, then the first product's 20 variants: the agent has the second
+    product still to look up."""
+    memory.observe(msg.user("Exchange my keyboard for one with clicky switches, and my thermostat too."))
+    memory.observe(msg.call("o", "get_order_details", {"order_id": "#W2378156"}))
+    items = [
+        {"name": "Mechanical Keyboard", "product_id": "1656367028", "item_id": "1151293680", "price": 272.33},
+        {"name": "Smart Thermostat", "product_id": "4896585277", "item_id": "4983901480", "price": 262.47},
+    ]
+    memory.observe(msg.result("o", "get_order_details", {"order_id": "#W2378156", "items": items}))
+    memory.observe(msg.call("p", "get_product_details", {"product_id": "1656367028"}))
+    kinds = ["linear", "tactile", "linear", "tactile", "clicky"] * 4
+    variants = {
+        f"77064102{i:02d}": {
+            "item_id": f"77064102{i:02d}",
+            "options": {
+                "switch type": kind,
+                "backlight": ["RGB", "white", "none"][i % 3],
+                "size": "full size",
+            },
+            "available": i % 2 == 0,
+            "price": 230.5 + i,
+        }
+        for i, kind in enumerate(kinds)
+    }
+    memory.observe(msg.result("p", "get_product_details", {"product_id": "1656367028", "variants": variants}))
+
+
+def test_a_newest_result_past_its_share_is_cut_to_it_with_the_rows_in_focus_first(
+    make_memory, msg, memory_text
+):
+    memory = make_memory(settings=MemorySettings(budget=400, recent_messages=0, newest_share=0.5))
+    _exchange_lookups(memory, msg)
+
+    built = memory.build()
+
+    sent = memory_text(built.messages)
+    newest = next(line for line in sent.split("\n[") if line.startswith("c4]"))
+    assert "4896585277" in sent  # the product still to look up: the order card was not crowded out
+    assert "7706410204" in newest and "(cut: recall c4)" in newest  # a clicky variant leads the cut
+    kept = {d.card_id: d for d in built.decisions if d.kept}
+    assert kept["c4"].tokens <= 200
+
+
+def test_a_newest_result_within_its_share_is_sent_whole(make_memory, msg, memory_text):
+    memory = make_memory(settings=MemorySettings(budget=1200, recent_messages=0, newest_share=0.5))
+    _exchange_lookups(memory, msg)
+
+    sent = memory_text(memory.build().messages)
+
+    assert all(f"77064102{i:02d}" in sent for i in range(20))
+
+
+def test_newest_share_must_be_a_share():
+    with pytest.raises(ConfigError, match="newest_share"):
+        MemorySettings(newest_share=0)

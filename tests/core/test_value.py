@@ -320,7 +320,11 @@ def test_a_word_the_user_said_before_a_table_showed_it_focuses_that_tables_rows(
     memory.observe(msg.call("p", "get_product_details", {"product_id": "1656367028"}))
     switches = ["linear", "tactile", "linear", "tactile", "clicky", "linear"] * 2
     variants = {
-        f"77064102{i:02d}": {"item_id": f"77064102{i:02d}", "options": {"switch type": kind}, "price": 200 + i}
+        f"77064102{i:02d}": {
+            "item_id": f"77064102{i:02d}",
+            "options": {"switch type": kind},
+            "price": 200 + i,
+        }
         for i, kind in enumerate(switches)
     }
     memory.observe(msg.result("p", "get_product_details", {"product_id": "1656367028", "variants": variants}))
