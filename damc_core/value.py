@@ -162,6 +162,24 @@ def noisy_or(values: Sequence[float]) -> float:
     return 1.0 - out
 
 
+LIST_IN_PROGRESS = 0.95
+"""Causal score of a card listing values (a user's orders, reservations) that calls are going
+through one by one: two or more used, some not yet."""
+
+
+def _list_in_progress(card: Card) -> tuple[int, int] | None:
+    """(used, listed) for the first list of the card whose values later calls are going through."""
+    lists = [
+        f.value[1:-1].split(", ") for f in card.facts if f.value.startswith("[") and f.value.endswith("]")
+    ]
+    lists += [[row[i] for row in t.rows] for t in card.tables for i in identity_columns(t.columns)]
+    for values in lists:
+        used = sum(1 for v in values if v.lower().lstrip("#") in card.used_terms)
+        if 2 <= used < len(values):
+            return used, len(values)
+    return None
+
+
 SHARED_TERMS_CAP = 0.9
 """Highest focus from shared terms alone: a lookup of the entity the dialogue is on (its id in the
 focus) outranks one that shares names and dates with it (another reservation of the same user)."""
@@ -355,6 +373,12 @@ class HeuristicValuator:
                 score, min(0.75, 0.3 + 0.1 * math.log2(1 + ids))
             )  # more exact values, likelier needed
             reasons.append(f"{ids} exact identifiers, dates or amounts")
+        if card.used_terms and (progress := _list_in_progress(card)):
+            used, listed = progress
+            score = max(score, LIST_IN_PROGRESS)
+            reasons.append(
+                f"calls went through {used} of its {listed} listed values; the rest are likely next"
+            )
         named = (
             len(card.terms & goal_terms) if goal_terms and card.kind is not CardKind.USER_INSTRUCTION else 0
         )

@@ -13,6 +13,7 @@ from damc_core import (
     Decay,
     DecisionFocus,
     HeuristicValuator,
+    MemorySettings,
     TaskMode,
     ValuationContext,
     WeightedValuators,
@@ -335,3 +336,23 @@ def test_a_word_the_user_said_before_a_table_showed_it_focuses_that_tables_rows(
 
     assert "7706410204" in sent and "7706410210" in sent  # the two clicky variants
     assert "7706410200" not in sent
+
+
+def test_a_list_that_calls_are_going_through_keeps_its_place(make_memory, msg, memory_text):
+    memory = make_memory(settings=MemorySettings(budget=260, recent_messages=0))
+    memory.observe(msg.user("Cancel all my pending orders. I am Yusuf Rossi, zip 19122."))
+    memory.observe(msg.call("u", "get_user_details", {"user_id": "yusuf_rossi_9620"}))
+    orders = ["#W6247578", "#W9711842", "#W4776164", "#W6679257"]
+    profile = {"email": "yusuf.rossi7301@example.com", "address": {"city": "Philadelphia", "zip": "19122"}}
+    memory.observe(msg.result("u", "get_user_details", {**profile, "orders": orders}))
+    for i, order in enumerate(orders[:2]):
+        memory.observe(msg.call(f"o{i}", "get_order_details", {"order_id": order}))
+        items = [{"name": "T-Shirt", "item_id": f"834911898{i}", "price": 53.43 + i}]
+        result = {"order_id": order, "status": "cancelled", "items": items, "payment": "credit_card_9513926"}
+        memory.observe(msg.result(f"o{i}", "get_order_details", result))
+
+    built = memory.build()
+
+    profile_card = next(d for d in built.decisions if d.card_id == "c2")
+    assert any("went through 2 of its 4 listed values" in s.provenance for s in profile_card.scores)
+    assert "#W4776164" in memory_text(built.messages)  # the next order to look up
