@@ -126,10 +126,9 @@ class MemorySettings:
     memory section as cards (an assistant's long recap costs a tight budget the facts it restates
     less well than their cards). The newest message, or call with its results, always stays."""
     newest_share: float = 0.5
-    """Most of the memory budget the newest tool result's long list takes, sent whole: a longer
-    one is cut to that share, the rows the focus matches first, so the cards before it still fit
-    (the agent may pick from it next, or go on to another lookup). It goes whole if they leave
-    room."""
+    """Most of the memory budget the newest tool result takes, sent whole: a longer one is cut to
+    that share, the rows the focus matches first, so the cards before it still fit (the agent
+    may pick from it next, or go on to another lookup). It goes whole if they leave room."""
     compress_recent_tool_results: bool = True
     """Send tool results inside the recent window as their card text instead of the raw output."""
     as_of_after: float = 300.0
@@ -722,16 +721,16 @@ class DecisionMemory:
         What is left upgrades kept cards to key, then full detail, most valuable first.
 
         The newest tool result is rendered whole at key detail, the agent may pick from it next;
-        a long list past ``newest_share`` of the budget is cut to that share, the rows the focus
-        matches first. The user's newest turn, the request, goes in full: its key detail keeps
+        past ``newest_share`` of the budget it is cut to that share, the rows the focus matches
+        first. The user's newest turn, the request, goes in full: its key detail keeps
         only sentences with values or restrictions, and "yes, go ahead" has neither."""
         scored, beyond = _shortlist(valued, budget)
         newest = self._session.newest.get("tool")
         request = self._session.newest.get("user")
         originals = {item.card.id: item.card for item in scored}
         newest_cut: Card | None = None
-        if newest in originals and self.compressor.depends_on_focus(originals[newest], detail="key"):
-            share = int(budget * self.settings.newest_share)  # a long list; other results go whole
+        if newest in originals:
+            share = int(budget * self.settings.newest_share)
             if self._rendered(originals[newest], None, "key").tokens > share:
                 newest_cut = self._rendered(originals[newest], focus, "key", cut_in_focus_order=share)
 

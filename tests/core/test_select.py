@@ -426,3 +426,37 @@ def test_a_newest_result_within_its_share_is_sent_whole(make_memory, msg, memory
 def test_newest_share_must_be_a_share():
     with pytest.raises(ConfigError, match="newest_share"):
         MemorySettings(newest_share=0)
+
+
+def test_a_newest_record_past_its_share_leaves_room_for_the_profile_listing_the_next_order(
+    make_memory, msg, memory_text
+):
+    memory = make_memory(settings=MemorySettings(budget=400, recent_messages=0))
+    memory.observe(msg.user("I am Fatima Johnson in 78712. Change my pending boots to size 8."))
+    memory.observe(msg.call("u", "get_user_details", {"user_id": "fatima_johnson_7581"}))
+    profile = {"email": "fatima.johnson2300@example.com", "orders": ["#W9389413", "#W8665881", "#W5199551"]}
+    memory.observe(msg.result("u", "get_user_details", profile))
+    memory.observe(msg.call("o", "get_order_details", {"order_id": "#W9389413"}))
+    names = ["Hiking Boots", "Smart Watch", "Mechanical Keyboard", "T-Shirt", "Backpack", "Desk Lamp"]
+    items = [
+        {
+            "name": name,
+            "product_id": f"73633540{i:02d}",
+            "item_id": f"41273232{i:02d}",
+            "price": 251.82 + i,
+            "options": {
+                "material": "synthetic",
+                "color": ["gold", "blue", "white"][i % 3],
+                "size": f"{7 + i}",
+            },
+        }
+        for i, name in enumerate(names)
+    ]
+    order = {"order_id": "#W9389413", "status": "delivered", "address": {"address1": "123 Elm Street"}}
+    memory.observe(msg.result("o", "get_order_details", {**order, "items": items}))
+
+    built = memory.build()
+
+    assert "#W8665881" in memory_text(built.messages)  # the next order to look up
+    newest = next(d for d in built.decisions if d.card_id == "c4")
+    assert newest.kept and newest.tokens <= 200 < memory.card("c4").tokens  # cut to its share
