@@ -800,7 +800,8 @@ class DecisionMemory:
         # None: a rendering that ignores the focus (no long table, or shown whole).
         relevant: frozenset[str] | None = None
         if focus is not None and (
-            cut_in_focus_order is not None or self.compressor.depends_on_focus(card, detail=detail)
+            (cut_in_focus_order is not None and card.tables)
+            or self.compressor.depends_on_focus(card, detail=detail)
         ):
             relevant = card.terms & focus.terms
         fields = focus.fields if focus is not None and detail == "skeleton" else frozenset()

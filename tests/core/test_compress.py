@@ -236,3 +236,22 @@ def test_volatile_cards_older_than_the_threshold_show_as_of(make_memory, msg, cl
 
     assert "as of" not in fresh
     assert "(as of 2024-05-15 15:00)" in stale
+
+
+def test_a_long_free_text_result_is_summarized_once_whatever_the_focus(make_memory, msg):
+    from damc_core import MemorySettings
+
+    llm = RecordingSummarizer("Maris Lodge has rooms from 2024-06-01; quote HX-88213 at check-in.")
+    memory = make_memory(
+        compressor=SummarizingCompressor(llm, min_chars=100),
+        settings=MemorySettings(budget=120, recent_messages=0),
+    )
+    memory.observe(msg.call("c1", "web_search", {"query": "Maris Lodge"}))
+    memory.observe(msg.result("c1", "web_search", LONG_TEXT * 3))
+    asked = len(llm.requests)
+
+    for turn in ("Is HX-88213 my booking?", "Does Maris Lodge have a view?", "Book it for 2024-06-01."):
+        memory.observe(msg.user(turn))
+        memory.build()
+
+    assert len(llm.requests) - asked <= 1
