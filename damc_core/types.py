@@ -204,9 +204,8 @@ class ScoredCard(NamedTuple):
         return (*self.card.scores, *self.scores)
 
 
-@dataclass(frozen=True, slots=True)
-class Decision:
-    """Why one card was kept or dropped in a built context."""
+class Decision(NamedTuple):
+    """Why one card was kept or dropped in a built context (a named tuple: made per card per build)."""
 
     card_id: str
     kept: bool
