@@ -13,7 +13,7 @@ from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Literal, Protocol
 
-from .encode import argument_values, field_name
+from .encode import argument_values, field_name, list_items
 from .extract import fact_kind, identifiers, term_variants
 from .types import Card, CardKind, DecisionFocus, Table
 
@@ -93,8 +93,8 @@ def mentions(value: str, wanted: Collection[str]) -> bool:
     """Whether a value (or an item of a ``[a, b]`` list value) is one of the ``wanted`` terms."""
     if not wanted or not value:
         return False
-    if value.startswith("[") and value.endswith("]"):
-        return any(mentions(part, wanted) for part in value[1:-1].split(", "))
+    if (items := list_items(value)) is not None:
+        return any(mentions(part, wanted) for part in items)
     return any(v in wanted for v in term_variants(value))
 
 
@@ -103,8 +103,8 @@ def _clip(text: str, limit: int) -> str:
 
 
 def _is_key_value(kind: str, value: str) -> bool:
-    if value.startswith("[") and value.endswith("]"):
-        return all(_is_key_value(kind, part) for part in value[1:-1].split(", "))
+    if (items := list_items(value)) is not None:
+        return all(_is_key_value(kind, part) for part in items)
     return kind != "value" or (len(value) <= 24 and " " not in value and "@" not in value)
 
 

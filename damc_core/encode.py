@@ -347,11 +347,18 @@ class DefaultEncoder:
         return terms
 
 
+def list_items(value: str) -> list[str] | None:
+    """The items of a fact value written as a ``[a, b]`` list of scalars, or None for one value."""
+    if value.startswith("[") and value.endswith("]"):
+        return value[1:-1].split(", ")
+    return None
+
+
 def _add_value_terms(terms: set[str], value: str) -> None:
     if not value or value == "[]":
         return
-    if value.startswith("[") and value.endswith("]"):
-        for part in value[1:-1].split(", "):
+    if (items := list_items(value)) is not None:
+        for part in items:
             _add_value_terms(terms, part)
         return
     if len(value) <= 48:

@@ -24,6 +24,7 @@ from enum import Enum
 from typing import Protocol, TypeVar, runtime_checkable
 
 from .compress import identity_columns
+from .encode import list_items
 from .errors import ConfigError
 from .extract import CONFIRMED, FUNCTION_WORDS, ID_KEY, NEGATIVE_STATUS, STATE_CHANGE_VERB
 from .types import BuiltContext, Card, CardKind, DecisionFocus, Message, Namespace, Score, ScoredCard
@@ -169,9 +170,7 @@ through one by one: two or more used, some not yet."""
 
 def _list_in_progress(card: Card) -> tuple[int, int] | None:
     """(used, listed) for the first list of the card whose values later calls are going through."""
-    lists = [
-        f.value[1:-1].split(", ") for f in card.facts if f.value.startswith("[") and f.value.endswith("]")
-    ]
+    lists = [items for f in card.facts if (items := list_items(f.value)) is not None]
     lists += [[row[i] for row in t.rows] for t in card.tables for i in identity_columns(t.columns)]
     for values in lists:
         used = sum(1 for v in values if v.lower().lstrip("#") in card.used_terms)
