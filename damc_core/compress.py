@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Literal, Protocol
 
@@ -160,8 +160,7 @@ def _records_as_rows(items: list[Any]) -> str | None:
     ):
         return None
     cells = [tuple(_value(item[k]) for k in keys) for item in items]
-    separator = _cell_separator(cells, list(range(len(keys))))
-    return f"{separator.join(keys)}: " + "; ".join(separator.join(row) for row in cells)
+    return f"{_cells(keys)}: " + "; ".join(_cells(row) for row in cells)
 
 
 def _restated(value: object, text: str) -> bool:
@@ -353,9 +352,8 @@ class TemplateCompressor:
                 pairs = " ".join(f"{table.columns[i]}={row[i]}" for i in shown if row[i] and i != label)
                 lines.append(f" {row[label]}: {pairs}".rstrip())
         else:
-            separator = _cell_separator(rows, shown)
-            lines.append(header + ": " + separator.join(table.columns[i] for i in shown))
-            lines.extend(" " + separator.join(row[i] for i in shown) for row in rows)
+            lines.append(header + ": " + _cells(table.columns[i] for i in shown))
+            lines.extend(" " + _cells(row[i] for i in shown) for row in rows)
         if len(rows) < len(table.rows):
             lines.append(f" (+{len(table.rows) - len(rows)} more rows: recall {card_id})")
         return "\n".join(lines)
@@ -387,14 +385,19 @@ def _focus_scores(table: Table, focus: DecisionFocus) -> tuple[list[str], dict[s
     return group_of, group_score
 
 
-def _cell_separator(rows: list[tuple[str, ...]], shown: list[int]) -> str:
-    """A space between cells when no shown cell is empty or holds whitespace (a quarter fewer
-    tokens than ``" | "``), else the pipe, which keeps cells with spaces and gaps unambiguous."""
-    plain = all(row[i] and not _WHITESPACE.search(row[i]) for row in rows for i in shown)
-    return " " if plain else " | "
+def _cells(cells: Iterable[str]) -> str:
+    """Cells joined by spaces, an empty cell or one holding whitespace or a quote in double quotes
+    (``clicky "full size" ""``): unambiguous, and a pipe between every cell would cost a token more
+    per cell of the whole table."""
+    return " ".join(_quoted(c) if not c or _QUOTED.search(c) else c for c in cells)
 
 
-_WHITESPACE = re.compile(r"\s")
+def _quoted(cell: str) -> str:
+    escaped = cell.replace('"', '\\"')
+    return f'"{escaped}"'
+
+
+_QUOTED = re.compile(r'[\s"]')
 
 
 @functools.lru_cache(maxsize=4096)

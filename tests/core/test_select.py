@@ -438,6 +438,7 @@ def test_a_newest_record_past_its_share_leaves_room_for_the_profile_listing_the_
     memory.observe(msg.result("u", "get_user_details", profile))
     memory.observe(msg.call("o", "get_order_details", {"order_id": "#W9389413"}))
     names = ["Hiking Boots", "Smart Watch", "Mechanical Keyboard", "T-Shirt", "Backpack", "Desk Lamp"]
+    names += ["Tent", "Water Bottle", "Scarf", "Kettle", "Gaming Mouse", "Yoga Mat"]
     items = [
         {
             "name": name,
