@@ -103,9 +103,12 @@ def _clip(text: str, limit: int) -> str:
 
 
 def _is_key_value(kind: str, value: str) -> bool:
+    """Whether key detail shows the value: anything but free text. A short value of up to three
+    words is an exact value (``full size``, ``Google Home``, ``123 Elm Street``), an option a user
+    picks by; a longer one, or an email, is prose or contact data no call takes."""
     if (items := list_items(value)) is not None:
         return all(_is_key_value(kind, part) for part in items)
-    return kind != "value" or (len(value) <= 24 and " " not in value and "@" not in value)
+    return kind != "value" or (len(value) <= 24 and value.count(" ") <= 2 and "@" not in value)
 
 
 class Compressor(Protocol):

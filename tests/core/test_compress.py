@@ -34,7 +34,7 @@ def test_every_rendering_starts_with_the_card_id(memory, airline_messages):
             assert compressor.render(card, detail=detail).startswith(f"[{card.id}]")
 
 
-def test_key_detail_drops_free_text_but_keeps_identifiers(memory, msg):
+def test_key_detail_drops_free_text_but_keeps_identifiers_and_short_values(memory, msg):
     memory.observe(msg.call("c1", "get_user_details", {"user_id": "mia_li_3668"}))
     card = memory.observe(
         msg.result(
@@ -44,14 +44,41 @@ def test_key_detail_drops_free_text_but_keeps_identifiers(memory, msg):
                 "address": {"address1": "975 Sunset Drive", "city": "Austin"},
                 "dob": "1990-04-05",
                 "reservations": ["NO6JO3", "AIXC49"],
+                "note": "Prefers aisle seats on long flights",
+                "email": "mia.li@example.com",
             },
         )
     )
     compressor = TemplateCompressor()
 
     full, key = compressor.render(card), compressor.render(card, detail="key")
-    assert "975 Sunset Drive" in full and "975 Sunset Drive" not in key
-    assert all(v in key for v in ("1990-04-05", "NO6JO3", "AIXC49"))
+    assert "aisle seats" in full and "mia.li@example.com" in full
+    assert "aisle seats" not in key and "mia.li@example.com" not in key
+    assert all(v in key for v in ("975 Sunset Drive", "1990-04-05", "NO6JO3", "AIXC49"))
+
+
+def test_key_detail_keeps_option_columns_whose_values_are_a_few_words(memory, msg):
+    variants = [
+        {
+            "item_id": "7706410293",
+            "switch": "clicky",
+            "size": "full size",
+            "review": "Loud but lovely to type on",
+        },
+        {
+            "item_id": "8484921793",
+            "switch": "linear",
+            "size": "80%",
+            "review": "Quiet, smooth, a little mushy",
+        },
+    ]
+    memory.observe(msg.call("c1", "get_product_details", {"product_id": "1656367028"}))
+    card = memory.observe(msg.result("c1", "get_product_details", {"variants": variants}))
+
+    key = TemplateCompressor().render(card, detail="key")
+
+    assert 'clicky "full size"' in key and "80%" in key
+    assert "mushy" not in key
 
 
 def test_a_long_table_is_cut_to_the_rows_in_focus_with_a_recall_hint(memory, msg):
