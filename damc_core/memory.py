@@ -128,7 +128,8 @@ class MemorySettings:
     newest_share: float = 0.5
     """Most of the memory budget the newest tool result takes, sent whole: a longer one is cut to
     that share, the rows the focus matches first, so the cards before it still fit (the agent
-    may pick from it next, or go on to another lookup). It goes whole if they leave room."""
+    may pick from it next, or go on to another lookup). It goes whole if they leave room. The
+    share is of what the user's request (sent in full) leaves: a long request leaves less."""
     compress_recent_tool_results: bool = True
     """Send tool results inside the recent window as their card text instead of the raw output."""
     as_of_after: float = 300.0
@@ -721,16 +722,17 @@ class DecisionMemory:
         What is left upgrades kept cards to key, then full detail, most valuable first.
 
         The newest tool result is rendered whole at key detail, the agent may pick from it next;
-        past ``newest_share`` of the budget it is cut to that share, the rows the focus matches
-        first. The user's newest turn, the request, goes in full: its key detail keeps
-        only sentences with values or restrictions, and "yes, go ahead" has neither."""
+        past ``newest_share`` of what the request leaves it is cut to that share, the rows the
+        focus matches first. The user's newest turn, the request, goes in full: its key detail
+        keeps only sentences with values or restrictions, and "yes, go ahead" has neither."""
         scored, beyond = _shortlist(valued, budget)
         newest = self._session.newest.get("tool")
         request = self._session.newest.get("user")
         originals = {item.card.id: item.card for item in scored}
         newest_cut: Card | None = None
         if newest in originals:
-            share = int(budget * self.settings.newest_share)
+            asked = self._rendered(originals[request], None, "full").tokens if request in originals else 0
+            share = int((budget - asked) * self.settings.newest_share)
             if self._rendered(originals[newest], None, "key").tokens > share:
                 newest_cut = self._rendered(originals[newest], focus, "key", cut_in_focus_order=share)
 
@@ -825,13 +827,12 @@ class DecisionMemory:
                 else None
             )
             if cut_in_focus_order is not None:
-                ranked = (
-                    replace(card, tables=tuple(rows_by_focus(t, local) for t in card.tables))
-                    if local
-                    else card
-                )
-                text = self.compressor.render(ranked, detail=detail)
-                rendered = self._cut(self._with_summary(card, text), cut_in_focus_order)
+                if local:
+                    ranked = replace(card, tables=tuple(rows_by_focus(t, local) for t in card.tables))
+                    whole = self._with_summary(card, self.compressor.render(ranked, detail=detail))
+                else:  # the rendering in focus order is the plain one, rendered (or summarized) once
+                    whole = self._rendered(card, None, detail)
+                rendered = self._cut(whole, cut_in_focus_order)
             else:
                 text = (
                     self.compressor.render(card, focus=local, detail=detail)
