@@ -599,7 +599,7 @@ class DecisionMemory:
         focus = self._focus(query)
         wide = DecisionFocus(focus.query, focus.terms | session.goal_terms, focus.tools, focus.fields)
         excluded = frozenset(exclude)
-        recent_entries, recent = self._recent(budget, wide, excluded)
+        recent_entries, recent, whole = self._recent(budget, wide, excluded)
         shortlist = self._candidates(focus)
         candidates, decisions = self._triage(shortlist, {e.card_id for e in recent_entries}, excluded)
         context = ValuationContext(
@@ -612,6 +612,11 @@ class DecisionMemory:
         header = self._count_lines(fence_memory([])) + MESSAGE_OVERHEAD
         memory_budget = max(0, budget - self._count_messages(recent) - header)
         kept, dropped = self._select(self.valuator.value(candidates, context=context), wide, memory_budget)
+        room = memory_budget - sum(s.card.tokens for s in kept)
+        for index, message in whole.items():  # a result cut to its share goes whole if cards left room
+            extra = self._count_messages([message]) - self._count_messages([recent[index]])
+            if extra <= room:
+                recent[index], room = message, room - extra
         memory = fence_memory([self._line(s.card, context.now) for s in kept]) if kept else ""
         messages = self.assembler.assemble(system=system, memory=memory, recent=recent)
         decisions += [
@@ -646,11 +651,13 @@ class DecisionMemory:
 
     def _recent(
         self, budget: int, focus: DecisionFocus, excluded: frozenset[str]
-    ) -> tuple[list[_Entry], list[Message]]:
+    ) -> tuple[list[_Entry], list[Message], dict[int, Message]]:
         """The recent window as sent: shortened from the oldest end while it takes more than
         ``recent_share`` of the budget. Past half of the budget, tool results go at key detail, cut
         to the rows the focus names, or whole when it names none (the agent is about to pick one);
-        past the whole budget, cut to the focus. The newest message, or the newest call with its
+        a result past ``newest_share`` of the budget is cut to that share, the rows the focus
+        matches first (returned whole too, by position, to restore if the cards leave room); past
+        the whole budget, cut to the focus. The newest message, or the newest call with its
         results, always stays: the model must see the step it is answering, and a request of only
         a system message is rejected by some providers."""
         entries = self._recent_window(excluded)
@@ -667,12 +674,19 @@ class DecisionMemory:
             recent = [send(e) for e in entries]
         if self._count_messages(recent) > budget // 2:  # leave room for the memory section
             recent = [send(e, focus if self._names_rows(e, focus) else None, detail="key") for e in entries]
+        result_share = int(budget * self.settings.newest_share)
+        whole: dict[int, Message] = {}
+        for index, (entry, message) in enumerate(zip(entries, recent, strict=True)):
+            if message.get("role") == "tool" and self._count_messages([message]) > result_share:
+                whole[index] = message
+                recent[index] = send(entry, focus, detail="key", cut=result_share)
         if self._count_messages(recent) > budget:
             recent = [send(e, focus, detail="key") for e in entries]
             if self._count_messages(recent) > budget:  # a message alone is over the budget
                 share = max(1, budget // (2 * len(entries)))
                 recent = [send(e, focus, detail="key", limit=share) for e in entries]
-        return entries, recent
+            whole = {}
+        return entries, recent, whole
 
     def _triage(
         self, shortlist: list[Card], recent_ids: set[str], excluded: frozenset[str]
@@ -829,9 +843,14 @@ class DecisionMemory:
             if cut_in_focus_order is not None:
                 if local:
                     ranked = replace(card, tables=tuple(rows_by_focus(t, local) for t in card.tables))
-                    whole = self._with_summary(card, self.compressor.render(ranked, detail=detail))
+                    text = (
+                        self.compressor.render(ranked, detail=detail)
+                        if call
+                        else self.compressor.render(ranked, detail=detail, call=False)  # type: ignore[call-arg]
+                    )
+                    whole = self._with_summary(card, text)
                 else:  # the rendering in focus order is the plain one, rendered (or summarized) once
-                    whole = self._rendered(card, None, detail)
+                    whole = self._rendered(card, None, detail, call=call)
                 rendered = self._cut(whole, cut_in_focus_order)
             else:
                 text = (
@@ -975,6 +994,7 @@ class DecisionMemory:
         *,
         detail: Detail | None = None,
         limit: int | None = None,
+        cut: int | None = None,
         calls_shown: frozenset[str] = frozenset(),
     ) -> Message:
         """A recent message as sent: tool results as their card, at ``detail`` when given (long
@@ -989,7 +1009,7 @@ class DecisionMemory:
         if message.get("role") == "tool" and self.settings.compress_recent_tool_results:
             call = entry.card_id not in calls_shown
             if detail is not None or not call:
-                card = self._rendered(card, focus, detail or "full", call=call)
+                card = self._rendered(card, focus, detail or "full", call=call, cut_in_focus_order=cut)
             return {**message, "content": card.summary}
         if message.get("role") not in KNOWN_ROLES or message.get("role") in (
             "system",

@@ -355,3 +355,24 @@ def test_results_of_one_message_reusing_a_call_id_keep_their_call_in_the_header(
 
     assert "get_order(order_id=O-1) -> status=shipped" in first["content"]
     assert "get_order(order_id=O-2) -> status=cancelled" in second["content"]
+
+
+def test_a_long_newest_result_in_the_recent_window_is_cut_to_its_share_when_cards_need_the_room(
+    make_memory, msg, memory_text
+):
+    memory = make_memory(settings=MemorySettings(budget=500, recent_messages=2))
+    memory.observe(msg.user("I am fatima_johnson_7581. Exchange the boots of my order for size 8."))
+    memory.observe(msg.call("u", "get_user_details", {"user_id": "fatima_johnson_7581"}))
+    profile = {
+        "orders": ["#W9389413", "#W8665881"],
+        "payment_methods": {"paypal_5364164": {"source": "paypal"}},
+    }
+    memory.observe(msg.result("u", "get_user_details", profile))
+    memory.observe(msg.call("o", "get_order_details", {"order_id": "#W9389413"}))
+    memory.observe(msg.result("o", "get_order_details", {"status": "delivered", "items": BACKPACKS}))
+
+    built = memory.build()
+
+    sent = built.messages[-1]
+    assert sent["role"] == "tool" and "(cut: recall" in sent["content"]  # past half of the budget
+    assert "paypal_5364164" in memory_text(built.messages)  # the profile still fits beside it
