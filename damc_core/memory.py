@@ -843,22 +843,12 @@ class DecisionMemory:
             if cut_in_focus_order is not None:
                 if local:
                     ranked = replace(card, tables=tuple(rows_by_focus(t, local) for t in card.tables))
-                    text = (
-                        self.compressor.render(ranked, detail=detail)
-                        if call
-                        else self.compressor.render(ranked, detail=detail, call=False)  # type: ignore[call-arg]
-                    )
-                    whole = self._with_summary(card, text)
+                    whole = self._with_summary(card, self._render_text(ranked, None, detail, call=call))
                 else:  # the rendering in focus order is the plain one, rendered (or summarized) once
                     whole = self._rendered(card, None, detail, call=call)
                 rendered = self._cut(whole, cut_in_focus_order)
             else:
-                text = (
-                    self.compressor.render(card, focus=local, detail=detail)
-                    if call
-                    else self.compressor.render(card, focus=local, detail=detail, call=False)  # type: ignore[call-arg]
-                )
-                rendered = self._with_summary(card, text)
+                rendered = self._with_summary(card, self._render_text(card, local, detail, call=call))
         if rendered.scores is not card.scores:  # rescored or relinked since rendered
             rendered = replace(
                 rendered,
@@ -869,6 +859,13 @@ class DecisionMemory:
             )
         self._render_cache[cache_key] = rendered
         return rendered
+
+    def _render_text(self, card: Card, focus: DecisionFocus | None, detail: Detail, *, call: bool) -> str:
+        """The compressor's text; ``call=False`` is passed only when set, since only compressors
+        that take it are asked for it (see ``_calls_shown``)."""
+        if call:
+            return self.compressor.render(card, focus=focus, detail=detail)
+        return self.compressor.render(card, focus=focus, detail=detail, call=False)  # type: ignore[call-arg]
 
     def _cut(self, card: Card, tokens: int, *, clip: bool = False) -> Card:
         """The card's first lines that fit in ``tokens``, with a hint to recall the rest; the card
