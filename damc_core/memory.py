@@ -655,7 +655,7 @@ class DecisionMemory:
         """The recent window as sent: shortened from the oldest end while it takes more than
         ``recent_share`` of the budget. Past half of the budget, tool results go at key detail, cut
         to the rows the focus names, or whole when it names none (the agent is about to pick one);
-        a result past ``newest_share`` of the budget is cut to that share, the rows the focus
+        a result past its share (see ``_newest_share``) is cut to it, the rows the focus
         matches first (returned whole too, by position, to restore if the cards leave room); past
         the whole budget, cut to the focus. The newest message, or the newest call with its
         results, always stays: the model must see the step it is answering, and a request of only
@@ -674,7 +674,9 @@ class DecisionMemory:
             recent = [send(e) for e in entries]
         if self._count_messages(recent) > budget // 2:  # leave room for the memory section
             recent = [send(e, focus if self._names_rows(e, focus) else None, detail="key") for e in entries]
-        result_share = int(budget * self.settings.newest_share)
+        request = self._session.newest.get("user")
+        asked = self._session.cards.get(request) if request and request not in excluded else None
+        result_share = self._newest_share(budget, asked)
         whole: dict[int, Message] = {}
         for index, (entry, message) in enumerate(zip(entries, recent, strict=True)):
             if message.get("role") == "tool" and self._count_messages([message]) > result_share:
@@ -745,8 +747,7 @@ class DecisionMemory:
         originals = {item.card.id: item.card for item in scored}
         newest_cut: Card | None = None
         if newest in originals:
-            asked = self._rendered(originals[request], None, "full").tokens if request in originals else 0
-            share = int((budget - asked) * self.settings.newest_share)
+            share = self._newest_share(budget, originals.get(request or ""))
             if self._rendered(originals[newest], None, "key").tokens > share:
                 newest_cut = self._rendered(originals[newest], focus, "key", cut_in_focus_order=share)
 
@@ -792,6 +793,12 @@ class DecisionMemory:
             full = upgrade_detail(full, at(detail), budget_left=budget - sum(s.card.tokens for s in full))
         kept = sorted(full, key=lambda s: s.card.seq)
         return kept, selection.dropped
+
+    def _newest_share(self, budget: int, request: Card | None) -> int:
+        """Tokens the newest tool result may take whole: ``newest_share`` of what the user's
+        request (sent in full, as a card or a message) leaves of ``budget``."""
+        asked = self._rendered(request, None, "full").tokens if request is not None else 0
+        return int(max(0, budget - asked) * self.settings.newest_share)
 
     def _rendered(
         self,
