@@ -516,14 +516,12 @@ class DecisionMemory:
                 if source.kind is CardKind.TOOL_RESULT:
                     fields |= _fields_holding(source, values, session.fields)
                 if call_card_id not in source.decision_links:
-                    session.put(
-                        replace(
-                            source,
-                            decision_links=(*source.decision_links, call_card_id),
-                            used_terms=source.used_terms | (source.terms & values),
-                        )
+                    linked = replace(
+                        source,
+                        decision_links=(*source.decision_links, call_card_id),
+                        used_terms=source.used_terms | (source.terms & values),
                     )
-                    self._rescore(source_id)
+                    session.put(self._score(linked))
             if not fields <= session.fields:
                 session.fields = session.fields | fields
 
