@@ -877,7 +877,7 @@ class DecisionMemory:
         as it is when not even its first line fits, unless ``clip`` (a message that must be sent,
         where a card could be left out) asks for that line's first characters."""
         hint = f" (cut: recall {card.id})"
-        left = tokens - self._count_lines(hint) - 1
+        left = tokens - self._count_lines(hint) - 2  # its newline, and the card's own token (_with_summary)
         kept: list[str] = []
         for line in card.summary.split("\n"):
             cost = self._count_lines(line) + (1 if kept else 0)

@@ -502,3 +502,35 @@ def test_a_newest_result_takes_its_share_of_what_a_long_request_leaves(make_memo
     assert "3377618302" in memory_text(built.messages)  # the next product to look up
     newest = next(d for d in built.decisions if d.card_id == "c6")
     assert newest.kept and newest.tokens < memory.card("c6").tokens  # cut to its share
+
+
+def test_a_card_that_fits_cut_at_some_budget_is_kept_at_every_larger_one(make_memory, msg):
+    memory = make_memory(settings=MemorySettings(recent_messages=0))
+    memory.observe(msg.user("I am amelia_davis_8890. Please cancel all my upcoming reservations."))
+    memory.observe(msg.call("u", "get_user_details", {"user_id": "amelia_davis_8890"}))
+    profile = {
+        "name": {"first_name": "Amelia", "last_name": "Davis"},
+        "reservations": ["8C8K4E", "UDMOP1", "XAZ3C0", "LU15PA", "MSJ4OA", "I6M8JQ", "4XGCCM"],
+        "payment_methods": {
+            method: {"source": method.rpartition("_")[0], "id": method}
+            for method in (
+                "gift_card_7397998",
+                "gift_card_1647044",
+                "credit_card_4074252",
+                "credit_card_6738701",
+                "credit_card_5799376",
+                "gift_card_5251654",
+            )
+        },
+    }
+    memory.observe(msg.result("u", "get_user_details", profile))
+    memory.observe(msg.call("r", "cancel_reservation", {"reservation_id": "8C8K4E"}))
+    memory.observe(msg.result("r", "cancel_reservation", {"reservation_id": "8C8K4E", "status": "cancelled"}))
+    kept_at = [
+        budget
+        for budget in range(60, 260)
+        if next(d for d in memory.build(budget=budget).decisions if d.card_id == "c2").kept
+    ]
+
+    assert kept_at == list(range(kept_at[0], 260))  # more room never drops it: a cut fits its room
+    assert kept_at[0] < 200  # cut to its first lines, well before it fits whole
