@@ -18,14 +18,22 @@ import re
 import threading
 import time
 from collections import Counter, defaultdict, deque
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, ParamSpec, TypeVar
 
 import numpy as np
 
 from .assemble import Assembler, DefaultAssembler, fence_memory
-from .compress import Compressor, Detail, TemplateCompressor, mentions, row_names, rows_by_focus
+from .compress import (
+    Compressor,
+    Detail,
+    TemplateCompressor,
+    identity_columns,
+    mentions,
+    row_names,
+    rows_by_focus,
+)
 from .encode import (
     DefaultEncoder,
     Encoder,
@@ -91,6 +99,10 @@ WORDS_SCANNED = 20_000
 is not what the next decision is about (it stays whole in the raw record and the card)."""
 MENTION_FANOUT = 24
 """Newest cards per term that a mention or an argument refreshes; bounds the work per event."""
+CUT_NAMES_SHARE = 1 / 3
+"""Most of a cut card's tokens that its hint may spend naming the rows left out."""
+CUT_NAMES_MIN_ROWS = 7
+"""Tables of at least this many rows are named in a cut's hint; a shorter one shows its rows."""
 
 RECALL_TOOL: dict[str, Any] = {
     "type": "function",
@@ -875,9 +887,17 @@ class DecisionMemory:
     def _cut(self, card: Card, tokens: int, *, clip: bool = False) -> Card:
         """The card's first lines that fit in ``tokens``, with a hint to recall the rest; the card
         as it is when not even its first line fits, unless ``clip`` (a message that must be sent,
-        where a card could be left out) asks for that line's first characters."""
-        hint = f" (cut: recall {card.id})"
-        left = tokens - self._count_lines(hint) - 2  # its newline, and the card's own token (_with_summary)
+        where a card could be left out) asks for that line's first characters.
+
+        The hint names the rows of long tables left out by their identifiers (``UA1687 B6123``),
+        in up to ``CUT_NAMES_SHARE`` of ``tokens``: of a long list most rows are cut anyway, and
+        the handles the agent's next call takes, and what to recall, are worth more than the last
+        few rows shown in full."""
+        naming = self._count_lines(self._cut_hint(card, [""]))
+        room = tokens - self._count_lines(card.summary.partition("\n")[0]) - naming - 2
+        listed = self._names_within(_row_identifiers(card), min(int(tokens * CUT_NAMES_SHARE), room))
+        # the hint's newline, and the card's own token (see _with_summary)
+        left = tokens - self._count_lines(self._cut_hint(card, listed)) - 2
         kept: list[str] = []
         for line in card.summary.split("\n"):
             cost = self._count_lines(line) + (1 if kept else 0)
@@ -889,7 +909,25 @@ class DecisionMemory:
             if not clip:
                 return card
             kept = [card.summary[: max(0, left) * 3]]  # about three characters to a token
-        return self._with_summary(card, "\n".join([*kept, hint]))
+        shown = "\n".join(kept)
+        hint = self._cut_hint(card, [name for name in listed if name not in shown])
+        return self._with_summary(card, f"{shown}\n{hint}")
+
+    @staticmethod
+    def _cut_hint(card: Card, unseen: list[str]) -> str:
+        if not unseen:
+            return f" (cut: recall {card.id})"
+        return f" (cut: recall {card.id}; not shown: {' '.join(unseen)})"
+
+    def _names_within(self, names: Iterator[str], tokens: int) -> list[str]:
+        """The first ``names`` that fit in ``tokens``, a space before each."""
+        listed: list[str] = []
+        for name in names:
+            tokens -= self._count_lines(name) + 1
+            if tokens < 0:
+                break
+            listed.append(name)
+        return listed
 
     def _with_summary(self, card: Card, summary: str) -> Card:
         if summary == card.summary:
@@ -1156,6 +1194,21 @@ def _changed_facts(old: Card, new: Card) -> list[str]:
 
 
 _CATEGORY = re.compile(r"[a-z][a-z_]{3,23}")
+
+
+def _row_identifiers(card: Card) -> Iterator[str]:
+    """The identifiers of the rows of the card's long tables (``identity_columns``), each once,
+    in row order."""
+    seen: set[str] = set()
+    for table in card.tables:
+        if len(table.rows) < CUT_NAMES_MIN_ROWS:
+            continue
+        columns = identity_columns(table.columns)
+        for row in table.rows:
+            for i in columns:
+                if i < len(row) and row[i] and row[i] not in seen:
+                    seen.add(row[i])
+                    yield row[i]
 
 
 def _seq_of(card_id: str) -> int:

@@ -409,7 +409,9 @@ def test_a_newest_result_past_its_share_is_cut_to_it_with_the_rows_in_focus_firs
     sent = memory_text(built.messages)
     newest = next(line for line in sent.split("\n[") if line.startswith("c4]"))
     assert "4896585277" in sent  # the product still to look up: the order card was not crowded out
-    assert "7706410204" in newest and "(cut: recall c4)" in newest  # a clicky variant leads the cut
+    shown, _, hint = newest.partition(" (cut: recall c4; not shown: ")
+    assert "7706410204" in shown  # a clicky variant leads the cut
+    assert "7706410210" in hint  # the variants left out are named, for the next call or a recall
     kept = {d.card_id: d for d in built.decisions if d.kept}
     assert kept["c4"].tokens <= 200
 
@@ -534,3 +536,29 @@ def test_a_card_that_fits_cut_at_some_budget_is_kept_at_every_larger_one(make_me
 
     assert kept_at == list(range(kept_at[0], 260))  # more room never drops it: a cut fits its room
     assert kept_at[0] < 200  # cut to its first lines, well before it fits whole
+
+
+def test_a_long_search_cut_to_its_share_names_the_rows_it_leaves_out(make_memory, msg, memory_text):
+    memory = make_memory(settings=MemorySettings(budget=600, recent_messages=0))
+    memory.observe(msg.user("Find me a flight from DCA to JFK on 2024-07-01 that lands before the evening."))
+    memory.observe(
+        msg.call("s", "search_flights", {"origin": "DCA", "destination": "JFK", "date": "2024-07-01"})
+    )
+    flights = [
+        {
+            "flight_number": f"UA{1600 + i}",
+            "departure": f"2024-07-01T{6 + i % 14:02d}:{(7 * i) % 60:02d}",
+            "aircraft": ["A320", "B737 MAX 8", "E175"][i % 3],
+            "seats_left": i % 9,
+            "fare": 180.5 + 11 * i,
+            "on_time_rate": 0.7 + (i % 3) / 10,
+        }
+        for i in range(30)
+    ]
+    memory.observe(msg.result("s", "search_flights", {"results": flights}))
+
+    sent = memory_text(memory.build().messages)
+
+    shown, _, hint = sent.partition(" (cut: recall c2; not shown: ")
+    assert "UA1600" in shown and "UA1615" not in shown  # the first rows in full
+    assert "UA1615" in hint  # and the next flights by their numbers, to book or recall
