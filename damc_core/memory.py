@@ -860,7 +860,7 @@ class DecisionMemory:
             if cut_in_focus_order is not None:
                 if local:
                     ranked = replace(card, tables=tuple(rows_by_focus(t, local) for t in card.tables))
-                    whole = self._with_summary(card, self._render_text(ranked, None, detail, call=call))
+                    whole = self._with_summary(ranked, self._render_text(ranked, None, detail, call=call))
                 else:  # the rendering in focus order is the plain one, rendered (or summarized) once
                     whole = self._rendered(card, None, detail, call=call)
                 rendered = self._cut(whole, cut_in_focus_order)
