@@ -141,7 +141,8 @@ class MemorySettings:
     """Most of the memory budget the newest tool result takes, sent whole: a longer one is cut to
     that share, the rows the focus matches first, so the cards before it still fit (the agent
     may pick from it next, or go on to another lookup). It goes whole if they leave room. The
-    share is of what the user's request (sent in full) leaves: a long request leaves less."""
+    share is of what the user's request (sent in full) leaves, among the cards and in the recent
+    window alike: a long request leaves less."""
     compress_recent_tool_results: bool = True
     """Send tool results inside the recent window as their card text instead of the raw output."""
     as_of_after: float = 300.0
@@ -1201,9 +1202,9 @@ def _row_identifiers(card: Card) -> Iterator[str]:
     in row order."""
     seen: set[str] = set()
     for table in card.tables:
-        if len(table.rows) < CUT_NAMES_MIN_ROWS:
-            continue
         columns = identity_columns(table.columns)
+        if len(table.rows) < CUT_NAMES_MIN_ROWS or not columns:
+            continue
         for row in table.rows:
             for i in columns:
                 if i < len(row) and row[i] and row[i] not in seen:
