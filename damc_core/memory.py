@@ -99,6 +99,9 @@ WORDS_SCANNED = 20_000
 is not what the next decision is about (it stays whole in the raw record and the card)."""
 MENTION_FANOUT = 24
 """Newest cards per term that a mention or an argument refreshes; bounds the work per event."""
+REQUEST_SHARE = 0.5
+"""Most of the memory budget the user's newest turn takes: a longer one (a pasted document) is
+sent as its first lines, with a hint to recall the rest, so the request is never left out."""
 CUT_NAMES_SHARE = 1 / 3
 """Most of a cut card's tokens that its hint may spend naming the rows left out."""
 CUT_NAMES_MIN_ROWS = 7
@@ -750,8 +753,9 @@ class DecisionMemory:
 
         The newest tool result is rendered whole at key detail, the agent may pick from it next;
         past ``newest_share`` of what the request leaves it is cut to that share, the rows the
-        focus matches first. The user's newest turn, the request, goes in full: its key detail
-        keeps only sentences with values or restrictions, and "yes, go ahead" has neither."""
+        focus matches first. The user's newest turn, the request, goes in full (up to
+        ``REQUEST_SHARE`` of the budget): its key detail keeps only sentences with values or
+        restrictions, and "yes, go ahead" has neither."""
         scored, beyond = _shortlist(valued, budget)
         newest = self._session.newest.get("tool")
         request = self._session.newest.get("user")
@@ -775,6 +779,8 @@ class DecisionMemory:
         def based_card(card: Card) -> Card:
             if newest_cut is not None and card.id == newest:
                 return newest_cut
+            if card.id == request:
+                return self._request_as_sent(card, budget)
             return self._rendered(card, view(card.id), base(card))
 
         based = [item._replace(card=based_card(item.card)) for item in scored]
@@ -807,9 +813,20 @@ class DecisionMemory:
 
     def _newest_share(self, budget: int, request: Card | None) -> int:
         """Tokens the newest tool result may take whole: ``newest_share`` of what the user's
-        request (sent in full, as a card or a message) leaves of ``budget``."""
-        asked = self._rendered(request, None, "full").tokens if request is not None else 0
+        request (as a card or a message) leaves of ``budget``."""
+        asked = self._request_as_sent(request, budget).tokens if request is not None else 0
         return int(max(0, budget - asked) * self.settings.newest_share)
+
+    def _request_as_sent(self, request: Card, budget: int) -> Card:
+        """The user's newest turn in full; past ``REQUEST_SHARE`` of ``budget``, its sentences
+        with values or restrictions (key detail), cut to their first lines (or characters) that
+        fit the share if still too long."""
+        limit = int(budget * REQUEST_SHARE)
+        full = self._rendered(request, None, "full")
+        if full.tokens <= limit:
+            return full
+        key = self._rendered(request, None, "key")
+        return key if key.tokens <= limit else self._cut(key, limit, clip=True)
 
     def _rendered(
         self,

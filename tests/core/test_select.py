@@ -562,3 +562,22 @@ def test_a_long_search_cut_to_its_share_names_the_rows_it_leaves_out(make_memory
     shown, _, hint = sent.partition(" (cut: recall c2; not shown: ")
     assert "UA1600" in shown and "UA1615" not in shown  # the first rows in full
     assert "UA1615" in hint  # and the next flights by their numbers, to book or recall
+
+
+@pytest.mark.parametrize("recent_messages", [0, 2])
+def test_a_request_longer_than_half_the_budget_is_sent_cut_not_left_out(make_memory, msg, recent_messages):
+    memory = make_memory(settings=MemorySettings(budget=400, recent_messages=recent_messages))
+    clauses = " ".join(f"Clause {i}: a change fee of ${30 + i} applies." for i in range(600))
+    memory.observe(msg.user(f"Does my fare allow a free change? Here are the fare rules. {clauses}"))
+    memory.observe(msg.call("s", "get_reservation_details", {"reservation_id": "ZFA04Y"}))
+    memory.observe(
+        msg.result("s", "get_reservation_details", {"reservation_id": "ZFA04Y", "cabin": "economy"})
+    )
+
+    built = memory.build()
+
+    request = next(d for d in built.decisions if d.card_id == "c0")
+    assert request.kept and request.tokens <= 200  # its first lines, with a hint to recall the rest
+    assert "(cut: recall c0)" in built.messages[0]["content"]
+    assert "cabin=economy" in "\n".join(str(m.get("content")) for m in built.messages)
+    assert built.total_tokens <= 400
