@@ -101,7 +101,8 @@ MENTION_FANOUT = 24
 """Newest cards per term that a mention or an argument refreshes; bounds the work per event."""
 REQUEST_SHARE = 0.5
 """Most of the memory budget the user's newest turn takes: a longer one (a pasted document) is
-sent as its first lines, with a hint to recall the rest, so the request is never left out."""
+sent at key detail, cut to its first lines with a hint to recall the rest if still too long, so
+the request is never left out."""
 CUT_NAMES_SHARE = 1 / 3
 """Most of a cut card's tokens that its hint may spend naming the rows left out."""
 CUT_NAMES_MIN_ROWS = 7
