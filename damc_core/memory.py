@@ -145,7 +145,7 @@ class MemorySettings:
     """Most of the memory budget the newest tool result takes, sent whole: a longer one is cut to
     that share, the rows the focus matches first, so the cards before it still fit (the agent
     may pick from it next, or go on to another lookup). It goes whole if they leave room. The
-    share is of what the user's request (sent in full) leaves, among the cards and in the recent
+    share is of what the user's request (as sent) leaves, among the cards and in the recent
     window alike: a long request leaves less."""
     compress_recent_tool_results: bool = True
     """Send tool results inside the recent window as their card text instead of the raw output."""
