@@ -689,8 +689,8 @@ class DecisionMemory:
             recent = [send(e) for e in entries]
         if self._count_messages(recent) > budget // 2:  # leave room for the memory section
             recent = [send(e, focus if self._names_rows(e, focus) else None, detail="key") for e in entries]
-        request = self._session.newest.get("user")
-        asked = self._session.cards.get(request) if request and request not in excluded else None
+        request = self._session.cards.get(self._session.newest.get("user") or "")
+        asked = self._request_as_sent(request, budget) if request and request.id not in excluded else None
         result_share = self._newest_share(budget, asked)
         whole: dict[int, Message] = {}
         for index, (entry, message) in enumerate(zip(entries, recent, strict=True)):
@@ -761,9 +761,10 @@ class DecisionMemory:
         newest = self._session.newest.get("tool")
         request = self._session.newest.get("user")
         originals = {item.card.id: item.card for item in scored}
+        asked = self._request_as_sent(originals[request], budget) if request in originals else None
         newest_cut: Card | None = None
         if newest in originals:
-            share = self._newest_share(budget, originals.get(request or ""))
+            share = self._newest_share(budget, asked)
             if self._rendered(originals[newest], None, "key").tokens > share:
                 newest_cut = self._rendered(originals[newest], focus, "key", cut_in_focus_order=share)
 
@@ -780,8 +781,8 @@ class DecisionMemory:
         def based_card(card: Card) -> Card:
             if newest_cut is not None and card.id == newest:
                 return newest_cut
-            if card.id == request:
-                return self._request_as_sent(card, budget)
+            if asked is not None and card.id == request:
+                return asked
             return self._rendered(card, view(card.id), base(card))
 
         based = [item._replace(card=based_card(item.card)) for item in scored]
@@ -812,11 +813,10 @@ class DecisionMemory:
         kept = sorted(full, key=lambda s: s.card.seq)
         return kept, selection.dropped
 
-    def _newest_share(self, budget: int, request: Card | None) -> int:
+    def _newest_share(self, budget: int, asked: Card | None) -> int:
         """Tokens the newest tool result may take whole: ``newest_share`` of what the user's
-        request (as a card or a message) leaves of ``budget``."""
-        asked = self._request_as_sent(request, budget).tokens if request is not None else 0
-        return int(max(0, budget - asked) * self.settings.newest_share)
+        request, as sent (``_request_as_sent``), leaves of ``budget``."""
+        return int(max(0, budget - (asked.tokens if asked is not None else 0)) * self.settings.newest_share)
 
     def _request_as_sent(self, request: Card, budget: int) -> Card:
         """The user's newest turn in full; past ``REQUEST_SHARE`` of ``budget``, its sentences
