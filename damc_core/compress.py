@@ -57,11 +57,16 @@ def identity_columns(columns: tuple[str, ...]) -> tuple[int, ...]:
     )
 
 
-def row_names(table: Table, row: tuple[str, ...]) -> Iterator[str]:
-    """The lower-cased entity names of ``row`` (see :func:`identity_columns`)."""
+def row_identifiers(table: Table, row: tuple[str, ...]) -> Iterator[str]:
+    """The non-empty cells of ``row`` that name its entity (see :func:`identity_columns`)."""
     for i in identity_columns(table.columns):
         if i < len(row) and row[i]:
-            yield row[i].lower()
+            yield row[i]
+
+
+def row_names(table: Table, row: tuple[str, ...]) -> Iterator[str]:
+    """The lower-cased entity names of ``row``: its identifiers, matched against terms."""
+    return (identifier.lower() for identifier in row_identifiers(table, row))
 
 
 def _point_stale_rows(table: Table, stale: tuple[tuple[str, str], ...]) -> Table:

@@ -31,6 +31,7 @@ from .compress import (
     TemplateCompressor,
     identity_columns,
     mentions,
+    row_identifiers,
     row_names,
     rows_by_focus,
 )
@@ -1220,14 +1221,13 @@ def _row_identifiers(card: Card) -> Iterator[str]:
     in row order."""
     seen: set[str] = set()
     for table in card.tables:
-        columns = identity_columns(table.columns)
-        if len(table.rows) < CUT_NAMES_MIN_ROWS or not columns:
+        if len(table.rows) < CUT_NAMES_MIN_ROWS or not identity_columns(table.columns):
             continue
         for row in table.rows:
-            for i in columns:
-                if i < len(row) and row[i] and row[i] not in seen:
-                    seen.add(row[i])
-                    yield row[i]
+            for identifier in row_identifiers(table, row):
+                if identifier not in seen:
+                    seen.add(identifier)
+                    yield identifier
 
 
 def _seq_of(card_id: str) -> int:
