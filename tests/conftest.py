@@ -290,3 +290,55 @@ def memory_section(messages: Sequence[dict[str, Any]]) -> str:
 @pytest.fixture
 def memory_text() -> Callable[[Sequence[dict[str, Any]]], str]:
     return memory_section
+
+
+class Retail:
+    """A retail exchange used by several tests: a long request naming an order of five products,
+    then lookups of those products, each with its option variants."""
+
+    @staticmethod
+    def long_request_and_order(memory: DecisionMemory) -> None:
+        memory.observe(
+            Msg.user(
+                "I am Daiki Sanchez in 46236. My card has only $1131 left but order #W9348897 costs more. "
+                "Can you split the payment with another card? If not, tell me the most expensive item and "
+                "its price, and whether I can cancel just that item. If not, switch every item to its "
+                "cheapest option to bring the total under $1131. If that fails too, cancel the order so "
+                "that I can order again. I am in a hurry, so please keep it short and do it in one go."
+            )
+        )
+        memory.observe(Msg.call("o", "get_order_details", {"order_id": "#W9348897"}))
+        names = ["Action Camera", "Patio Umbrella", "Garden Hose", "Desk Lamp", "Backpack"]
+        items = [
+            {
+                "name": name,
+                "product_id": f"33776183{i:02d}",
+                "item_id": f"61171891{i:02d}",
+                "price": 481.5 - i,
+            }
+            for i, name in enumerate(names)
+        ]
+        memory.observe(Msg.result("o", "get_order_details", {"order_id": "#W9348897", "items": items}))
+
+    @staticmethod
+    def product_lookup(memory: DecisionMemory, product: int, *, variants: int) -> None:
+        """The lookup of the order's ``product``-th product (``33776183{product:02d}``)."""
+        product_id = f"33776183{product:02d}"
+        memory.observe(Msg.call(f"p{product}", "get_product_details", {"product_id": product_id}))
+        options = {
+            f"70{product}{v:07d}": {
+                "item_id": f"70{product}{v:07d}",
+                "options": {"size": f"{6 + v % 3} ft", "color": ["blue", "red", "green"][v % 3]},
+                "available": v % 2 == 0,
+                "price": 280.0 + v,
+            }
+            for v in range(variants)
+        }
+        memory.observe(
+            Msg.result(f"p{product}", "get_product_details", {"product_id": product_id, "variants": options})
+        )
+
+
+@pytest.fixture
+def retail() -> type[Retail]:
+    return Retail

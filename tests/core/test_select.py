@@ -465,39 +465,11 @@ def test_a_newest_record_past_its_share_leaves_room_for_the_profile_listing_the_
     assert newest.kept and newest.tokens <= 200 < memory.card("c4").tokens  # cut to its share
 
 
-def test_a_newest_result_takes_its_share_of_what_a_long_request_leaves(make_memory, msg, memory_text):
+def test_a_newest_result_takes_its_share_of_what_a_long_request_leaves(make_memory, retail, memory_text):
     memory = make_memory(settings=MemorySettings(budget=400, recent_messages=0))
-    memory.observe(
-        msg.user(
-            "I am Daiki Sanchez in 46236. My card has only $1131 left but order #W9348897 costs more. "
-            "Can you split the payment with another card? If not, tell me the most expensive item and "
-            "its price, and whether I can cancel just that item. If not, switch every item to its "
-            "cheapest option to bring the total under $1131. If that fails too, cancel the order so "
-            "that I can order again. I am in a hurry, so please keep it short and do it in one go."
-        )
-    )
-    memory.observe(msg.call("o", "get_order_details", {"order_id": "#W9348897"}))
-    names = ["Action Camera", "Patio Umbrella", "Garden Hose", "Desk Lamp", "Backpack"]
-    items = [
-        {"name": name, "product_id": f"33776183{i:02d}", "item_id": f"61171891{i:02d}", "price": 481.5 - i}
-        for i, name in enumerate(names)
-    ]
-    memory.observe(msg.result("o", "get_order_details", {"order_id": "#W9348897", "items": items}))
-    for i in range(2):  # the agent goes through the order's products one by one
-        product_id = f"33776183{i:02d}"
-        memory.observe(msg.call(f"p{i}", "get_product_details", {"product_id": product_id}))
-        variants = {
-            f"70{i}{v:07d}": {
-                "item_id": f"70{i}{v:07d}",
-                "options": {"size": f"{6 + v % 3} ft", "color": ["blue", "red", "green"][v % 3]},
-                "available": v % 2 == 0,
-                "price": 280.0 + v,
-            }
-            for v in range(11)
-        }
-        memory.observe(
-            msg.result(f"p{i}", "get_product_details", {"product_id": product_id, "variants": variants})
-        )
+    retail.long_request_and_order(memory)
+    for product in range(2):  # the agent goes through the order's products one by one
+        retail.product_lookup(memory, product, variants=11)
 
     built = memory.build()
 
