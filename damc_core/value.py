@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Protocol, TypeVar, runtime_checkable
 
-from .compress import identity_columns
+from .compress import identity_columns, row_identifiers
 from .encode import list_items
 from .errors import ConfigError
 from .extract import CONFIRMED, FUNCTION_WORDS, ID_KEY, NEGATIVE_STATUS, STATE_CHANGE_VERB
@@ -279,7 +279,7 @@ def _names(card: Card) -> list[str]:
     names += [f.value for f in card.facts if f.kind == "id"]
     for table in card.tables:
         names += [table.path, *table.columns]
-        names += [row[i] for i in identity_columns(table.columns) for row in table.rows if i < len(row)]
+        names += [identifier for row in table.rows for identifier in row_identifiers(table, row)]
     return names
 
 
