@@ -31,6 +31,15 @@ def is_identifier(token: str) -> bool:
 DIGIT = re.compile(r"\d")
 """Any digit: what makes a token an identifier, a sentence worth ranking."""
 
+_HANDLE = re.compile(r"(?=[^A-Za-z]*[A-Za-z])(?=\D*\d)[\w#.\-]{5,}|\d{4}-\d{2}-\d{2}(?:[T ][\d:.+\-Z]*)?")
+
+
+def is_handle(value: str) -> bool:
+    """A value a call takes as it is: an identifier mixing letters and digits (``mia_li_3668``,
+    ``HAT082``, ``#W4923227``) or an ISO date. Bare numbers (``24``, ``3422``, ``$1,000``) are
+    not: people say them in passing."""
+    return _HANDLE.fullmatch(value) is not None
+
 
 IDENTIFIER_TERM = re.compile(r"(?=[a-z0-9_#.\-]*\d)[a-z0-9_#.\-]{3,}|[a-z]{3}")
 """A lower-cased term that identifies something: anything with a digit (ids, dates) or a 3-letter

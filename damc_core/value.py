@@ -26,7 +26,7 @@ from typing import Protocol, TypeVar, runtime_checkable
 from .compress import identity_columns, row_identifiers
 from .encode import list_items
 from .errors import ConfigError
-from .extract import CONFIRMED, FUNCTION_WORDS, ID_KEY, NEGATIVE_STATUS, STATE_CHANGE_VERB
+from .extract import CONFIRMED, FUNCTION_WORDS, ID_KEY, NEGATIVE_STATUS, STATE_CHANGE_VERB, is_handle
 from .types import BuiltContext, Card, CardKind, DecisionFocus, Message, Namespace, Score, ScoredCard
 
 
@@ -166,6 +166,11 @@ def noisy_or(values: Sequence[float]) -> float:
 LIST_IN_PROGRESS = 0.95
 """Causal score of a card listing values (a user's orders, reservations) that calls are going
 through one by one: two or more used, some not yet."""
+
+PENDING_INPUT = 0.85
+"""Causal score of a user turn giving handles (ids, ISO dates) that no call has taken yet: the
+agent asked for them, or the user gave them, for a call still to come (the passengers of a
+booking). Once a call takes them, the turn scores by its links like any other card."""
 
 
 def _list_in_progress(card: Card) -> tuple[int, int] | None:
@@ -372,6 +377,11 @@ class HeuristicValuator:
                 score, min(0.75, 0.3 + 0.1 * math.log2(1 + ids))
             )  # more exact values, likelier needed
             reasons.append(f"{ids} exact identifiers, dates or amounts")
+        if card.kind is CardKind.USER_INSTRUCTION and not card.decision_links:
+            handles = sum(1 for f in card.facts if f.kind in ("id", "date") and is_handle(f.value))
+            if handles:
+                score = max(score, PENDING_INPUT)
+                reasons.append(f"{handles} ids or dates the user gave that no call has taken yet")
         if card.used_terms and (progress := _list_in_progress(card)):
             used, listed = progress
             score = max(score, LIST_IN_PROGRESS)

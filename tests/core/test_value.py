@@ -356,3 +356,23 @@ def test_a_list_that_calls_are_going_through_keeps_its_place(make_memory, msg, m
     profile_card = next(d for d in built.decisions if d.card_id == "c2")
     assert any("went through 2 of its 4 listed values" in s.provenance for s in profile_card.scores)
     assert "#W4776164" in memory_text(built.messages)  # the next order to look up
+
+
+def test_ids_and_dates_the_user_gave_count_as_input_for_a_call_still_to_come(memory, msg):
+    memory.observe(msg.user("Book SFO to JFK on May 17 for three passengers."))
+    memory.observe(msg.assistant("Please give each passenger's first name, last name and date of birth."))
+    passengers = memory.observe(
+        msg.user("Emily Smith 1988-04-10, John Smith 1990-11-22 and Sarah Johnson 1995-07-15.")
+    )
+    in_passing = memory.observe(msg.user("Would three seats get us under $1,000?"))  # no value a call takes
+
+    waiting = "3 ids or dates the user gave that no call has taken yet"
+    assert any(s.name == "causal" and waiting in s.provenance for s in memory.card(passengers.id).scores)
+    assert not any(waiting in s.provenance for s in memory.card(in_passing.id).scores)
+
+    booking = {"passengers": [{"first_name": "Emily", "last_name": "Smith", "dob": "1988-04-10"}]}
+    memory.observe(msg.call("b1", "book_reservation", booking))
+
+    taken = memory.card(passengers.id)
+    assert taken.decision_links  # from now on it counts by the calls that took its values
+    assert not any(waiting in s.provenance for s in taken.scores)
