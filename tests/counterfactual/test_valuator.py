@@ -91,18 +91,23 @@ def test_counterfactual_share_grows_with_the_decisions_behind_it(airline_message
     assert many == pytest.approx((1 - blend.share(12)) * base + blend.share(12) * blend.unit(5.0))
 
 
-def test_a_card_that_never_helped_loses_value(airline_messages, make_memory):
+def test_a_card_that_never_helped_keeps_its_heuristic_value_unless_evidence_may_lower_it(
+    airline_messages, make_memory
+):
     memory = make_memory()
     for message in airline_messages[:6]:
         memory.observe(message)
     card = memory.card("c3")
     context = ValuationContext(DecisionFocus(), 20, 0.0, namespace=NS)
     book = ValueBook(valued(seq, set(), c3=-0.4) for seq in range(6, 14))
+    heuristic = HeuristicValuator().value([card], context=context)[0].value
 
-    scored = CounterfactualValuator(book=book).value([card], context=context)[0]
+    kept = CounterfactualValuator(book=book).value([card], context=context)[0]
+    lowered = CounterfactualValuator(book=book, blend=Blend(lower=True)).value([card], context=context)[0]
 
-    assert scored.value < HeuristicValuator().value([card], context=context)[0].value
-    assert scored.scores[-1].value == 0.0
+    assert kept.value == heuristic
+    assert kept.scores[-1].value == 0.0  # the evidence is still recorded, with its provenance
+    assert lowered.value < heuristic
 
 
 def test_memory_reports_built_calls_whose_result_came_back_clean(airline_messages, make_memory, msg):
