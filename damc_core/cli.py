@@ -40,7 +40,11 @@ CLI_RECENT = 0
 
 def _settings(args: argparse.Namespace) -> MemorySettings:
     budget = args.budget[0] if isinstance(args.budget, list) else args.budget
-    return MemorySettings(budget=budget, recent_messages=args.recent)
+    if args.budget_ratio is None:
+        return MemorySettings(budget=budget, recent_messages=args.recent)
+    return MemorySettings(
+        budget=budget, recent_messages=args.recent, budget_ratio=args.budget_ratio, min_budget=args.min_budget
+    )
 
 
 def _stages(args: argparse.Namespace) -> Callable[[Namespace], Mapping[str, Any]] | Mapping[str, Any] | None:
@@ -191,6 +195,20 @@ def build_parser() -> argparse.ArgumentParser:
             default=[CLI_BUDGET] if many_budgets else CLI_BUDGET,
             help="tokens for memory plus recent dialogue (default %(default)s)"
             + ("; several budgets give one row each" if many_budgets else ""),
+        )
+        p.add_argument(
+            "--budget-ratio",
+            type=float,
+            metavar="R",
+            help="grow the budget with the history: --min-budget plus R times what the history "
+            "would cost verbatim, up to --budget (e.g. --budget 3000 --budget-ratio 0.07 --min-budget 275)",
+        )
+        p.add_argument(
+            "--min-budget",
+            type=int,
+            default=MemorySettings().min_budget,
+            metavar="N",
+            help="with --budget-ratio: the budget for an empty history (default %(default)s)",
         )
         p.add_argument(
             "--recent",

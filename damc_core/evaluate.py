@@ -155,13 +155,17 @@ def window(n: int) -> Baseline:
     return lambda history, counter: history[-n:]
 
 
-def token_buffer(budget: int) -> Baseline:
+def token_buffer(budget: int, *, ratio: float | None = None, base: int = 0) -> Baseline:
+    """The newest messages that fit in ``budget``; with ``ratio``, in a budget that grows with the
+    history as DAMC's does (``base`` plus that share of the history, up to ``budget``)."""
+
     def run(history: list[Message], counter: TokenCounter) -> list[Message]:
+        limit = budget if ratio is None else min(budget, base + int(ratio * count_messages(history, counter)))
         out: list[Message] = []
         used = 0
         for message in reversed(history):
             cost = count_messages([message], counter)
-            if used + cost > budget:
+            if used + cost > limit:
                 break
             out.append(message)
             used += cost
@@ -179,15 +183,21 @@ def clear_old_tool_results(keep: int) -> Baseline:
     return run
 
 
-def baselines(budgets: Sequence[int]) -> dict[str, Baseline]:
-    """The usual memories to compare with: everything, a window, a token buffer per budget, and
-    clearing old tool results (what LangChain's ContextEditingMiddleware does)."""
+def baselines(budgets: Sequence[int], settings: MemorySettings | None = None) -> dict[str, Baseline]:
+    """The usual memories to compare with: everything, a window, a token buffer per budget (growing
+    with the history when ``settings`` has a ``budget_ratio``), and clearing old tool results (what
+    LangChain's ContextEditingMiddleware does)."""
     out: dict[str, Baseline] = {
         "full history": lambda history, counter: history,
         "window (last 10)": window(10),
         "clear old tool results (keep 2)": clear_old_tool_results(2),
     }
-    out.update({f"token buffer @{budget}": token_buffer(budget) for budget in budgets})
+    settings = settings or MemorySettings()
+    for budget in budgets:
+        at_budget = replace(settings, budget=budget)
+        out[f"token buffer {budget_label(at_budget)}"] = token_buffer(
+            budget, ratio=settings.budget_ratio, base=settings.min_budget
+        )
     return out
 
 
@@ -205,17 +215,16 @@ def evaluate(
     budgets = list(budgets) or [settings.budget]
     rows = []
     for budget in budgets:
-        damc = Retention(f"damc @{budget}")
-        for point in replay(
-            trajectories, settings=replace(settings, budget=budget), counter=counter, stages=stages
-        ):
+        at_budget = replace(settings, budget=budget)
+        damc = Retention(f"damc {budget_label(at_budget)}")
+        for point in replay(trajectories, settings=at_budget, counter=counter, stages=stages):
             facts = needed_facts(point.history, trajectories[point.traj][point.step])
             full = count_messages(point.history, counter)
             damc.add(point.built.messages, facts, full, counter, _system_prompt(trajectories[point.traj]))
             if on_point is not None:
                 on_point(point)
         rows.append(damc)
-    for name, strategy in baselines(budgets).items():
+    for name, strategy in baselines(budgets, settings).items():
         row = Retention(name)
         for messages in trajectories:
             for step, message in enumerate(messages):
@@ -225,6 +234,13 @@ def evaluate(
                     row.add(strategy(history, counter), needed_facts(history, message), full, counter)
         rows.append(row)
     return rows
+
+
+def budget_label(settings: MemorySettings) -> str:
+    """How a row of results names its budget: ``@500``, or one that grows with the history."""
+    if settings.budget_ratio is None:
+        return f"@{settings.budget}"
+    return f"@{settings.min_budget} + {settings.budget_ratio:.0%} of history (max {settings.budget})"
 
 
 def _system_prompt(messages: Sequence[Message]) -> str | None:

@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ..evaluate import baselines, replay
+from ..evaluate import baselines, budget_label, replay
 from ..memory import MemorySettings
 from ..tokens import TokenCounter, content_text
 from ..types import Message, Namespace
@@ -115,13 +115,14 @@ def decision_likelihood(
     """
     budgets = list(budgets) or [settings.budget]
     contexts: dict[tuple[int, int], dict[str, list[Message]]] = {}
+    names = []
     for budget in budgets:
-        for point in replay(
-            trajectories, settings=replace(settings, budget=budget), counter=counter, stages=stages
-        ):
-            contexts.setdefault((point.traj, point.step), {})[f"damc @{budget}"] = point.built.messages
-    strategies = baselines(budgets)
-    names = [f"damc @{b}" for b in budgets] + list(strategies)
+        at_budget = replace(settings, budget=budget)
+        names.append(f"damc {budget_label(at_budget)}")
+        for point in replay(trajectories, settings=at_budget, counter=counter, stages=stages):
+            contexts.setdefault((point.traj, point.step), {})[names[-1]] = point.built.messages
+    strategies = baselines(budgets, settings)
+    names += list(strategies)
     rows = {name: LikelihoodRow(name) for name in names}
     skipped = {"no successful call": 0, "longer than the scorer's context": 0}
     positions: list[tuple[int, int]] = []

@@ -105,6 +105,26 @@ def test_eval_prints_damc_beside_the_baselines(trace, capsys):
     assert "decision points: 5" in out
 
 
+def test_eval_with_a_budget_ratio_grows_damcs_budget_and_the_token_buffers_alike(trace, capsys):
+    path, _ = trace
+
+    code = main(["eval", str(path), "--budget", "3000", "--budget-ratio", "0.1", "--min-budget", "150"])
+
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "damc @150 + 10% of history (max 3000)" in out
+    assert "token buffer @150 + 10% of history (max 3000)" in out
+
+
+def test_a_budget_ratio_out_of_range_is_a_clear_error(trace, capsys):
+    path, _ = trace
+
+    code = main(["eval", str(path), "--budget-ratio", "2"])
+
+    assert code == 2
+    assert "budget_ratio must be in (0, 1], got 2.0" in capsys.readouterr().err
+
+
 def test_inspect_shows_the_cards_at_one_decision(trace, capsys):
     path, _ = trace
 

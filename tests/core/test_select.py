@@ -236,21 +236,26 @@ def test_built_context_stays_within_the_budget(make_memory, msg, airline_message
     assert sum(d.tokens for d in built.decisions if d.kept) <= budget
 
 
-def test_budget_ratio_caps_the_memory_to_a_share_of_the_raw_history(airline_messages):
+def test_with_a_budget_ratio_the_budget_grows_with_the_history(airline_messages):
     from damc_core import DecisionMemory, InMemoryStore, MemorySettings
 
-    settings = MemorySettings(budget=4000, recent_messages=0)
-    loose = DecisionMemory(store=InMemoryStore(), settings=settings)
-    tight = DecisionMemory(
-        store=InMemoryStore(), settings=MemorySettings(budget=4000, recent_messages=0, budget_ratio=0.2)
-    )
+    settings = MemorySettings(budget=4000, recent_messages=0, budget_ratio=0.1, min_budget=150)
+    growing = DecisionMemory(store=InMemoryStore(), settings=settings)
+    fixed = DecisionMemory(store=InMemoryStore(), settings=MemorySettings(budget=4000, recent_messages=0))
+    sizes = []
     for message in airline_messages:
-        loose.observe(message)
-        tight.observe(message)
+        growing.observe(message)
+        fixed.observe(message)
+        built = growing.build()
+        assert built.memory_tokens <= 150 + int(0.1 * built.raw_tokens)
+        sizes.append(built.memory_tokens)
 
-    share = tight.build()
-    assert share.memory_tokens <= max(settings.min_budget, int(0.2 * share.raw_tokens))
-    assert share.memory_tokens < loose.build().memory_tokens
+    assert sizes[-1] > sizes[0]  # more history, more budget
+    assert growing.build().memory_tokens < fixed.build().memory_tokens
+    capped = DecisionMemory(store=InMemoryStore(), settings=replace(settings, budget=200))
+    for message in airline_messages:
+        capped.observe(message)
+    assert capped.build().memory_tokens <= 200
 
 
 def test_the_users_newest_turn_is_sent_whole_under_a_tight_budget(make_memory, msg, airline_messages):
