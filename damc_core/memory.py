@@ -104,6 +104,10 @@ REQUEST_SHARE = 0.5
 """Most of the memory budget the user's newest turn takes: a longer one (a pasted document) is
 sent at key detail, cut to its first lines with a hint to recall the rest if still too long, so
 the request is never left out."""
+NEWEST_YIELDS_TO = 0.6
+"""Value from which a card's room is kept from the newest tool result. The newest result is cut
+to ``newest_share`` only as far as such cards need the room: a greeting or a restated plan does
+not push out the rows the agent is about to pick from."""
 CUT_NAMES_SHARE = 1 / 3
 """Most of a cut card's tokens that its hint may spend naming the rows left out."""
 CUT_NAMES_MIN_ROWS = 7
@@ -135,7 +139,7 @@ class MemorySettings:
     """If set, the budget grows with the history: ``min_budget`` plus this share of what the
     history would cost verbatim, up to ``budget``. A long conversation holds more values its next
     calls take than a short one; at the same total cost, a budget that grows with it keeps more of
-    them than a fixed one (0.91 of tool facts against 0.87 on 100 tau-bench airline conversations
+    them than a fixed one (0.92 of tool facts against 0.87 on 100 tau-bench airline conversations
     at a token ratio of 0.20, with ``min_budget=275, budget_ratio=0.07``)."""
     min_budget: int = 200
     """The budget for an empty history when ``budget_ratio`` is set; it grows from there."""
@@ -148,7 +152,8 @@ class MemorySettings:
     newest_share: float = 0.5
     """Most of the memory budget the newest tool result takes, sent whole: a longer one is cut to
     that share, the rows the focus matches first, so the cards before it still fit (the agent
-    may pick from it next, or go on to another lookup). It goes whole if they leave room. The
+    may pick from it next, or go on to another lookup). It goes whole if they leave room; as a
+    card, it yields room only to cards worth ``NEWEST_YIELDS_TO``. The
     share is of what the user's request (as sent) leaves, among the cards and in the recent
     window alike: a long request leaves less."""
     compress_recent_tool_results: bool = True
@@ -758,19 +763,15 @@ class DecisionMemory:
 
         The newest tool result is rendered whole at key detail, the agent may pick from it next;
         past ``newest_share`` of what the request leaves it is cut to that share, the rows the
-        focus matches first. The user's newest turn, the request, goes in full (up to
-        ``REQUEST_SHARE`` of the budget): its key detail keeps only sentences with values or
-        restrictions, and "yes, go ahead" has neither."""
+        focus matches first, but only as far as the cards worth ``NEWEST_YIELDS_TO`` need the
+        room. The user's newest turn, the request, goes in full (up to ``REQUEST_SHARE`` of the
+        budget): its key detail keeps only sentences with values or restrictions, and "yes, go
+        ahead" has neither."""
         scored, beyond = _shortlist(valued, budget)
         newest = self._session.newest.get("tool")
         request = self._session.newest.get("user")
         originals = {item.card.id: item.card for item in scored}
         asked = self._request_as_sent(originals[request], budget) if request in originals else None
-        newest_cut: Card | None = None
-        if newest in originals:
-            share = self._newest_share(budget, asked)
-            if self._rendered(originals[newest], None, "key").tokens > share:
-                newest_cut = self._rendered(originals[newest], focus, "key", cut_in_focus_order=share)
 
         def view(card_id: str) -> DecisionFocus | None:
             return None if card_id == newest else focus
@@ -783,13 +784,22 @@ class DecisionMemory:
             return "key"
 
         def based_card(card: Card) -> Card:
-            if newest_cut is not None and card.id == newest:
-                return newest_cut
             if asked is not None and card.id == request:
                 return asked
             return self._rendered(card, view(card.id), base(card))
 
         based = [item._replace(card=based_card(item.card)) for item in scored]
+        newest_cut: Card | None = None
+        if newest in originals:
+            yielded = sum(
+                item.card.tokens
+                for item in based
+                if item.card.id != newest and item.value >= NEWEST_YIELDS_TO
+            )
+            share = max(self._newest_share(budget, asked), budget - yielded)
+            if self._rendered(originals[newest], None, "key").tokens > share:
+                newest_cut = self._rendered(originals[newest], focus, "key", cut_in_focus_order=share)
+                based = [item._replace(card=newest_cut) if item.card.id == newest else item for item in based]
 
         def leaner(card: Card, tokens: int) -> Card:
             skeleton = self._rendered(originals[card.id], focus, "skeleton")

@@ -416,9 +416,9 @@ def test_a_newest_result_past_its_share_is_cut_to_it_with_the_rows_in_focus_firs
     assert "4896585277" in sent  # the product still to look up: the order card was not crowded out
     shown, _, hint = newest.partition(" (cut: recall c4; not shown: ")
     assert "7706410204" in shown  # a clicky variant leads the cut
-    assert "7706410200" in hint  # the variants left out are named, for the next call or a recall
+    assert "7706410216" in hint  # the variants left out are named, for the next call or a recall
     kept = {d.card_id: d for d in built.decisions if d.kept}
-    assert kept["c4"].tokens <= 200
+    assert kept["c4"].tokens < memory.card("c4").tokens
 
 
 def test_a_newest_result_within_its_share_is_sent_whole(make_memory, msg, memory_text):
@@ -467,7 +467,42 @@ def test_a_newest_record_past_its_share_leaves_room_for_the_profile_listing_the_
 
     assert "#W8665881" in memory_text(built.messages)  # the next order to look up
     newest = next(d for d in built.decisions if d.card_id == "c4")
-    assert newest.kept and newest.tokens <= 200 < memory.card("c4").tokens  # cut to its share
+    assert newest.kept and newest.tokens < memory.card("c4").tokens  # cut to leave the profile room
+
+
+def test_small_talk_does_not_push_the_rows_of_the_newest_result_out(make_memory, msg, memory_text):
+    memory = make_memory(settings=MemorySettings(budget=350, recent_messages=0))
+    memory.observe(msg.user("Hi there! I hope you're having a lovely day. I need some help with a trip."))
+    memory.observe(msg.assistant("Of course, happy to help! What can I do for you today?"))
+    for _ in range(3):
+        memory.observe(msg.user("Thanks so much, you're very kind. It's about my round trip next month."))
+        memory.observe(msg.assistant("No problem at all. Which reservation is it, and what's your user id?"))
+    memory.observe(msg.user("It's reservation XEWRD9 and I'm james_lee_6136. Move it all to economy."))
+    memory.observe(msg.call("r", "get_reservation_details", {"reservation_id": "XEWRD9"}))
+    legs = [("LAX", "ORD"), ("ORD", "ATL"), ("ATL", "DFW"), ("DFW", "DEN"), ("DEN", "PHX"), ("PHX", "LAX")]
+    legs += [("LAX", "SEA"), ("SEA", "LAX")]
+    flights = [
+        {"origin": a, "destination": b, "flight_number": f"HAT{30 + 37 * i:03d}", "date": f"2024-05-{13 + i}"}
+        for i, (a, b) in enumerate(legs)
+    ]
+    reservation = {
+        "reservation_id": "XEWRD9",
+        "user_id": "james_lee_6136",
+        "cabin": "basic_economy",
+        "flights": [{**f, "price": 92 + i} for i, f in enumerate(flights)],
+        "passengers": [
+            {"first_name": first, "last_name": "Lee", "dob": dob}
+            for first, dob in [("James", "1995-06-11"), ("Mei", "1996-02-03"), ("Noah", "2019-09-30")]
+        ],
+        "payment_history": [{"payment_id": "gift_card_4643416", "amount": 561}],
+    }
+    memory.observe(msg.result("r", "get_reservation_details", reservation))
+
+    built = memory.build()
+
+    sent = memory_text(built.messages)
+    assert all(f["flight_number"] in sent and f["date"] in sent for f in flights)  # what the change takes
+    assert sent.count("very kind") < 3  # the small talk gave way
 
 
 def test_a_newest_result_takes_its_share_of_what_a_long_request_leaves(make_memory, retail, memory_text):
