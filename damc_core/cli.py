@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -142,7 +143,18 @@ def cmd_eval(args: argparse.Namespace, console: Console) -> int:
 def cmd_likelihood(args: argparse.Namespace, console: Console, trajectories: list[list[Message]]) -> None:
     """``damc eval --likelihood``: log P(gold action | context) beside the full history's."""
     scorer = make_scorer(args.scorer)
-    with _progress(console) as progress:
+    with contextlib.ExitStack() as stack, _progress(console) as progress:
+        out = (
+            stack.enter_context(open(args.likelihood_out, "w", encoding="utf-8"))
+            if args.likelihood_out
+            else None
+        )
+
+        def write(point: dict[str, Any]) -> None:  # as scored: a stopped run keeps its points
+            if out is not None:
+                out.write(json.dumps(point) + "\n")
+                out.flush()
+
         task = progress.add_task("scoring actions", total=_count_points(trajectories))
         report = decision_likelihood(
             trajectories,
@@ -152,11 +164,9 @@ def cmd_likelihood(args: argparse.Namespace, console: Console, trajectories: lis
             budgets=args.budget,
             stages=_stages(args),
             on_point=lambda: progress.advance(task),
+            on_scored=write,
         )
     console.print(likelihood_table(report, args.trace))
-    if args.likelihood_out:
-        with open(args.likelihood_out, "w", encoding="utf-8") as out:
-            out.writelines(json.dumps(point) + "\n" for point in report.per_point())
     skipped = ", ".join(f"{n} {why}" for why, n in report.skipped.items() if n)
     console.print(f"decision points scored: {report.points}" + (f"; skipped: {skipped}" if skipped else ""))
 

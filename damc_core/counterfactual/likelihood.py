@@ -86,15 +86,19 @@ class LikelihoodReport:
 
     def per_point(self) -> list[dict[str, Any]]:
         """One record per scored point, every strategy's log P and tokens: where a memory loses."""
-        return [
-            {
-                "traj": traj,
-                "step": step,
-                "log_prob": {row.name: row.log_probs[i] for row in self.rows},
-                "tokens": {row.name: row.tokens[i] for row in self.rows},
-            }
-            for i, (traj, step) in enumerate(self.positions)
-        ]
+        return [_point_record(self.rows, self.positions, i) for i in range(len(self.positions))]
+
+
+def _point_record(
+    rows: Sequence[LikelihoodRow], positions: Sequence[tuple[int, int]], i: int
+) -> dict[str, Any]:
+    traj, step = positions[i]
+    return {
+        "traj": traj,
+        "step": step,
+        "log_prob": {row.name: row.log_probs[i] for row in rows},
+        "tokens": {row.name: row.tokens[i] for row in rows},
+    }
 
 
 def decision_likelihood(
@@ -106,12 +110,15 @@ def decision_likelihood(
     budgets: Sequence[int] = (),
     stages: Mapping[str, Any] | Callable[[Namespace], Mapping[str, Any]] | None = None,
     on_point: Callable[[], None] | None = None,
+    on_scored: Callable[[dict[str, Any]], None] | None = None,
 ) -> LikelihoodReport:
     """DAMC (at each budget) and the baselines, scored at every decision point with a gold action.
 
     The gold action is the call the trajectory made that then succeeded
     (:func:`~damc_core.counterfactual.gold.gold_action`). ``on_point`` is called once per decision
-    point, scored or skipped.
+    point, scored or skipped; ``on_scored`` with each scored point's record (as in
+    :meth:`LikelihoodReport.per_point`) as soon as it is scored, so a long run that is stopped
+    keeps what it scored.
     """
     budgets = list(budgets) or [settings.budget]
     contexts: dict[tuple[int, int], dict[str, list[Message]]] = {}
@@ -153,6 +160,8 @@ def decision_likelihood(
             row.deltas.append(value - full)
             row.tokens.append(counter.count(request.context))
         positions.append((traj, step))
+        if on_scored is not None:
+            on_scored(_point_record([rows[n] for n in names], positions, len(positions) - 1))
         _tick(on_point)
     return LikelihoodReport([rows[n] for n in names], positions, skipped)
 

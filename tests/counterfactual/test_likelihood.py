@@ -47,8 +47,13 @@ def test_every_strategy_is_scored_against_the_full_history(scorer, airline_messa
         msg.assistant("I could not find ZZZ999."),
     ]
 
+    scored = []
     report = decision_likelihood(
-        [airline_messages, failed_only], scorer=scorer, settings=SETTINGS, counter=TiktokenCounter()
+        [airline_messages, failed_only],
+        scorer=scorer,
+        settings=SETTINGS,
+        counter=TiktokenCounter(),
+        on_scored=scored.append,
     )
 
     names = [row.name for row in report.rows]
@@ -62,6 +67,7 @@ def test_every_strategy_is_scored_against_the_full_history(scorer, airline_messa
     assert report.points == 3 and report.skipped["no successful call"] == 1
     assert [p["traj"] for p in report.per_point()] == [0, 0, 0]
     assert report.per_point()[0]["log_prob"]["full history"] == report.rows[1].log_probs[0]
+    assert scored == report.per_point()  # each point handed over as it was scored
     full = report.rows[1]
     assert full.deltas == [0.0, 0.0, 0.0] and full.not_worse == 1.0
     for row in report.rows:
