@@ -41,8 +41,6 @@ CLI_RECENT = 0
 
 def _settings(args: argparse.Namespace) -> MemorySettings:
     budget = args.budget[0] if isinstance(args.budget, list) else args.budget
-    if args.budget_ratio is None:
-        return MemorySettings(budget=budget, recent_messages=args.recent)
     return MemorySettings(
         budget=budget, recent_messages=args.recent, budget_ratio=args.budget_ratio, min_budget=args.min_budget
     )
@@ -143,12 +141,14 @@ def cmd_eval(args: argparse.Namespace, console: Console) -> int:
 def cmd_likelihood(args: argparse.Namespace, console: Console, trajectories: list[list[Message]]) -> None:
     """``damc eval --likelihood``: log P(gold action | context) beside the full history's."""
     scorer = make_scorer(args.scorer)
-    with contextlib.ExitStack() as stack, _progress(console) as progress:
-        out = (
-            stack.enter_context(open(args.likelihood_out, "w", encoding="utf-8"))
+    with (
+        (
+            open(args.likelihood_out, "w", encoding="utf-8")
             if args.likelihood_out
-            else None
-        )
+            else contextlib.nullcontext()
+        ) as out,
+        _progress(console) as progress,
+    ):
 
         def write(point: dict[str, Any]) -> None:  # as scored: a stopped run keeps its points
             if out is not None:

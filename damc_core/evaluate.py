@@ -155,12 +155,12 @@ def window(n: int) -> Baseline:
     return lambda history, counter: history[-n:]
 
 
-def token_buffer(budget: int, *, ratio: float | None = None, base: int = 0) -> Baseline:
-    """The newest messages that fit in ``budget``; with ``ratio``, in a budget that grows with the
-    history as DAMC's does (``base`` plus that share of the history, up to ``budget``)."""
+def token_buffer(budget: int, *, settings: MemorySettings | None = None) -> Baseline:
+    """The newest messages that fit in ``budget``; with ``settings`` that have a ``budget_ratio``,
+    in a budget that grows with the history as DAMC's does (``MemorySettings.budget_for``)."""
 
     def run(history: list[Message], counter: TokenCounter) -> list[Message]:
-        limit = budget if ratio is None else min(budget, base + int(ratio * count_messages(history, counter)))
+        limit = budget if settings is None else settings.budget_for(count_messages(history, counter), budget)
         out: list[Message] = []
         used = 0
         for message in reversed(history):
@@ -195,9 +195,7 @@ def baselines(budgets: Sequence[int], settings: MemorySettings | None = None) ->
     settings = settings or MemorySettings()
     for budget in budgets:
         at_budget = replace(settings, budget=budget)
-        out[f"token buffer {budget_label(at_budget)}"] = token_buffer(
-            budget, ratio=settings.budget_ratio, base=settings.min_budget
-        )
+        out[f"token buffer {budget_label(at_budget)}"] = token_buffer(budget, settings=at_budget)
     return out
 
 

@@ -165,6 +165,14 @@ class MemorySettings:
     superseded: str = "drop"
     """``drop`` superseded cards, or ``mark`` them and let them compete for the budget."""
 
+    def budget_for(self, history_tokens: int, budget: int | None = None) -> int:
+        """The budget (``budget``, or this one's) for a history that costs ``history_tokens``
+        verbatim: as it is, or with ``budget_ratio`` grown from ``min_budget`` up to it."""
+        budget = self.budget if budget is None else budget
+        if self.budget_ratio is None:
+            return budget
+        return min(budget, self.min_budget + int(self.budget_ratio * history_tokens))
+
     def __post_init__(self) -> None:
         if self.budget <= 0:
             raise ConfigError(f"MemorySettings.budget must be > 0 tokens, got {self.budget}")
@@ -668,10 +676,7 @@ class DecisionMemory:
         budget = self.settings.budget if budget is None else budget
         if budget <= 0:
             raise ConfigError(f"budget must be > 0 tokens, got {budget}")
-        if self.settings.budget_ratio is not None:
-            grown = self.settings.min_budget + int(self.settings.budget_ratio * self._session.raw_tokens)
-            budget = min(budget, grown)
-        return budget
+        return self.settings.budget_for(self._session.raw_tokens, budget)
 
     def _recent(
         self, budget: int, focus: DecisionFocus, excluded: frozenset[str]

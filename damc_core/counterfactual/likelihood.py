@@ -131,6 +131,7 @@ def decision_likelihood(
     strategies = baselines(budgets, settings)
     names += list(strategies)
     rows = {name: LikelihoodRow(name) for name in names}
+    ordered = list(rows.values())
     skipped = {"no successful call": 0, "longer than the scorer's context": 0}
     positions: list[tuple[int, int]] = []
     for (traj, step), damc in contexts.items():
@@ -161,9 +162,9 @@ def decision_likelihood(
             row.tokens.append(counter.count(request.context))
         positions.append((traj, step))
         if on_scored is not None:
-            on_scored(_point_record([rows[n] for n in names], positions, len(positions) - 1))
+            on_scored(_point_record(ordered, positions, len(positions) - 1))
         _tick(on_point)
-    return LikelihoodReport([rows[n] for n in names], positions, skipped)
+    return LikelihoodReport(ordered, positions, skipped)
 
 
 def _tick(on_point: Callable[[], None] | None) -> None:
