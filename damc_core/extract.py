@@ -91,6 +91,11 @@ CONFIRMED = re.compile(
     r"\b(confirmed|booked|completed|success(?:ful(?:ly)?)?|done|approved|paid|placed)\b", re.I
 )
 
+CONSENT = re.compile(
+    r"\b(yes|yeah|yep|sure|go ahead|proceed|confirm(?:ed)?|correct|please do|ok(?:ay)?|sounds good)\b", re.I
+)
+"""A user turn that agrees to what the assistant proposed ("Yes, please go ahead")."""
+
 ID_KEY = re.compile(r"(^|_|\.)(id|ids|number|code|no|num|key|ref|reference|sku|uuid)$", re.I)
 DATE_KEY = re.compile(r"(date|time|_at$|^at$|dob|day|deadline|until|since|expir)", re.I)
 AMOUNT_KEY = re.compile(r"(price|amount|cost|balance|total|fee|fare|paid|refund|budget|charge|rate)", re.I)

@@ -26,7 +26,7 @@ from typing import Protocol, TypeVar, runtime_checkable
 from .compress import identity_columns, row_identifiers
 from .encode import list_items
 from .errors import ConfigError
-from .extract import CONFIRMED, FUNCTION_WORDS, ID_KEY, NEGATIVE_STATUS, STATE_CHANGE_VERB, is_handle
+from .extract import CONFIRMED, CONSENT, FUNCTION_WORDS, ID_KEY, NEGATIVE_STATUS, STATE_CHANGE_VERB, is_handle
 from .types import BuiltContext, Card, CardKind, DecisionFocus, Message, Namespace, Score, ScoredCard
 
 
@@ -184,12 +184,18 @@ def _list_in_progress(card: Card) -> tuple[int, int] | None:
     return None
 
 
+PROPOSAL = 0.9
+"""Score of the assistant turn the user has just agreed to ("Shall I return items 4579334072 and
+6117189161 to credit_card_3124723?" - "Yes, go ahead"): the action it proposed comes next, with
+its values. Only when that agreement is the newest event and the turn holds exact values."""
+
 SHARED_TERMS_CAP = 0.9
 """Highest focus from shared terms alone: a lookup of the entity the dialogue is on (its id in the
 focus) outranks one that shares names and dates with it (another reservation of the same user)."""
 _VIEWS = frozenset({CardKind.TOOL_RESULT, CardKind.TOOL_ERROR})
 _DECAY_WHY = "time decay since the card was made or last mentioned"
 _REQUEST_WHY = "the user's newest turn: the request this decision serves"
+_PROPOSAL_WHY = "what the user has just agreed to: the values of the action it proposed"
 _FRESH_WHY = "fades with each newer card from the same tool"
 
 
@@ -326,6 +332,7 @@ class HeuristicValuator:
         newer_of_same_source: dict[tuple[str | None, frozenset[str]], int] = {}
         out = []
         request_seen = False
+        proposal_seq = -1  # the assistant turn the user has just agreed to, if any
         request_words = topic_words(context.focus.query) if context.focus.query else frozenset()
         decay_of = self.decay.factor
         for card in sorted(cards, key=lambda c: -c.seq):
@@ -355,10 +362,16 @@ class HeuristicValuator:
                 scores += (Score("focus", focus, why),)
             if card.kind is CardKind.USER_INSTRUCTION and not request_seen:
                 request_seen = True  # the newest user turn is the request the decision serves
+                if card.seq == context.current_seq - 1 and CONSENT.search(card.text):
+                    proposal_seq = card.seq - 1
                 out.append(ScoredCard(card, 1.0, (*scores, Score("request", 1.0, _REQUEST_WHY))))
                 continue
+            proposal = 0.0
+            if card.seq == proposal_seq and card.kind is CardKind.ASSISTANT_CONCLUSION and card.facts:
+                proposal = PROPOSAL
+                scores += (Score("proposal", proposal, _PROPOSAL_WHY),)
             aged = card.prior * decay * freshness
-            out.append(ScoredCard(card, 1.0 - (1.0 - aged) * (1.0 - focus), scores))
+            out.append(ScoredCard(card, 1.0 - (1.0 - aged) * (1.0 - focus) * (1.0 - proposal), scores))
         return out[::-1]
 
     @staticmethod

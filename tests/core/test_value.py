@@ -376,3 +376,38 @@ def test_ids_and_dates_the_user_gave_count_as_input_for_a_call_still_to_come(mem
     taken = memory.card(passengers.id)
     assert taken.decision_links  # from now on it counts by the calls that took its values
     assert not any(waiting in s.provenance for s in taken.scores)
+
+
+def test_the_proposal_the_user_has_just_agreed_to_is_kept_with_its_values(make_memory, msg, memory_text):
+    memory = make_memory(settings=MemorySettings(budget=250, recent_messages=0))
+    memory.observe(msg.user("I am mia_garcia_4516 and I want to return everything I ordered."))
+    for i, order in enumerate(["#W5490111", "#W7387996"]):
+        memory.observe(msg.call(f"o{i}", "get_order_details", {"order_id": order}))
+        items = [
+            {
+                "name": name,
+                "item_id": f"{4579334072 + 1000 * i + k}",
+                "price": 54.85 + k,
+                "options": {"color": "black"},
+            }
+            for k, name in enumerate(["Water Bottle", "Gaming Mouse", "Desk Lamp", "Backpack", "T-Shirt"])
+        ]
+        result = {"order_id": order, "status": "delivered", "items": items, "payment": "credit_card_3124723"}
+        memory.observe(msg.result(f"o{i}", "get_order_details", result))
+    proposal = memory.observe(
+        msg.assistant(
+            "To confirm, I will return the items 4579334072 and 4579335073 of order #W5490111 and #W7387996 "
+            "to credit_card_3124723. Shall I proceed?"
+        )
+    )
+    memory.observe(msg.user("Yes, please go ahead."))
+
+    built = memory.build()
+
+    kept = next(d for d in built.decisions if d.card_id == proposal.id)
+    assert kept.kept and any(s.name == "proposal" for s in kept.scores)
+    assert "4579335073" in memory_text(built.messages)
+
+    memory.observe(msg.user("Actually, which of them was the cheapest?"))  # no agreement: no proposal
+    asked = next(d for d in memory.build().decisions if d.card_id == proposal.id)
+    assert not any(s.name == "proposal" for s in asked.scores)
