@@ -36,7 +36,7 @@ class ValuationContext:
 
     focus: DecisionFocus
     current_seq: int
-    """Sequence number of the newest observed event."""
+    """Sequence number the next event will get (the newest observed event's plus one)."""
     now: float
     """Unix time of the decision."""
     last_used: Mapping[str, int] = field(default_factory=dict)
