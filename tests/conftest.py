@@ -6,15 +6,25 @@
 * ``memory`` / ``make_memory``: ``DecisionMemory`` on a real SQLite file with the real offline
   tiktoken counter and a clock that only moves when a test moves it.
 * ``assert_valid_context``: checks a message list the way an OpenAI-style chat API would.
+* ``completion_server`` / ``chat_server``: llama-cpp-python's OpenAI-compatible server with the
+  bundled SmolLM2-135M on loopback (prompt log-probabilities; chat with tool calls);
+  ``recorded_http``: an httpx transport that keeps every request a client sends it; and
+  ``short_arguments``: a tool's argument schema that keeps that model's values short.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
 
@@ -342,3 +352,117 @@ class Retail:
 @pytest.fixture
 def retail() -> type[Retail]:
     return Retail
+
+
+# -- a real model behind an OpenAI-compatible endpoint -------------------------------------------
+
+
+@contextlib.contextmanager
+def llama_server(*options: str) -> Iterator[str]:
+    """``python -m llama_cpp.server`` with the bundled SmolLM2-135M (alias ``smollm2``) on a free
+    loopback port; yields its ``/v1`` URL once it answers."""
+    pytest.importorskip("llama_cpp.server", reason="needs llama-cpp-python[server]")
+    from damc_core.counterfactual.llama_cpp import bundled_model_path
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    command = [sys.executable, "-m", "llama_cpp.server", "--model", str(bundled_model_path())]
+    command += ["--model_alias", "smollm2", "--host", "127.0.0.1", "--port", str(port), *options]
+    process = subprocess.Popen(
+        command,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}/v1"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                urllib.request.urlopen(f"{url}/models", timeout=2).close()
+                break
+            except OSError:
+                if process.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError("llama_cpp.server did not start") from None
+                time.sleep(0.5)
+        yield url
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+@pytest.fixture(scope="session")
+def completion_server() -> Iterator[str]:
+    """The server for scoring: ``/v1/completions`` echoes prompt log-probabilities."""
+    with llama_server("--n_ctx", "512", "--logits_all", "true") as url:
+        yield url
+
+
+@pytest.fixture(scope="session")
+def chat_server() -> Iterator[str]:
+    """The server for agents: ``/v1/chat/completions`` with tool calls (a named ``tool_choice``
+    is grammar-constrained, so the 135M model always answers with that call)."""
+    with llama_server("--n_ctx", "4096", "--chat_format", "chatml-function-calling") as url:
+        yield url
+
+
+class RecordingTransport:
+    """An httpx transport to a real server that keeps each JSON body sent (``requests``) and each
+    status received (``statuses``).
+
+    llama-cpp-python's server requires an assistant message's ``content`` to be a string, where
+    OpenAI's API (and LangChain's and LlamaIndex's OpenAI clients, for a message that only calls
+    tools) use ``null``; such a ``null`` is sent as ``""``, which means the same.
+    """
+
+    def __init__(self) -> None:
+        import httpx
+
+        self._http = httpx.HTTPTransport()
+        self.requests: list[dict[str, Any]] = []
+        self.statuses: list[int] = []
+
+    def handle_request(self, request: Any) -> Any:
+        import httpx
+
+        body = json.loads(request.content)
+        for message in body.get("messages", ()):
+            if message.get("role") == "assistant" and message.get("content") is None:
+                message["content"] = ""
+        self.requests.append(body)
+        headers = {k: v for k, v in request.headers.items() if k.lower() != "content-length"}
+        response = self._http.handle_request(
+            httpx.Request(request.method, request.url, headers=headers, json=body)
+        )
+        self.statuses.append(response.status_code)
+        return response
+
+    def close(self) -> None:
+        self._http.close()
+
+
+@pytest.fixture
+def recorded_http() -> Iterator[RecordingTransport]:
+    pytest.importorskip("httpx")
+    transport = RecordingTransport()
+    yield transport
+    transport.close()
+
+
+def short_arguments_schema(function: Callable[..., Any]) -> Any:
+    """A pydantic model of ``function``'s string arguments, each at most 24 characters: the
+    server's grammar then holds the 135M model to short values instead of a string that runs to
+    ``max_tokens`` and leaves the call's JSON unterminated."""
+    import inspect
+
+    from pydantic import Field, create_model
+
+    fields: dict[str, Any] = {
+        name: (Annotated[str, Field(max_length=24)], ...) for name in inspect.signature(function).parameters
+    }
+    return create_model(function.__name__, **fields)
+
+
+@pytest.fixture
+def short_arguments() -> Callable[[Callable[..., Any]], Any]:
+    return short_arguments_schema

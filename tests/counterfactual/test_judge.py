@@ -1,7 +1,9 @@
 """An LLM judge as a valuator: lenient parsing, safe defaults, provenance, and the OpenAI adapter.
 
-No provider runs here, so the OpenAI client (the real ``openai`` package) talks to a recording
-transport that answers like the chat completions endpoint and keeps every request it received.
+The replies a judge must cope with (ratings in many shapes, none, an error) are scripted: the
+OpenAI client (the real ``openai`` package) talks to a recording transport that answers like the
+chat completions endpoint and keeps every request it received. One test asks a real model, the
+bundled SmolLM2-135M behind llama-cpp-python's OpenAI-compatible server.
 """
 
 from __future__ import annotations
@@ -105,6 +107,31 @@ def test_judge_rates_each_card_through_the_openai_client(airline_messages, make_
 
     judge.value(cards, context=context)  # same cards, same decision: answered from the cache
     assert len(endpoint.requests) == 3
+
+
+def test_a_real_model_behind_an_openai_endpoint_rates_a_card(chat_server, recorded_http, make_memory):
+    memory = make_memory()
+    memory.observe_tool(
+        "get_user_details", {"user_id": "mia_li_3668"}, {"payment_methods": ["credit_card_7815826"]}
+    )
+    card = memory.cards()[-1]
+    client = openai.OpenAI(
+        api_key="local",
+        base_url=chat_server,
+        http_client=httpx.Client(transport=recorded_http),
+        max_retries=0,
+    )
+    judge = LLMJudgeValuator(OpenAIJudge(client, model="smollm2"))
+
+    (scored,) = judge.value([card], context=ValuationContext(DecisionFocus(query="Book HAT069"), 2, 0.0))
+
+    assert recorded_http.statuses == [200]
+    (prompt,) = recorded_http.requests[0]["messages"]
+    assert card.summary in prompt["content"] and "Book HAT069" in prompt["content"]
+    # the reply was read: a rating, or the default with why it had none; never a failed call
+    (score,) = scored.scores
+    assert score.provenance.startswith("judge openai:smollm2: ") and " failed (" not in score.provenance
+    assert 0.0 <= scored.value <= 1.0
 
 
 def test_failing_judge_gives_the_default_and_records_why(airline_messages, make_memory):

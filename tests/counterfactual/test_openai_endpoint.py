@@ -2,19 +2,13 @@
 
 from __future__ import annotations
 
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
-
 import pytest
 
 pytest.importorskip("llama_cpp.server", reason="needs llama-cpp-python[server]")
 pytest.importorskip("openai", reason="needs the openai extra")
 
 from damc_core.counterfactual import AblationProblem, ScoreRequest
-from damc_core.counterfactual.llama_cpp import LlamaCppScorer, bundled_model_path
+from damc_core.counterfactual.llama_cpp import LlamaCppScorer
 from damc_core.counterfactual.openai_endpoint import OpenAICompatibleScorer, continuation_log_prob
 from damc_core.errors import ConfigError
 
@@ -32,55 +26,10 @@ PROBLEM = AblationProblem(
 )
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-@pytest.fixture(scope="module")
-def server_url():
-    port = free_port()
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "llama_cpp.server",
-            "--model",
-            str(bundled_model_path()),
-            "--model_alias",
-            "smollm2",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--n_ctx",
-            "512",
-            "--logits_all",
-            "true",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}/v1"
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                urllib.request.urlopen(f"{url}/models", timeout=2).close()
-                break
-            except OSError:
-                if process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError("llama_cpp.server did not start") from None
-                time.sleep(0.5)
-        yield url
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
-
-
-def test_the_endpoint_echoes_prompt_log_probabilities_that_agree_with_the_in_process_scorer(server_url):
-    endpoint = OpenAICompatibleScorer("smollm2", base_url=server_url)
+def test_the_endpoint_echoes_prompt_log_probabilities_that_agree_with_the_in_process_scorer(
+    completion_server,
+):
+    endpoint = OpenAICompatibleScorer("smollm2", base_url=completion_server)
     requests = [PROBLEM.request([True, True]), PROBLEM.request([False, True])]
 
     remote = endpoint.score(requests)
@@ -105,8 +54,8 @@ def test_continuation_tokens_are_counted_back_from_the_end_of_the_prompt():
     assert continuation_log_prob(tokens, log_probs, continuation_chars=18, generated=1) == -4.0
 
 
-def test_an_empty_continuation_is_refused_before_any_request(server_url):
-    endpoint = OpenAICompatibleScorer("smollm2", base_url=server_url)
+def test_an_empty_continuation_is_refused_before_any_request(completion_server):
+    endpoint = OpenAICompatibleScorer("smollm2", base_url=completion_server)
     with pytest.raises(ValueError, match="continuation is empty"):
         endpoint.score([ScoreRequest("Next tool call:", "")])
 
