@@ -407,8 +407,8 @@ def chat_server() -> Iterator[str]:
 
 
 class RecordingTransport:
-    """An httpx transport to a real server that keeps each JSON body sent (``requests``) and each
-    status received (``statuses``).
+    """An httpx transport to a real server, for sync and async clients alike, that keeps each
+    JSON body sent (``requests``) and each status received (``statuses``).
 
     llama-cpp-python's server requires an assistant message's ``content`` to be a string, where
     OpenAI's API (and LangChain's and LlamaIndex's OpenAI clients, for a message that only calls
@@ -419,10 +419,11 @@ class RecordingTransport:
         import httpx
 
         self._http = httpx.HTTPTransport()
+        self._async_http = httpx.AsyncHTTPTransport()
         self.requests: list[dict[str, Any]] = []
         self.statuses: list[int] = []
 
-    def handle_request(self, request: Any) -> Any:
+    def _recorded(self, request: Any) -> Any:
         import httpx
 
         body = json.loads(request.content)
@@ -431,14 +432,23 @@ class RecordingTransport:
                 message["content"] = ""
         self.requests.append(body)
         headers = {k: v for k, v in request.headers.items() if k.lower() != "content-length"}
-        response = self._http.handle_request(
-            httpx.Request(request.method, request.url, headers=headers, json=body)
-        )
+        return httpx.Request(request.method, request.url, headers=headers, json=body)
+
+    def handle_request(self, request: Any) -> Any:
+        response = self._http.handle_request(self._recorded(request))
+        self.statuses.append(response.status_code)
+        return response
+
+    async def handle_async_request(self, request: Any) -> Any:
+        response = await self._async_http.handle_async_request(self._recorded(request))
         self.statuses.append(response.status_code)
         return response
 
     def close(self) -> None:
         self._http.close()
+
+    async def aclose(self) -> None:
+        await self._async_http.aclose()
 
 
 @pytest.fixture

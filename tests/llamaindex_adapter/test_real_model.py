@@ -1,10 +1,11 @@
 """DamcLLM with a real model: LlamaIndex's OpenAILike talking to a local OpenAI-compatible server
 (llama-cpp-python with the bundled SmolLM2-135M) on loopback.
 
-The 135M model picks poor arguments, so each step names its tool (a grammar-constrained
-``tool_choice``); the test checks what does not depend on the model's wits: every context DAMC
+The 135M model picks poor arguments, so the caller's own loop names each step's tool (a
+grammar-constrained ``tool_choice``), and a ``FunctionAgent`` is made to open with a lookup and then
+left to the model. The tests check what does not depend on the model's wits: every context DAMC
 assembled was accepted by a real endpoint and carried the memory section and the compressed
-results, while the chat history the caller keeps stays verbatim.
+results, while the history the caller or the agent keeps stays verbatim.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ pytest.importorskip("llama_index.llms.openai_like", reason="needs llama-index-ll
 pytest.importorskip("llama_cpp.server", reason="needs llama-cpp-python[server]")
 
 import httpx
+from llama_index.core.agent.workflow import FunctionAgent
 from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.tools import FunctionTool
 from llama_index.llms.openai_like import OpenAILike
@@ -24,34 +26,43 @@ from llama_index.llms.openai_like import OpenAILike
 from damc_core import DecisionMemory, InMemoryStore, MemorySettings, testing
 from damc_llamaindex import DamcLLM
 
+from .scenario import run
+
 PLAN = [name for name, _, _ in testing.BOOKING_STEPS]
+QUESTION = "Book HAT107 on 2024-05-20 for mia_li_3668"
+
+
+def local_model(url, transport):
+    return OpenAILike(
+        api_base=url,
+        api_key="local",
+        model="smollm2",
+        is_chat_model=True,
+        is_function_calling_model=True,
+        context_window=4096,
+        temperature=0,
+        max_tokens=160,
+        max_retries=0,
+        http_client=httpx.Client(transport=transport),
+        async_http_client=httpx.AsyncClient(transport=transport),
+    )
+
+
+def booking_tools(short_arguments):
+    return {
+        f.__name__: FunctionTool.from_defaults(f, fn_schema=short_arguments(f)) for f in testing.BOOKING_TOOLS
+    }
 
 
 def test_a_real_endpoint_accepts_every_context_damc_assembles(
     chat_server, recorded_http, short_arguments, assert_valid_context
 ):
-    tools = {
-        f.__name__: FunctionTool.from_defaults(f, fn_schema=short_arguments(f)) for f in testing.BOOKING_TOOLS
-    }
+    tools = booking_tools(short_arguments)
     memory = DecisionMemory(store=InMemoryStore(), settings=MemorySettings(budget=600))
-    llm = DamcLLM(
-        llm=OpenAILike(
-            api_base=chat_server,
-            api_key="local",
-            model="smollm2",
-            is_chat_model=True,
-            is_function_calling_model=True,
-            context_window=4096,
-            temperature=0,
-            max_tokens=160,
-            max_retries=0,
-            http_client=httpx.Client(transport=recorded_http),
-        ),
-        memory=memory,
-    )
+    llm = DamcLLM(llm=local_model(chat_server, recorded_http), memory=memory)
     history = [
         ChatMessage(role="system", content="You book flights."),
-        ChatMessage(role="user", content="Book HAT107 on 2024-05-20 for mia_li_3668"),
+        ChatMessage(role="user", content=QUESTION),
     ]
 
     for name in PLAN:  # the caller's own loop: ask, run the call, append both
@@ -77,3 +88,35 @@ def test_a_real_endpoint_accepts_every_context_damc_assembles(
     # the memory saw each event the model was sent once, and keeps it verbatim
     assert [c.id for c in memory.cards()] == [f"c{i}" for i in range(5)]
     assert memory.recall("c4")["content"] == history[5].content
+
+
+def test_a_function_agent_runs_on_a_real_model_through_damc(
+    chat_server, recorded_http, short_arguments, assert_valid_context
+):
+    memory = DecisionMemory(store=InMemoryStore(), settings=MemorySettings(budget=600))
+    agent = FunctionAgent(
+        tools=list(booking_tools(short_arguments).values()),
+        llm=DamcLLM(llm=local_model(chat_server, recorded_http), memory=memory),
+        system_prompt="You book flights.",
+        initial_tool_choice="get_user_details",
+        # llama-cpp-python's server repeats a call's id and name in every streamed chunk, which
+        # llama-index-llms-openai joins ("get_user_detailsget_user_details..."): no such tool
+        streaming=False,
+    )
+
+    run(agent, QUESTION, max_iterations=4, early_stopping_method="generate")
+
+    requests = recorded_http.requests
+    assert len(requests) >= 2 and recorded_http.statuses == [200] * len(requests)
+    for sent in requests:
+        assert_valid_context(sent["messages"])
+        assert sent["messages"][0]["content"].startswith("You book flights.")
+    assert all("<memory>" in sent["messages"][0]["content"] for sent in requests[1:])
+    # the user's profile reaches the model as its card, and the memory keeps the tool's output whole
+    looked_up = requests[1]["messages"][-1]
+    assert looked_up["role"] == "tool" and looked_up["content"].startswith("[c2]")
+    raw = memory.recall("c2")["content"]
+    assert json.loads(raw)["payment_methods"] and len(looked_up["content"]) < len(raw)
+    kinds = [c.kind.value for c in memory.cards()]
+    assert kinds[:3] == ["user_instruction", "tool_call", "tool_result"]
+    assert kinds.count("tool_call") == kinds.count("tool_result")  # every call the agent ran, with its result
