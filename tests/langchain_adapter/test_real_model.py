@@ -9,6 +9,7 @@ memory and the agent state hold every event verbatim.
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
@@ -19,7 +20,7 @@ pytest.importorskip("llama_cpp.server", reason="needs llama-cpp-python[server]")
 
 import httpx
 from langchain.agents import create_agent
-from langchain.agents.middleware import ModelCallLimitMiddleware, wrap_model_call
+from langchain.agents.middleware import AgentMiddleware, ModelCallLimitMiddleware
 from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.tools import StructuredTool
 from langchain_openai import ChatOpenAI
@@ -42,20 +43,28 @@ def local_model(url, transport):
         max_retries=0,
         extra_body={"max_tokens": 160},  # the server reads max_tokens, not max_completion_tokens
         http_client=httpx.Client(transport=transport),
+        http_async_client=httpx.AsyncClient(transport=transport),
     )
 
 
-@wrap_model_call
-def follow_plan(request, handler):
+class FollowPlan(AgentMiddleware):
     """Names the tool of the next step, as a test harness does with a model too small to choose."""
-    made = sum(1 for m in request.messages if isinstance(m, AIMessage) and m.tool_calls)
-    if made < len(PLAN):
-        request = request.override(tool_choice=PLAN[made])
-    return handler(request)
+
+    def wrap_model_call(self, request, handler):
+        return handler(self._named(request))
+
+    async def awrap_model_call(self, request, handler):
+        return await handler(self._named(request))
+
+    @staticmethod
+    def _named(request):
+        made = sum(1 for m in request.messages if isinstance(m, AIMessage) and m.tool_calls)
+        return request.override(tool_choice=PLAN[made]) if made < len(PLAN) else request
 
 
+@pytest.mark.parametrize("mode", ["sync", "async"])
 def test_a_real_endpoint_accepts_every_context_damc_assembles(
-    chat_server, recorded_http, short_arguments, assert_valid_context
+    mode, chat_server, recorded_http, short_arguments, assert_valid_context
 ):
     tools = [StructuredTool.from_function(f, args_schema=short_arguments(f)) for f in testing.BOOKING_TOOLS]
     memory = DecisionMemory(store=InMemoryStore(), settings=MemorySettings(budget=600))
@@ -64,15 +73,15 @@ def test_a_real_endpoint_accepts_every_context_damc_assembles(
         tools,
         system_prompt="You book flights.",
         middleware=[
-            follow_plan,
+            FollowPlan(),
             DamcMiddleware(memory),
             ModelCallLimitMiddleware(run_limit=3, exit_behavior="end"),
         ],
     )
 
-    state = agent.invoke(
-        {"messages": [{"role": "user", "content": "Book HAT107 on 2024-05-20 for mia_li_3668"}]}
-    )
+    question = {"messages": [{"role": "user", "content": "Book HAT107 on 2024-05-20 for mia_li_3668"}]}
+
+    state = agent.invoke(question) if mode == "sync" else asyncio.run(agent.ainvoke(question))
 
     assert recorded_http.statuses == [200, 200, 200]
     calls = [c["name"] for m in state["messages"] if isinstance(m, AIMessage) for c in m.tool_calls]
