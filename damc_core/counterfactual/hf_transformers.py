@@ -16,7 +16,7 @@ from ..errors import ConfigError
 from .problem import ScoreRequest
 from .scorer import common_prefix
 
-_INSTALL_HINT = "install them with: pip install torch transformers"
+_INSTALL_HINT = "install them with: pip install 'damc[transformers]'"
 
 
 class TransformersScorer:
