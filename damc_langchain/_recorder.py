@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 from collections import Counter, OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
-from langchain_core.messages import BaseMessage, ToolMessage, convert_to_openai_messages
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    ToolMessage,
+    convert_to_messages,
+    convert_to_openai_messages,
+)
+from langchain_core.messages.tool import invalid_tool_call
 
 from damc_core import DecisionMemory
 
@@ -108,10 +116,58 @@ def running_thread_id() -> str | None:
 
 
 def to_event(message: BaseMessage) -> dict[str, Any]:
-    """The OpenAI-style message DAMC records for a LangChain message (errors flagged, id kept)."""
+    """The OpenAI-style message DAMC records for a LangChain message (errors flagged, id kept).
+
+    A call whose arguments did not parse (``invalid_tool_calls``) stays a call, with its raw
+    arguments, as LangChain's OpenAI model sends it: the error result the agent answers it with
+    then has its call, and the model sees that the call failed and why."""
     converted: dict[str, Any] = convert_to_openai_messages(message)
+    if isinstance(message, AIMessage) and message.invalid_tool_calls:
+        converted["tool_calls"] = [
+            *converted.get("tool_calls", ()),
+            *(
+                {
+                    "type": "function",
+                    "id": call.get("id"),
+                    "function": {"name": call.get("name") or "", "arguments": call.get("args") or ""},
+                }
+                for call in message.invalid_tool_calls
+            ),
+        ]
     if isinstance(message, ToolMessage) and message.status == "error":
         converted["status"] = "error"
     if message.id:
         converted["id"] = message.id
     return converted
+
+
+def to_messages(events: Sequence[dict[str, Any]]) -> list[BaseMessage]:
+    """LangChain messages for DAMC's OpenAI-style ones (what a model is sent): a call whose
+    arguments do not parse goes back to ``invalid_tool_calls``, as :func:`to_event` took it."""
+    messages: list[BaseMessage] = []
+    for event in events:
+        calls = event.get("tool_calls") or ()
+        broken = [call for call in calls if not _parsed_arguments(call)]
+        if not broken:
+            messages.extend(convert_to_messages([event]))
+            continue
+        (message,) = convert_to_messages([{**event, "tool_calls": [c for c in calls if c not in broken]}])
+        if isinstance(message, AIMessage):
+            message.invalid_tool_calls = [
+                invalid_tool_call(
+                    name=call.get("function", {}).get("name"),
+                    args=call.get("function", {}).get("arguments"),
+                    id=call.get("id"),
+                    error="arguments are not a JSON object",
+                )
+                for call in broken
+            ]
+        messages.append(message)
+    return messages
+
+
+def _parsed_arguments(call: dict[str, Any]) -> bool:
+    try:
+        return isinstance(json.loads(call.get("function", {}).get("arguments") or "{}"), dict)
+    except ValueError:
+        return False

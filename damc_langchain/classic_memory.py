@@ -9,16 +9,14 @@ from typing import Any
 from langchain_classic.base_memory import BaseMemory
 from langchain_core.messages import (
     AIMessage,
-    BaseMessage,
     ToolMessage,
-    convert_to_messages,
     get_buffer_string,
 )
 from pydantic import ConfigDict, Field, PrivateAttr
 
 from damc_core import DecisionMemory
 
-from ._recorder import to_event
+from ._recorder import to_event, to_messages
 
 
 class DAMCMemory(BaseMemory):
@@ -49,7 +47,7 @@ class DAMCMemory(BaseMemory):
         self._run_start = self.memory.event_count
         query = inputs.get(self._input_key(inputs)) if inputs else None
         built = self.memory.build(query=str(query) if query else None, budget=self.budget)
-        messages: list[BaseMessage] = convert_to_messages(built.messages)
+        messages = to_messages(built.messages)
         if self.return_messages:
             return {self.memory_key: messages}
         return {self.memory_key: get_buffer_string(messages, self.human_prefix, self.ai_prefix)}

@@ -10,14 +10,14 @@ from langchain_classic.agents.output_parsers.openai_tools import OpenAIToolsAgen
 from langchain_classic.agents.output_parsers.tools import ToolsAgentOutputParser
 from langchain_core.agents import AgentAction, AgentFinish
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, ToolMessage, convert_to_messages
+from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, ToolMessage
 from langchain_core.prompt_values import PromptValue
 from langchain_core.runnables import RunnableBinding, RunnableLambda, RunnableSequence
 from pydantic import BaseModel
 
 from damc_core import DecisionMemory
 
-from ._recorder import MessageRecorder
+from ._recorder import MessageRecorder, to_messages
 from .middleware import split_system, with_memory_section
 
 logger = logging.getLogger("damc.langchain")
@@ -85,12 +85,12 @@ class _DamcStep:
                 self.recorder = MessageRecorder(self.memory)  # a new run: positions start over
             self.recorder.observe(dialogue)
             built = self.memory.build(budget=self.budget)
+            memory_section, recent = split_system(built.messages)
+            converted = to_messages(recent)
         except Exception:  # the agent keeps running on its own prompt rather than fail
             logger.exception("damc: building the context failed; the model gets the prompt unchanged")
             return messages
-        memory_section, recent = split_system(built.messages)
         head = with_memory_section(system, memory_section)
-        converted: list[BaseMessage] = convert_to_messages(recent)
         return [head, *converted] if head is not None else converted
 
     def record_answer(self, decision: list[AgentAction] | AgentFinish) -> list[AgentAction] | AgentFinish:

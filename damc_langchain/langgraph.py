@@ -6,11 +6,9 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from langchain_core.messages import convert_to_messages
-
 from damc_core import DecisionMemory
 
-from ._recorder import Conversations
+from ._recorder import Conversations, to_messages
 
 logger = logging.getLogger("damc.langchain")
 
@@ -32,9 +30,9 @@ def damc_pre_model_hook(
             recorder = conversations.current()
             recorder.observe(messages)
             built = recorder.memory.build(budget=budget)
+            return {"llm_input_messages": to_messages(built.messages)}
         except Exception:  # the agent keeps running on its own history rather than fail
             logger.exception("damc: building the context failed; the model gets the full history")
             return {"llm_input_messages": messages}
-        return {"llm_input_messages": convert_to_messages(built.messages)}
 
     return hook

@@ -13,11 +13,11 @@ from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
 from langchain.agents.middleware.types import ToolCallRequest
-from langchain_core.messages import SystemMessage, convert_to_messages
+from langchain_core.messages import SystemMessage
 
 from damc_core import DecisionMemory
 
-from ._recorder import Conversations
+from ._recorder import Conversations, to_messages
 
 logger = logging.getLogger("damc.langchain")
 
@@ -83,12 +83,13 @@ class DamcMiddleware(AgentMiddleware):
             recorder = self.conversations.current()
             recorder.observe(request.messages)
             built = recorder.memory.build(budget=self.budget)
+            system, dialogue = split_system(built.messages)
+            messages = to_messages(dialogue)
         except Exception:  # the agent must keep running without memory rather than fail
             logger.exception("damc: building the context failed; sending the request unchanged")
             return request
-        system, dialogue = split_system(built.messages)
         return request.override(
-            messages=convert_to_messages(dialogue),  # type: ignore[arg-type]
+            messages=messages,  # type: ignore[arg-type]
             system_message=with_memory_section(request.system_message, system),
         )
 

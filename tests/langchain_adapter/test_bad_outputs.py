@@ -74,3 +74,32 @@ def test_the_agent_finishes(surface, output, recording_model):
 
     assert run_surface(surface, model, make_tool(OUTPUTS[output])) == "done"
     assert len(model.received) == 2
+
+
+def test_a_call_whose_arguments_did_not_parse_reaches_the_model_with_its_error(recording_model):
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    truncated = AIMessage(
+        "",
+        invalid_tool_calls=[
+            {"type": "invalid_tool_call", "id": "b1", "name": "lookup", "args": '{"query": "', "error": None}
+        ],
+    )
+    model = recording_model(truncated, AIMessage("It did not go through."))
+    damc = memory()
+    agent = create_agent(
+        model, [make_tool("found")], middleware=[DamcMiddleware(damc)], checkpointer=InMemorySaver()
+    )
+    thread = {"configurable": {"thread_id": "t1"}}
+
+    agent.invoke({"messages": [HumanMessage("look it up")]}, thread)  # the run ends at the broken call
+    agent.invoke({"messages": [HumanMessage("did it work?")]}, thread)
+
+    # LangChain answers the broken call with an error; the model gets both, paired, and the question
+    *_, call_sent, error_sent, question = model.received[1]
+    assert call_sent.tool_calls == [] and call_sent.invalid_tool_calls[0]["id"] == "b1"
+    assert call_sent.invalid_tool_calls[0]["args"] == '{"query": "'
+    assert error_sent.tool_call_id == "b1" and "malformed or truncated" in error_sent.content
+    assert question.content == "did it work?"
+    kinds = [c.kind.value for c in damc.for_session("t1").cards()]
+    assert kinds == ["user_instruction", "tool_call", "tool_error", "user_instruction"]
