@@ -1027,6 +1027,10 @@ class DecisionMemory:
         return line
 
     def _recent_window(self, excluded: frozenset[str] = frozenset()) -> list[_Entry]:
+        """The newest ``recent_messages``, widened so no tool result loses its call. A tool result
+        whose call is not right before it (a broken trace, a framework's own error message) is
+        left out: a chat API would reject it as a message, so it goes to the memory section as
+        its card."""
         history = self._session.history
         if excluded:
             history = [e for e in history if e.card_id not in excluded]
@@ -1035,7 +1039,19 @@ class DecisionMemory:
         start = max(0, len(history) - self.settings.recent_messages)
         while 0 < start < len(history) and history[start].message.get("role") == "tool":
             start -= 1
-        return history[start:]
+        window: list[_Entry] = []
+        calls: set[str] = set()
+        for entry in history[start:]:
+            message = entry.message
+            if message.get("role") == "tool":
+                if str(message.get("tool_call_id")) not in calls:
+                    continue
+            elif message.get("role") == "assistant":
+                calls = {str(c.get("id")) for c in message.get("tool_calls") or () if isinstance(c, dict)}
+            else:
+                calls = set()
+            window.append(entry)
+        return window
 
     def _names_rows(self, entry: _Entry, focus: DecisionFocus) -> bool:
         """Whether the focus names a row of the entry's tables by its entity (``HAT107``)."""

@@ -105,7 +105,9 @@ def test_invalid_json_arguments_are_kept_raw(memory):
     assert card.arguments == {"_raw": "{not json"}
 
 
-def test_orphan_tool_result_is_remembered_but_not_sent_as_a_tool_message(memory, msg, assert_valid_context):
+def test_orphan_tool_result_is_remembered_but_not_sent_as_a_tool_message(
+    memory, msg, assert_valid_context, memory_text
+):
     memory.observe(msg.user("What is my balance?"))
     card = memory.observe(msg.result("call_nowhere", "get_balance", {"balance": 1200}))
 
@@ -114,6 +116,10 @@ def test_orphan_tool_result_is_remembered_but_not_sent_as_a_tool_message(memory,
     built = memory.build()
     assert_valid_context(built.messages)
     assert all(m["role"] != "tool" for m in built.messages)
+    # the newest event, yet not a message an API takes: it reaches the model as its card
+    assert "balance=1200" in memory_text(built.messages)
+    (decision,) = [d for d in built.decisions if d.card_id == card.id]
+    assert decision.kept and "recent dialogue" not in decision.reason
 
 
 def test_binary_content_is_stored_as_base64_of_the_original_bytes(memory, msg, assert_valid_context):
