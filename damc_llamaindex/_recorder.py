@@ -30,6 +30,7 @@ from llama_index.core.base.llms.types import (
     ToolCallBlock,
 )
 from llama_index.core.llms.llm import ToolSelection
+from llama_index.core.llms.utils import parse_partial_json
 from llama_index.core.tools import ToolOutput
 
 from damc_core import Card, DecisionMemory
@@ -178,8 +179,15 @@ def react_call_text(thought: str | None, name: str, arguments: str) -> str:
 
 
 def _args_key(arguments: Mapping[str, Any] | str | None) -> str:
+    """A call's arguments as the tool got them: a message's text read as function-calling LLMs
+    read it (partial JSON: a call cut off at ``max_tokens`` ran with what had arrived), else as
+    ReAct's ``Action Input``; a span's are the parsed ones already."""
     if isinstance(arguments, str):
-        arguments = parse_action_input(arguments)
+        try:
+            parsed = parse_partial_json(arguments)
+        except (ValueError, RecursionError):
+            parsed = None
+        arguments = parsed if isinstance(parsed, dict) else parse_action_input(arguments)
     return json.dumps(arguments or {}, sort_keys=True, default=str)
 
 

@@ -21,6 +21,7 @@ from llama_index.core.base.llms.types import (
 from llama_index.core.bridge.pydantic import Field
 from llama_index.core.llms.function_calling import FunctionCallingLLM
 from llama_index.core.llms.llm import ToolSelection
+from llama_index.core.llms.utils import parse_partial_json
 
 
 class RecordingLLM(FunctionCallingLLM):
@@ -95,10 +96,18 @@ class RecordingLLM(FunctionCallingLLM):
     def get_tool_calls_from_response(
         self, response: ChatResponse, error_on_no_tool_call: bool = True, **kwargs: Any
     ) -> list[ToolSelection]:
+        """Arguments given as text are read as llama-index's OpenAI LLM reads them: partial JSON,
+        so a call cut off at ``max_tokens`` runs with what had arrived."""
         return [
-            ToolSelection(tool_id=b.tool_call_id or "", tool_name=b.tool_name, tool_kwargs=b.tool_kwargs)
+            ToolSelection(
+                tool_id=b.tool_call_id or "",
+                tool_name=b.tool_name,
+                tool_kwargs=b.tool_kwargs
+                if isinstance(b.tool_kwargs, dict)
+                else parse_partial_json(b.tool_kwargs),
+            )
             for b in response.message.blocks
-            if isinstance(b, ToolCallBlock) and isinstance(b.tool_kwargs, dict)
+            if isinstance(b, ToolCallBlock)
         ]
 
 

@@ -171,6 +171,34 @@ def test_a_call_id_reused_for_every_call_still_records_each_result_with_its_own_
     assert_valid(last)
 
 
+def test_a_call_cut_off_at_max_tokens_is_recorded_once(recording_llm):
+    def get_order(order_id: str, detail: str | None = None) -> dict:
+        """Look up an order."""
+        return {"order_id": order_id, "status": "shipped"}
+
+    # the model stopped mid-arguments; the agent runs the call with what had arrived
+    truncated = ChatMessage(
+        role="assistant",
+        blocks=[
+            ToolCallBlock(tool_call_id="t1", tool_name="get_order", tool_kwargs='{"order_id": "O-1", "det')
+        ],
+    )
+    memory = damc()
+    agent = FunctionAgent(
+        tools=[FunctionTool.from_defaults(get_order)],
+        llm=DamcLLM(
+            llm=recording_llm(truncated, ChatMessage(role="assistant", content="Shipped.")), memory=memory
+        ),
+    )
+
+    run(agent, "Status of O-1?", memory=DamcMemory(memory=memory))
+
+    # the span (parsed arguments) and the message (their text) are one call, with its result
+    calls = [c for c in memory.cards() if c.kind.value == "tool_call"]
+    assert [c.tool_call_id for c in calls] == ["t1"]
+    assert [c.tool_call_id for c in tool_results(memory)] == ["t1"]
+
+
 @pytest.mark.parametrize("agent_class", [FunctionAgent, ReActAgent])
 def test_a_tool_returning_data_is_recorded_as_data_without_a_span_handler(recording_llm, agent_class):
     def search_flights(date: str) -> list:
