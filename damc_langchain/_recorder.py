@@ -143,31 +143,42 @@ def to_event(message: BaseMessage) -> dict[str, Any]:
 
 def to_messages(events: Sequence[dict[str, Any]]) -> list[BaseMessage]:
     """LangChain messages for DAMC's OpenAI-style ones (what a model is sent): a call whose
-    arguments do not parse goes back to ``invalid_tool_calls``, as :func:`to_event` took it."""
+    arguments do not parse goes back to ``invalid_tool_calls``, as :func:`to_event` took it, and
+    a call with no arguments text takes none."""
     messages: list[BaseMessage] = []
     for event in events:
         calls = event.get("tool_calls") or ()
-        broken = [call for call in calls if not _parsed_arguments(call)]
-        if not broken:
+        if not calls:
             messages.extend(convert_to_messages([event]))
             continue
-        (message,) = convert_to_messages([{**event, "tool_calls": [c for c in calls if c not in broken]}])
-        if isinstance(message, AIMessage):
-            message.invalid_tool_calls = [
-                invalid_tool_call(
-                    name=call.get("function", {}).get("name"),
-                    args=call.get("function", {}).get("arguments"),
-                    id=call.get("id"),
-                    error="arguments are not a JSON object",
+        parsed, broken = [], []
+        for call in calls:
+            function = call.get("function") or {}
+            arguments = _arguments(function.get("arguments"))
+            if arguments is None:
+                broken.append(
+                    invalid_tool_call(
+                        name=function.get("name"),
+                        args=function.get("arguments"),
+                        id=call.get("id"),
+                        error="arguments are not a JSON object",
+                    )
                 )
-                for call in broken
-            ]
+            else:
+                parsed.append({**call, "function": {**function, "arguments": json.dumps(arguments)}})
+        (message,) = convert_to_messages([{**event, "tool_calls": parsed}])
+        if broken and isinstance(message, AIMessage):
+            message.invalid_tool_calls = broken
         messages.append(message)
     return messages
 
 
-def _parsed_arguments(call: dict[str, Any]) -> bool:
+def _arguments(text: Any) -> dict[str, Any] | None:
+    """A call's arguments text as a dict (none given: no arguments), or ``None`` if it is not one."""
+    if not text:
+        return {}
     try:
-        return isinstance(json.loads(call.get("function", {}).get("arguments") or "{}"), dict)
-    except ValueError:
-        return False
+        value = json.loads(text)
+    except (TypeError, ValueError):
+        return None
+    return value if isinstance(value, dict) else None
