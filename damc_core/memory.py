@@ -619,11 +619,15 @@ class DecisionMemory:
         query: str | None = None,
         budget: int | None = None,
         exclude: Collection[str] = (),
+        recent_messages: int | None = None,
     ) -> BuiltContext:
         """The messages to send for the next decision: system, memory section, recent dialogue.
 
         ``exclude``: ids of cards the caller sends itself (an agent's scratchpad of the running
-        task); they appear neither in the memory section nor in the recent dialogue.
+        task, or the recent turns a framework's own buffer keeps); they appear neither in the
+        memory section nor in the recent dialogue. ``recent_messages`` overrides the setting for
+        this build: ``0`` puts everything in the memory section (``BuiltContext.memory``), for a
+        caller that places the section itself.
         """
         session = self._session
         budget = self._budget(budget)
@@ -631,13 +635,16 @@ class DecisionMemory:
         focus = self._focus(query)
         wide = DecisionFocus(focus.query, focus.terms | session.goal_terms, focus.tools, focus.fields)
         excluded = frozenset(exclude)
-        recent_entries, recent, whole = self._recent(budget, wide, excluded)
+        window = self.settings.recent_messages if recent_messages is None else recent_messages
+        recent_entries, recent, whole = self._recent(budget, wide, excluded, window)
         shortlist = self._candidates(focus)
         candidates, decisions = self._triage(shortlist, {e.card_id for e in recent_entries}, excluded)
+        request = session.cards.get(session.newest.get("user", ""))
         context = ValuationContext(
             focus=focus,
             current_seq=session.seq,
             now=self.clock(),
+            request_seq=request.seq if request is not None else None,
             last_used=session.last_used,
             namespace=self.namespace,
         )
@@ -663,6 +670,7 @@ class DecisionMemory:
         built = BuiltContext(
             messages=messages,
             decisions=tuple(sorted(decisions, key=lambda d: _seq_of(d.card_id))),
+            memory=memory,
             memory_tokens=self._count_lines(memory) if memory else 0,
             total_tokens=self._count_messages(messages),
             unconsidered=len(session.cards) - len(shortlist),
@@ -679,7 +687,7 @@ class DecisionMemory:
         return self.settings.budget_for(self._session.raw_tokens, budget)
 
     def _recent(
-        self, budget: int, focus: DecisionFocus, excluded: frozenset[str]
+        self, budget: int, focus: DecisionFocus, excluded: frozenset[str], size: int
     ) -> tuple[list[_Entry], list[Message], dict[int, Message]]:
         """The recent window as sent: shortened from the oldest end while it takes more than
         ``recent_share`` of the budget. Past half of the budget, tool results go at key detail, cut
@@ -689,7 +697,7 @@ class DecisionMemory:
         the whole budget, cut to the focus. The newest message, or the newest call with its
         results, always stays: the model must see the step it is answering, and a request of only
         a system message is rejected by some providers."""
-        entries = self._recent_window(excluded)
+        entries = self._recent_window(excluded, size)
         shown = self._calls_shown(entries)
         send = functools.partial(self._recent_message, calls_shown=shown)
         recent = [send(e) for e in entries]
@@ -1026,17 +1034,17 @@ class DecisionMemory:
             line = f"(superseded by {card.superseded_by}) {line}"
         return line
 
-    def _recent_window(self, excluded: frozenset[str] = frozenset()) -> list[_Entry]:
-        """The newest ``recent_messages``, widened so no tool result loses its call. A tool result
+    def _recent_window(self, excluded: frozenset[str], size: int) -> list[_Entry]:
+        """The newest ``size`` messages, widened so no tool result loses its call. A tool result
         whose call is not right before it (a broken trace, a framework's own error message) is
         left out: a chat API would reject it as a message, so it goes to the memory section as
         its card."""
         history = self._session.history
         if excluded:
             history = [e for e in history if e.card_id not in excluded]
-        if not self.settings.recent_messages:
+        if not size:
             return []
-        start = max(0, len(history) - self.settings.recent_messages)
+        start = max(0, len(history) - size)
         while 0 < start < len(history) and history[start].message.get("role") == "tool":
             start -= 1
         window: list[_Entry] = []

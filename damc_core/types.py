@@ -226,6 +226,9 @@ class BuiltContext:
     """A valid OpenAI-style message sequence: system, memory, recent dialogue."""
     decisions: tuple[Decision, ...]
     """One entry per candidate card."""
+    memory: str
+    """The fenced memory section as placed in ``messages`` ("" when no card was kept): for a
+    caller that puts it into a prompt of its own."""
     memory_tokens: int
     """Tokens of the memory section (counted line by line with a cache; within a few tokens of a
     whole-text count)."""

@@ -45,6 +45,10 @@ class ValuationContext:
     fresh."""
     namespace: Namespace | None = None
     """Whose conversation the cards belong to; card ids are unique only within one namespace."""
+    request_seq: int | None = None
+    """``seq`` of the user's newest turn, the request the decision serves. When the caller sends
+    that turn itself (excluded from the candidates), no older turn takes its place; ``None``: the
+    newest user card among the candidates."""
 
 
 @runtime_checkable
@@ -360,7 +364,11 @@ class HeuristicValuator:
                 if topic:
                     why += f" and {topic} words with the request"
                 scores += (Score("focus", focus, why),)
-            if card.kind is CardKind.USER_INSTRUCTION and not request_seen:
+            if (
+                card.kind is CardKind.USER_INSTRUCTION
+                and not request_seen
+                and context.request_seq in (None, card.seq)
+            ):
                 request_seen = True  # the newest user turn is the request the decision serves
                 if card.seq == context.current_seq - 1 and CONSENT.search(card.text):
                     proposal_seq = card.seq - 1

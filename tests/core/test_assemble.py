@@ -389,3 +389,31 @@ def test_a_newest_result_in_the_recent_window_takes_its_share_of_what_a_long_req
 
     assert "(cut: recall" in built.messages[-1]["content"]  # the variants, in the recent window
     assert "3377618301" in memory_text(built.messages)  # the next product to look up
+
+
+def test_with_no_recent_window_the_whole_history_is_in_the_memory_section(memory, airline_messages):
+    for message in airline_messages:
+        memory.observe(message)
+
+    built = memory.build(recent_messages=0)  # a caller that places the section in a prompt of its own
+
+    system = "You are an airline agent. Follow the airline policy."
+    assert built.messages == [{"role": "system", "content": f"{system}\n\n{built.memory}"}]
+    assert built.memory.startswith("<memory>\n") and built.memory.endswith("\n</memory>")
+    assert "credit_card_4421486" in built.memory and "book HAT069" in built.memory
+    assert memory.build().memory in memory.build().messages[0]["content"]  # the setting's window otherwise
+
+
+def test_an_earlier_turn_does_not_stand_in_for_the_request_sent_as_a_message(make_memory, msg):
+    memory = make_memory(settings=MemorySettings(budget=600, recent_messages=2))
+    memory.observe(msg.user("Hi, I have a question about my trip next week, it is a long story."))
+    memory.observe(msg.call("call_1", "get_user_details", {"user_id": "mia_li_3668"}))
+    memory.observe(msg.result("call_1", "get_user_details", {"reservations": ["NO6JO3", "AIXC49"]}))
+    memory.observe(msg.user("Cancel NO6JO3 please."))
+
+    built = memory.build()
+
+    assert built.messages[-1] == {"role": "user", "content": "Cancel NO6JO3 please."}
+    earlier = next(d for d in built.decisions if d.card_id == "c0")
+    assert "request" not in {s.name for s in earlier.scores}
+    assert earlier.value < 1.0
