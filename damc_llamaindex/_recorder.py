@@ -230,6 +230,8 @@ class Recorder:
         self._outputs: weakref.WeakValueDictionary[int, ToolOutput] = weakref.WeakValueDictionary()
         """Tool outputs recorded, by identity: a span and the event stream report the same object."""
         self._texts: Counter[tuple[str, str]] = Counter()
+        self._text_cards: dict[tuple[str, str], list[str]] = {}
+        """(role, text) of a turn -> its cards, one per occurrence."""
         self._steps: dict[tuple[str, str, str], tuple[str, str, str]] = {}
         """(tool, arguments, observation) of a ReAct step -> (call id, call card, result card)."""
         self._react_ids: set[str] = set()
@@ -260,11 +262,12 @@ class Recorder:
         with self._lock:
             return {id(m) for batch in self._produced for m in batch}
 
-    def observe_view(self, messages: Sequence[ChatMessage]) -> None:
+    def observe_view(self, messages: Sequence[ChatMessage], *, confirm: bool = False) -> None:
         """Messages the agent sends its model (history, then scratchpad): record what is new.
 
         Text turns count as new when this list holds more of them than were recorded; messages
-        DAMC produced itself are skipped."""
+        DAMC produced itself are skipped. ``confirm``: the messages are in the agent's memory
+        already, not a scratchpad still to be handed over."""
         with self._lock:
             produced = self.produced_ids()
             seen: Counter[tuple[str, str]] = Counter()
@@ -277,7 +280,29 @@ class Recorder:
                     seen[key] += 1
                     if seen[key] <= self._texts[key]:
                         continue
-                self._record(message, confirm=False)
+                self._record(message, confirm=confirm)
+
+    def cards_of(self, messages: Sequence[ChatMessage]) -> set[str]:
+        """Ids of the cards recorded for ``messages``, a repeated message matched to its newest
+        occurrences: a view holds the newest messages of the conversation."""
+        with self._lock:
+            taken: Counter[str] = Counter()
+            found: set[str] = set()
+            for message in reversed(messages):
+                event = to_event(message)
+                if event["role"] == "tool":
+                    key = _result_key(event["tool_call_id"], message.blocks)
+                    cards = self._seen.get(key, [])
+                elif event.get("tool_calls"):
+                    key = _call_key(event["tool_calls"][0])
+                    cards = self._seen.get(key, [])
+                else:
+                    key = json.dumps([event["role"], event["content"] or ""])
+                    cards = self._text_cards.get((event["role"], event["content"] or ""), [])
+                if taken[key] < len(cards):
+                    found.add(cards[-1 - taken[key]])
+                taken[key] += 1
+            return found
 
     def expect_calls(self, reply: ChatMessage, calls: Sequence[ToolSelection]) -> None:
         """The model ``reply`` that asked for ``calls``: when the first of them returns, one assistant
@@ -385,7 +410,9 @@ class Recorder:
         key = (role, event["content"] or "")
         self._texts[key] += 1
         self._originals.setdefault(f"text:{role}:{key[1]}", message)
-        self._track(self.memory.observe(event).id, confirm)
+        card_id = self.memory.observe(event).id
+        self._text_cards.setdefault(key, []).append(card_id)
+        self._track(card_id, confirm)
 
     def record_react_tail(self, messages: Sequence[ChatMessage]) -> dict[int, Card]:
         """ReAct scratchpad messages (assistant actions, ``Observation:`` turns): record new steps,

@@ -19,6 +19,7 @@ def test_public_names():
         "DamcEventRecorder",
         "DamcLLM",
         "DamcMemory",
+        "DamcMemoryBlock",
         "DamcSpanHandler",
         "offline_tokenizer",
     }

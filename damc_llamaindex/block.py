@@ -1,0 +1,89 @@
+"""``DamcMemoryBlock``: DAMC as a memory block of llama-index-core's ``Memory``.
+
+``Memory`` keeps the newest messages verbatim (its short-term queue), hands the ones it flushes to
+its blocks, and at every ``get`` puts each block's text into the system message (or the newest
+user message). This block makes every message a card and returns the cards worth most to the next
+decision within its budget. The messages still in the queue are recorded too, so they set the
+decision focus and the request, but they are never repeated in the section: ``Memory`` sends them.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from llama_index.core.base.llms.types import ChatMessage, MessageRole
+from llama_index.core.bridge.pydantic import ConfigDict, Field, PrivateAttr
+from llama_index.core.memory.memory import BaseMemoryBlock
+
+from damc_core import DecisionMemory
+
+from ._recorder import recorder_for
+
+logger = logging.getLogger("damc.llamaindex")
+
+
+class DamcMemoryBlock(BaseMemoryBlock[str]):
+    """``Memory.from_defaults(memory_blocks=[DamcMemoryBlock(memory=DecisionMemory(...))])``.
+
+    One block serves one conversation: ``memory`` holds the first ``Memory`` session it is given;
+    another session id gets its own session of the same user (``memory.for_session``), so a block
+    shared by several memories never shows one conversation's cards to another.
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    name: str = Field(default="damc", description="The block's name in the memory template.")
+    memory: DecisionMemory = Field(description="The DAMC memory that holds the cards.")
+    budget: int | None = Field(
+        default=None, description="Tokens of the memory section; the memory's own budget when None."
+    )
+    _sessions: dict[str | None, DecisionMemory] = PrivateAttr(default_factory=dict)
+    _last: tuple[str | None, list[ChatMessage]] = PrivateAttr(default=(None, []))
+    """Session id and dialogue of the newest ``get``, which a truncation builds again."""
+
+    def _memory_for(self, session_id: str | None) -> DecisionMemory:
+        if not self._sessions:
+            self._sessions[session_id] = self.memory
+        if session_id not in self._sessions:
+            self._sessions[session_id] = self.memory.for_session(str(session_id))
+        return self._sessions[session_id]
+
+    async def _aput(self, messages: list[ChatMessage]) -> None:
+        """Messages flushed from the queue: recorded unless an earlier ``get`` recorded them."""
+        session_id = next((m.additional_kwargs.get("session_id") for m in messages), None)
+        try:
+            recorder_for(self._memory_for(session_id)).observe_view(_dialogue(messages), confirm=True)
+        except Exception:  # the messages stay in Memory's own store; the agent goes on
+            logger.exception("damc: recording flushed messages failed")
+
+    async def _aget(self, messages: list[ChatMessage] | None = None, **block_kwargs: Any) -> str:
+        session_id = block_kwargs.get("session_id")
+        self._last = (session_id, _dialogue(messages or []))
+        return self._section(*self._last, self.budget)
+
+    async def atruncate(self, content: str, tokens_to_truncate: int) -> str | None:
+        """The section built again with ``tokens_to_truncate`` fewer tokens (least valuable cards
+        out first), or None when nothing would be left."""
+        session_id, view = self._last
+        budget = (self.budget or self._memory_for(session_id).settings.budget) - tokens_to_truncate
+        if budget <= 0:
+            return None
+        return self._section(session_id, view, budget) or None
+
+    def _section(self, session_id: str | None, view: list[ChatMessage], budget: int | None) -> str:
+        """The fenced memory section for the decision after ``view``; "" on any failure."""
+        try:
+            memory = self._memory_for(session_id)
+            recorder = recorder_for(memory)
+            recorder.observe_view(view, confirm=True)
+            built = memory.build(budget=budget, exclude=recorder.cards_of(view), recent_messages=0)
+            return built.memory
+        except Exception:  # the agent goes on with Memory's own queue
+            logger.exception("damc: building the memory section failed")
+            return ""
+
+
+def _dialogue(messages: list[ChatMessage]) -> list[ChatMessage]:
+    """The conversation's turns: system messages are the agent's prompt (and the section's host)."""
+    return [m for m in messages if m.role != MessageRole.SYSTEM]

@@ -1,0 +1,151 @@
+"""DamcMemoryBlock in llama-index-core's own ``Memory``: flushed messages come back as cards."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+from llama_index.core.agent.workflow import FunctionAgent
+from llama_index.core.base.llms.types import ChatMessage
+from llama_index.core.memory import Memory
+
+from damc_core import DecisionMemory, InMemoryStore, MemorySettings, SQLiteStore
+from damc_llamaindex import DamcMemoryBlock, offline_tokenizer
+
+from .scenario import ANSWER, FLIGHTS, FUNCTION_SCRIPT, QUESTION, TOOLS, call, text
+
+USER_DETAILS = {
+    "user_id": "mia_li_3668",
+    "payment_methods": {"credit_card_4421486": {"brand": "visa"}, "gift_card_7815826": {"balance": 56}},
+    "reservations": ["NO6JO3"],
+}
+
+
+def result(name: str, payload: object, call_id: str) -> ChatMessage:
+    return ChatMessage(
+        role="tool", content=json.dumps(payload), additional_kwargs={"tool_call_id": call_id, "name": name}
+    )
+
+
+def conversation() -> list[ChatMessage]:
+    return [
+        ChatMessage(role="user", content="I'm mia_li_3668, book me a flight on 2024-05-20."),
+        call("get_user_details", {"user_id": "mia_li_3668"}, "c1"),
+        result("get_user_details", USER_DETAILS, "c1"),
+        call("search_flights", {"date": "2024-05-20"}, "c2"),
+        result("search_flights", FLIGHTS, "c2"),
+        ChatMessage(role="assistant", content="HAT107 is available at $149. Shall I book it?"),
+        ChatMessage(role="user", content="Yes, book HAT107 with my visa."),
+    ]
+
+
+def memory_with(block: DamcMemoryBlock, session_id: str = "trip-1", **options) -> Memory:
+    """A small short-term queue, so the tool results are flushed to the block."""
+    settings = {"token_limit": 600, "chat_history_token_ratio": 0.2, "token_flush_size": 50, **options}
+    return Memory.from_defaults(
+        session_id=session_id, memory_blocks=[block], tokenizer_fn=offline_tokenizer(), **settings
+    )
+
+
+def put_all(memory: Memory, messages: list[ChatMessage]) -> list[ChatMessage]:
+    async def go():
+        for message in messages:
+            await memory.aput(message)
+        return await memory.aget()
+
+    return asyncio.run(go())
+
+
+def test_flushed_messages_come_back_as_cards_and_the_queue_is_not_repeated():
+    damc = DecisionMemory(store=InMemoryStore(), settings=MemorySettings(budget=300))
+    memory = memory_with(DamcMemoryBlock(memory=damc))
+
+    sent = put_all(memory, conversation())
+
+    system, *dialogue = sent
+    assert system.role.value == "system" and "<damc>" in system.content
+    assert [m.content for m in dialogue] == ["Yes, book HAT107 with my visa."]  # the queue, verbatim
+    for fact in ("credit_card_4421486", "NO6JO3", "HAT107", "149", "mia_li_3668"):
+        assert fact in system.content
+    assert "book HAT107 with my visa" not in system.content  # Memory sends the queue itself
+    assert len(damc.cards()) == len(conversation())  # every message recorded once
+
+
+def test_the_section_stays_within_its_budget_and_keeps_the_values_in_focus():
+    damc = DecisionMemory(store=InMemoryStore())
+    block = DamcMemoryBlock(memory=damc, budget=150)
+    memory = memory_with(block)
+
+    system = put_all(memory, conversation())[0].content
+
+    section = system[system.index("<damc>") + len("<damc>") : system.index("</damc>")].strip()
+    assert damc.counter.count(section) <= 160  # the section's lines, counted one by one
+    assert "HAT107" in section and "credit_card_4421486" in section
+    assert "HAT111" not in section  # the search's other rows did not make the cut
+    assert len(section) < len(json.dumps(FLIGHTS)) / 3
+
+
+def test_a_function_agent_sees_the_cards_of_its_earlier_run(recording_llm):
+    llm = recording_llm(*FUNCTION_SCRIPT, ChatMessage(role="assistant", content="With credit_card_4421486."))
+    damc = DecisionMemory(store=InMemoryStore(), settings=MemorySettings(budget=400))
+    memory = memory_with(DamcMemoryBlock(memory=damc), token_limit=300, chat_history_token_ratio=0.3)
+    agent = FunctionAgent(tools=TOOLS, llm=llm, system_prompt="You book flights.")
+
+    async def two_runs():
+        first = await agent.run(QUESTION, memory=memory)
+        second = await agent.run("Which card did I use?", memory=memory)
+        return str(first), str(second)
+
+    answers = asyncio.run(two_runs())
+
+    follow_up = llm.received[-1]
+    assert answers == (ANSWER, "With credit_card_4421486.")
+    assert follow_up[0].content == "You book flights."
+    assert follow_up[1].role.value == "system" and "<damc>" in follow_up[1].content  # Memory's own
+    for fact in ("credit_card_4421486", "HAT107", "4WQ150"):
+        assert fact in text(follow_up)
+    assert follow_up[-1].content == "Which card did I use?"
+    assert len(text(follow_up)) < len(json.dumps(FLIGHTS))  # the search is a card, not its raw rows
+
+
+def test_one_block_keeps_each_memory_session_apart():
+    damc = DecisionMemory(store=InMemoryStore())
+    block = DamcMemoryBlock(memory=damc)
+    first, second = memory_with(block, "trip-1"), memory_with(block, "trip-2")
+
+    put_all(first, conversation())
+    other = put_all(
+        second,
+        [
+            ChatMessage(role="user", content="What is the weather in Paris? I will travel there soon."),
+            ChatMessage(role="assistant", content="I can only help with flights, sorry."),
+            ChatMessage(role="user", content="Then find me a flight to Paris."),
+        ],
+    )
+
+    assert "credit_card_4421486" not in text(other)
+    assert len(damc.cards()) == len(conversation())
+    assert len(damc.for_session("trip-2").cards()) == 3
+
+
+def test_truncation_builds_the_section_again_with_fewer_tokens():
+    damc = DecisionMemory(store=InMemoryStore(), settings=MemorySettings(budget=400))
+    block = DamcMemoryBlock(memory=damc, priority=1)
+    whole = put_all(memory_with(block), conversation())[0].content
+
+    tight = put_all(memory_with(block, "trip-1b", token_limit=260), conversation())[0].content
+
+    assert damc.counter.count(tight) < damc.counter.count(whole)
+    assert "HAT107" in tight  # the request's flight is worth most
+    assert asyncio.run(block.atruncate(whole, 10_000)) is None
+
+
+def test_a_store_that_fails_leaves_the_agent_with_memorys_own_queue(tmp_path, caplog):
+    store = SQLiteStore(tmp_path / "memory.sqlite3")
+    memory = memory_with(DamcMemoryBlock(memory=DecisionMemory(store=store)))
+    store.close()
+
+    sent = put_all(memory, conversation())
+
+    assert [m.content for m in sent] == ["Yes, book HAT107 with my visa."]
+    assert "damc: " in caplog.text
