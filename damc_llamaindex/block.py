@@ -18,7 +18,7 @@ from llama_index.core.memory.memory import BaseMemoryBlock
 
 from damc_core import DecisionMemory
 
-from ._recorder import recorder_for
+from ._recorder import message_text, recorder_for
 
 logger = logging.getLogger("damc.llamaindex")
 
@@ -85,5 +85,15 @@ class DamcMemoryBlock(BaseMemoryBlock[str]):
 
 
 def _dialogue(messages: list[ChatMessage]) -> list[ChatMessage]:
-    """The conversation's turns: system messages are the agent's prompt (and the section's host)."""
-    return [m for m in messages if m.role != MessageRole.SYSTEM]
+    """The conversation's turns: system messages are the agent's prompt (and the section's host).
+
+    ``Memory.aget(input=...)`` appends the input as a user turn to a history the agent has put it
+    in already: a user turn repeated at the very end is that one turn."""
+    turns = [m for m in messages if m.role != MessageRole.SYSTEM]
+    if (
+        len(turns) >= 2
+        and turns[-1].role == turns[-2].role == MessageRole.USER
+        and message_text(turns[-1]) == message_text(turns[-2])
+    ):
+        turns.pop()
+    return turns

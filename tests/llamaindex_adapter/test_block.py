@@ -106,6 +106,7 @@ def test_a_function_agent_sees_the_cards_of_its_earlier_run(recording_llm):
         assert fact in text(follow_up)
     assert follow_up[-1].content == "Which card did I use?"
     assert len(text(follow_up)) < len(json.dumps(FLIGHTS))  # the search is a card, not its raw rows
+    assert [c.kind.value for c in damc.cards()].count("user_instruction") == 2  # each question once
 
 
 def test_one_block_keeps_each_memory_session_apart():
@@ -149,3 +150,17 @@ def test_a_store_that_fails_leaves_the_agent_with_memorys_own_queue(tmp_path, ca
 
     assert [m.content for m in sent] == ["Yes, book HAT107 with my visa."]
     assert "damc: " in caplog.text
+
+
+def test_the_input_memory_appends_to_a_history_holding_it_is_one_turn():
+    damc = DecisionMemory(store=InMemoryStore())
+    memory = memory_with(DamcMemoryBlock(memory=damc))
+
+    async def go():
+        await memory.aget(input=QUESTION)  # a workflow agent asks before it puts the input
+        await memory.aput(ChatMessage(role="user", content=QUESTION))
+        return await memory.aget(input=QUESTION)  # and again on every step of the run
+
+    asyncio.run(go())
+
+    assert [damc.recall(c.id)["content"] for c in damc.cards()] == [QUESTION]
