@@ -230,8 +230,8 @@ class Recorder:
         self._outputs: weakref.WeakValueDictionary[int, ToolOutput] = weakref.WeakValueDictionary()
         """Tool outputs recorded, by identity: a span and the event stream report the same object."""
         self._texts: Counter[tuple[str, str]] = Counter()
-        self._text_cards: dict[tuple[str, str], list[str]] = {}
-        """(role, text) of a turn -> its cards, one per occurrence."""
+        self._text_cards: dict[tuple[str, str], list[list[str]]] = {}
+        """(role, text) of a turn -> its cards (a ReAct transcript has several), per occurrence."""
         self._steps: dict[tuple[str, str, str], tuple[str, str, str]] = {}
         """(tool, arguments, observation) of a ReAct step -> (call id, call card, result card)."""
         self._react_ids: set[str] = set()
@@ -251,10 +251,6 @@ class Recorder:
         with self._lock:
             if message.role == MessageRole.USER:
                 self.pending.clear()  # a new user turn: the previous run's scratchpad is history now
-            steps = parse_react(message_text(message)) if message.role == MessageRole.ASSISTANT else None
-            if steps is not None:
-                self._record_react(steps, confirm=True)
-                return
             self._record(message, confirm=True)
 
     def produced_ids(self) -> set[int]:
@@ -290,17 +286,18 @@ class Recorder:
             found: set[str] = set()
             for message in reversed(messages):
                 event = to_event(message)
+                occurrences: list[list[str]]
                 if event["role"] == "tool":
                     key = _result_key(event["tool_call_id"], message.blocks)
-                    cards = self._seen.get(key, [])
+                    occurrences = [[c] for c in self._seen.get(key, [])]
                 elif event.get("tool_calls"):
                     key = _call_key(event["tool_calls"][0])
-                    cards = self._seen.get(key, [])
+                    occurrences = [[c] for c in self._seen.get(key, [])]
                 else:
                     key = json.dumps([event["role"], event["content"] or ""])
-                    cards = self._text_cards.get((event["role"], event["content"] or ""), [])
-                if taken[key] < len(cards):
-                    found.add(cards[-1 - taken[key]])
+                    occurrences = self._text_cards.get((event["role"], event["content"] or ""), [])
+                if taken[key] < len(occurrences):
+                    found.update(occurrences[-1 - taken[key]])
                 taken[key] += 1
             return found
 
@@ -409,10 +406,14 @@ class Recorder:
             return
         key = (role, event["content"] or "")
         self._texts[key] += 1
-        self._originals.setdefault(f"text:{role}:{key[1]}", message)
-        card_id = self.memory.observe(event).id
-        self._text_cards.setdefault(key, []).append(card_id)
-        self._track(card_id, confirm)
+        steps = parse_react(key[1]) if role == "assistant" else None
+        if steps is not None:  # a ReAct transcript: its actions and observations become calls and results
+            cards = self._record_react(steps, confirm=confirm)
+        else:
+            self._originals.setdefault(f"text:{role}:{key[1]}", message)
+            cards = [self.memory.observe(event).id]
+            self._track(cards[0], confirm)
+        self._text_cards.setdefault(key, []).append(cards)
 
     def record_react_tail(self, messages: Sequence[ChatMessage]) -> dict[int, Card]:
         """ReAct scratchpad messages (assistant actions, ``Observation:`` turns): record new steps,
@@ -433,18 +434,24 @@ class Recorder:
                     action = None
             return found
 
-    def _record_react(self, steps: list[ReactStep], *, confirm: bool) -> None:
+    def _record_react(self, steps: list[ReactStep], *, confirm: bool) -> list[str]:
+        """Record the steps of a ReAct transcript; return the ids of their result and answer cards."""
         action: ReactStep | None = None
+        cards = []
         for step in steps:
             if step.kind == "action":
                 action = step
             elif step.kind == "observation" and action is not None:
                 self._react_step(action, step.text, confirm=confirm)
+                _, call_card, result_card = self._steps[(action.tool, _args_key(action.arguments), step.text)]
+                cards += [call_card, result_card]
                 action = None
             elif step.kind == "answer":
                 key = ("assistant", step.answer)
                 self._texts[key] += 1
-                self._track(self.memory.observe({"role": "assistant", "content": step.answer}).id, confirm)
+                cards.append(self.memory.observe({"role": "assistant", "content": step.answer}).id)
+                self._track(cards[-1], confirm)
+        return cards
 
     def _react_step(self, action: ReactStep, observation: str, *, confirm: bool) -> str:
         """Record one action and its observation unless already recorded; return the result's card id."""

@@ -5,14 +5,25 @@ from __future__ import annotations
 import asyncio
 import json
 
-from llama_index.core.agent.workflow import FunctionAgent
+from llama_index.core.agent.workflow import FunctionAgent, ReActAgent
 from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.memory import Memory
+from llama_index.core.memory.memory import InsertMethod
 
 from damc_core import DecisionMemory, InMemoryStore, MemorySettings, SQLiteStore
 from damc_llamaindex import DamcMemoryBlock, offline_tokenizer
 
-from .scenario import ANSWER, FLIGHTS, FUNCTION_SCRIPT, QUESTION, TOOLS, call, text
+from .scenario import (
+    ANSWER,
+    FLIGHTS,
+    FUNCTION_SCRIPT,
+    QUESTION,
+    REACT_SCRIPT,
+    TOOLS,
+    call,
+    react_answer,
+    text,
+)
 
 USER_DETAILS = {
     "user_id": "mia_li_3668",
@@ -164,3 +175,29 @@ def test_the_input_memory_appends_to_a_history_holding_it_is_one_turn():
     asyncio.run(go())
 
     assert [damc.recall(c.id)["content"] for c in damc.cards()] == [QUESTION]
+
+
+def test_a_react_transcript_becomes_call_and_result_cards(recording_llm):
+    llm = recording_llm(*REACT_SCRIPT, react_answer("credit_card_4421486"), function_calling=False)
+    damc = DecisionMemory(store=InMemoryStore(), settings=MemorySettings(budget=400))
+    # ReActAgent drops a leading system message when it has no system prompt: put blocks in the user turn
+    memory = memory_with(
+        DamcMemoryBlock(memory=damc),
+        token_limit=300,
+        chat_history_token_ratio=0.3,
+        insert_method=InsertMethod.USER,
+    )
+    agent = ReActAgent(tools=TOOLS, llm=llm)
+
+    async def two_runs():
+        await agent.run(QUESTION, memory=memory)
+        await agent.run("Which card did I use?", memory=memory)
+
+    asyncio.run(two_runs())
+
+    results = [c for c in damc.cards() if c.kind.value == "tool_result"]
+    assert [c.tool_name for c in results] == ["get_user_details", "search_flights", "book"]
+    assert damc.recall(results[1].id)["content"] == json.dumps(FLIGHTS)
+    follow_up = llm.received[-1][-1]
+    assert follow_up.role.value == "user" and "<damc>" in follow_up.content
+    assert "credit_card_4421486" in follow_up.content and "Which card did I use?" in follow_up.content
