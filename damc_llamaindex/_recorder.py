@@ -435,7 +435,7 @@ class Recorder:
             return found
 
     def _record_react(self, steps: list[ReactStep], *, confirm: bool) -> list[str]:
-        """Record the steps of a ReAct transcript; return the ids of their result and answer cards."""
+        """Record the steps of a ReAct transcript; return the ids of their call, result and answer cards."""
         action: ReactStep | None = None
         cards = []
         for step in steps:
