@@ -20,13 +20,14 @@ pytest.importorskip("llama_cpp.server", reason="needs llama-cpp-python[server]")
 import httpx
 from llama_index.core.agent.workflow import FunctionAgent
 from llama_index.core.base.llms.types import ChatMessage
+from llama_index.core.memory import Memory
 from llama_index.core.tools import FunctionTool
 from llama_index.llms.openai_like import OpenAILike
 
 from damc_core import DecisionMemory, InMemoryStore, MemorySettings, testing
-from damc_llamaindex import DamcLLM
+from damc_llamaindex import DamcLLM, DamcMemoryBlock, offline_tokenizer
 
-from .scenario import run
+from .scenario import call, run
 
 PLAN = [name for name, _, _ in testing.BOOKING_STEPS]
 QUESTION = "Book HAT107 on 2024-05-20 for mia_li_3668"
@@ -120,3 +121,46 @@ def test_a_function_agent_runs_on_a_real_model_through_damc(
     kinds = [c.kind.value for c in memory.cards()]
     assert kinds[:3] == ["user_instruction", "tool_call", "tool_result"]
     assert kinds.count("tool_call") == kinds.count("tool_result")  # every call the agent ran, with its result
+
+
+def test_memory_with_a_damc_block_runs_on_a_real_model(chat_server, recorded_http, short_arguments):
+    damc = DecisionMemory(store=InMemoryStore())
+    chat_memory = Memory.from_defaults(
+        token_limit=400,
+        chat_history_token_ratio=0.2,
+        memory_blocks=[DamcMemoryBlock(memory=damc, budget=300)],
+        tokenizer_fn=offline_tokenizer(),
+    )
+    earlier = [  # an earlier run: Memory's queue flushes it to the block
+        ChatMessage(role="user", content=QUESTION),
+        call("get_user_details", {"user_id": "mia_li_3668"}, "call_1"),
+        ChatMessage(
+            role="tool",
+            content=testing.get_user_details("mia_li_3668"),
+            additional_kwargs={"tool_call_id": "call_1", "name": "get_user_details"},
+        ),
+        ChatMessage(role="assistant", content="Your profile has a visa card. Which flight?"),
+    ]
+    chat_memory.put_messages(earlier)
+    agent = FunctionAgent(
+        tools=list(booking_tools(short_arguments).values()),
+        llm=local_model(chat_server, recorded_http),
+        system_prompt="You book flights.",
+        streaming=False,
+    )
+
+    run(
+        agent,
+        "Which card is on my profile?",
+        memory=chat_memory,
+        max_iterations=1,
+        early_stopping_method="generate",
+    )
+
+    assert recorded_http.statuses == [200] * len(recorded_http.requests)
+    sent = recorded_http.requests[0]["messages"]
+    section = next(m["content"] for m in sent if m["role"] == "system" and "<damc>" in m["content"])
+    assert "credit_card_4421486" in section  # the profile, flushed from Memory's queue, as its card
+    assert sent[-1] == {"role": "user", "content": "Which card is on my profile?"}
+    assert "Which card is on my profile?" not in section
+    assert [damc.recall(c.id)["content"] for c in damc.cards()][2] == earlier[2].content
