@@ -9,9 +9,10 @@ from llama_index.core.agent.workflow import FunctionAgent, ReActAgent
 from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.memory import Memory
 from llama_index.core.memory.memory import InsertMethod
+from llama_index.core.tools import FunctionTool
 
 from damc_core import DecisionMemory, InMemoryStore, MemorySettings, SQLiteStore
-from damc_llamaindex import DamcMemoryBlock, offline_tokenizer
+from damc_llamaindex import DamcMemoryBlock, DamcSpanHandler, offline_tokenizer
 
 from .scenario import (
     ANSWER,
@@ -201,3 +202,32 @@ def test_a_react_transcript_becomes_call_and_result_cards(recording_llm):
     follow_up = llm.received[-1][-1]
     assert follow_up.role.value == "user" and "<damc>" in follow_up.content
     assert "credit_card_4421486" in follow_up.content and "Which card did I use?" in follow_up.content
+
+
+def test_with_span_capture_a_tools_own_data_is_recorded_once(recording_llm):
+    def get_user_details(user_id: str) -> dict:
+        """Look up a user."""
+        return USER_DETAILS
+
+    llm = recording_llm(
+        call("get_user_details", {"user_id": "mia_li_3668"}, "c1"),
+        ChatMessage(role="assistant", content="You have a visa card."),
+        ChatMessage(role="assistant", content="credit_card_4421486"),
+    )
+    damc = DecisionMemory(store=InMemoryStore())
+    memory = memory_with(DamcMemoryBlock(memory=damc), token_limit=300, chat_history_token_ratio=0.2)
+    agent = FunctionAgent(
+        tools=[FunctionTool.from_defaults(get_user_details)], llm=llm, system_prompt="Help."
+    )
+    DamcSpanHandler.attach(damc, agent)  # records each tool's output as it returns, as data
+
+    async def two_runs():
+        await agent.run("Which cards do I have? I am mia_li_3668.", memory=memory)
+        await agent.run("Which one is the visa?", memory=memory)
+
+    asyncio.run(two_runs())
+
+    (result,) = [c for c in damc.cards() if c.kind.value == "tool_result"]
+    assert json.loads(damc.recall(result.id)["content"]) == USER_DETAILS  # the dict, not its repr
+    assert [c.kind.value for c in damc.cards()].count("tool_call") == 1
+    assert "credit_card_4421486" in text(llm.received[-1])
