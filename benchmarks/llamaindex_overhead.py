@@ -1,7 +1,9 @@
 """Per-step overhead of DAMC's LlamaIndex surfaces against the same ``FunctionAgent`` bare.
 
 ``DamcLLM`` plus ``DamcMemory`` (context assembled for every model call), and ``DamcSpanHandler``
-alone (tool results recorded from instrumentation spans).
+alone (tool results recorded from instrumentation spans). ``DamcMemoryBlock`` is measured against
+llama-index-core's ``Memory`` alone, both holding an earlier conversation of as many searches
+(flushed from ``Memory``'s queue into the block's cards).
 
 The LLM is a scripted function-calling model that answers instantly, so the difference between
 the runs is what DAMC adds per step.
@@ -25,11 +27,11 @@ from llama_index.core.agent.workflow import FunctionAgent
 from llama_index.core.base.llms.types import ChatMessage, ChatResponse, LLMMetadata, ToolCallBlock
 from llama_index.core.llms.function_calling import FunctionCallingLLM
 from llama_index.core.llms.llm import ToolSelection
-from llama_index.core.memory import ChatMemoryBuffer
+from llama_index.core.memory import ChatMemoryBuffer, Memory
 from llama_index.core.tools import FunctionTool
 
 from damc_core import DecisionMemory, InMemoryStore, MemorySettings
-from damc_llamaindex import DamcLLM, DamcMemory, DamcSpanHandler, offline_tokenizer
+from damc_llamaindex import DamcLLM, DamcMemory, DamcMemoryBlock, DamcSpanHandler, offline_tokenizer
 
 
 class ScriptedLLM(FunctionCallingLLM):
@@ -120,12 +122,59 @@ def script(steps: int) -> list[ChatMessage]:
     return [*calls, ChatMessage(role="assistant", content="done")]
 
 
+def earlier_conversation(steps: int) -> list[ChatMessage]:
+    """A finished search conversation, as ``Memory`` holds one: each call and its result."""
+    messages = [ChatMessage(role="user", content="Find me a hotel in Dallas")]
+    for i in range(steps):
+        call = ToolCallBlock(
+            tool_call_id=f"e{i}", tool_name="search_hotels", tool_kwargs={"city": "Dallas", "page": i}
+        )
+        messages += [
+            ChatMessage(role="assistant", blocks=[call]),
+            ChatMessage(
+                role="tool", content=search_hotels("Dallas", i), additional_kwargs={"tool_call_id": f"e{i}"}
+            ),
+        ]
+    return [*messages, ChatMessage(role="assistant", content="H00001 in Dallas is free.")]
+
+
+BLOCK_MS: list[float] = []
+"""Milliseconds spent inside the block's own get and put, per run."""
+
+
+class TimedBlock(DamcMemoryBlock):
+    """The block, timing its own work: ``Memory`` renders its template of blocks on every get
+    that any block fills, which is ``Memory``'s cost with any block, not DAMC's."""
+
+    async def _aget(self, messages: list[ChatMessage] | None = None, **block_kwargs: Any) -> str:
+        start = time.perf_counter()
+        try:
+            return await super()._aget(messages, **block_kwargs)
+        finally:
+            BLOCK_MS[-1] += (time.perf_counter() - start) * 1000
+
+    async def _aput(self, messages: list[ChatMessage]) -> None:
+        start = time.perf_counter()
+        try:
+            await super()._aput(messages)
+        finally:
+            BLOCK_MS[-1] += (time.perf_counter() - start) * 1000
+
+
 def run(steps: int, surface: str) -> float:
     llm: Any = ScriptedLLM(script=script(steps))
     memory: Any = ChatMemoryBuffer.from_defaults(tokenizer_fn=offline_tokenizer())
     damc = DecisionMemory(store=InMemoryStore(), settings=MemorySettings(budget=1500))
     if surface == "proxy":
         llm, memory = DamcLLM(llm=llm, memory=damc), DamcMemory(memory=damc)
+    if surface in ("memory", "block"):
+        blocks = [TimedBlock(memory=damc)] if surface == "block" else []
+        memory = Memory.from_defaults(
+            token_limit=4000, memory_blocks=blocks, tokenizer_fn=offline_tokenizer()
+        )
+        BLOCK_MS.append(0.0)
+        memory.put_messages(earlier_conversation(steps))
+        BLOCK_MS[-1] = 0.0  # the run's own gets and puts from here on
     agent = FunctionAgent(tools=TOOLS, llm=llm)
     handler = DamcSpanHandler.attach(damc, agent) if surface == "spans" else None
 
@@ -146,7 +195,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=60)
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
-    for surface in ("bare", "proxy", "spans"):
+    for surface in ("bare", "proxy", "spans", "memory", "block"):
         run(5, surface)  # warm imports and caches
     print(f"steps per run {args.steps}, runs {args.repeats}, ms per step (median of runs)")
     bare = statistics.median(run(args.steps, "bare") for _ in range(args.repeats))
@@ -156,6 +205,13 @@ def main() -> None:
     ):
         damc = statistics.median(run(args.steps, surface) for _ in range(args.repeats))
         print(f"{label:38} bare {bare:7.2f}  with DAMC {damc:7.2f}  overhead {damc - bare:6.2f}")
+    alone = statistics.median(run(args.steps, "memory") for _ in range(args.repeats))
+    BLOCK_MS.clear()
+    block = statistics.median(run(args.steps, "block") for _ in range(args.repeats))
+    own = statistics.median(BLOCK_MS) / (args.steps + 1)
+    label = "FunctionAgent + Memory + DamcMemoryBlock"
+    print(f"{label:38} Memory {alone:5.2f}  with DAMC {block:7.2f}  overhead {block - alone:6.2f}")
+    print(f"{'':38} of which in the block's own get and put: {own:6.2f}")
 
 
 if __name__ == "__main__":
