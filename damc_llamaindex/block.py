@@ -10,6 +10,7 @@ decision focus and the request, but they are never repeated in the section: ``Me
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any
 
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
@@ -78,7 +79,9 @@ class DamcMemoryBlock(BaseMemoryBlock[str]):
             recorder = recorder_for(memory)
             recorder.observe_view(view, confirm=True)
             built = memory.build(budget=budget, exclude=recorder.cards_of(view), recent_messages=0)
-            return built.memory
+            # Memory wraps the text in <memory><name>: tool text must not close <name> either
+            tag = re.compile(rf"<\s*/?\s*{re.escape(self.name)}\b[^>]*>", re.I)
+            return tag.sub(lambda m: m.group(0).replace("<", "&lt;"), built.memory)
         except Exception:  # the agent goes on with Memory's own queue
             logger.exception("damc: building the memory section failed")
             return ""
