@@ -10,7 +10,6 @@ decision focus and the request, but they are never repeated in the section: ``Me
 from __future__ import annotations
 
 import logging
-import re
 from typing import Any
 
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
@@ -18,6 +17,7 @@ from llama_index.core.bridge.pydantic import ConfigDict, Field, PrivateAttr
 from llama_index.core.memory.memory import BaseMemoryBlock
 
 from damc_core import DecisionMemory
+from damc_core.assemble import neutralise_tags
 
 from ._recorder import message_text, recorder_for
 
@@ -80,8 +80,7 @@ class DamcMemoryBlock(BaseMemoryBlock[str]):
             recorder.observe_view(view, confirm=True)
             built = memory.build(budget=budget, exclude=recorder.cards_of(view), recent_messages=0)
             # Memory wraps the text in <memory><name>: tool text must not close <name> either
-            tag = re.compile(rf"<\s*/?\s*{re.escape(self.name)}\b[^>]*>", re.I)
-            return tag.sub(lambda m: m.group(0).replace("<", "&lt;"), built.memory)
+            return neutralise_tags(built.memory, self.name)
         except Exception:  # the agent goes on with Memory's own queue
             logger.exception("damc: building the memory section failed")
             return ""
