@@ -46,7 +46,7 @@ from .encode import (
 )
 from .errors import ConfigError
 from .extract import FUNCTION_WORDS, IDENTIFIER_TERM, exact_terms, is_identifier
-from .select import HybridSelector, Selector, Supersession, upgrade_detail
+from .select import FAR_OVER_BUDGET, OVER_BUDGET, HybridSelector, Selector, Supersession, upgrade_detail
 from .stores import MemoryStore, SQLiteStore
 from .tokens import (
     MESSAGE_OVERHEAD,
@@ -650,12 +650,23 @@ class DecisionMemory:
         )
         header = self._count_lines(fence_memory([])) + MESSAGE_OVERHEAD
         memory_budget = max(0, budget - self._count_messages(recent) - header)
-        kept, dropped = self._select(self.valuator.value(candidates, context=context), wide, memory_budget)
+        valued = self.valuator.value(candidates, context=context)
+        kept, dropped = self._select(valued, wide, memory_budget)
+        richer = {index: [message] for index, message in whole.items()}
+        if lean := self._recent_yielding(recent_entries, recent, dropped, context, wide):
+            for index, message in enumerate(recent):
+                if lean[index] is not message:
+                    richer.setdefault(index, []).append(message)
+            recent = lean
+            memory_budget = max(0, budget - self._count_messages(recent) - header)
+            kept, dropped = self._select(valued, wide, memory_budget)
         room = memory_budget - sum(s.card.tokens for s in kept)
-        for index, message in whole.items():  # a result cut to its share goes whole if cards left room
-            extra = self._count_messages([message]) - self._count_messages([recent[index]])
-            if extra <= room:
-                recent[index], room = message, room - extra
+        for index, forms in richer.items():  # a result cut for the cards goes back if they left room
+            for message in forms:
+                extra = self._count_messages([message]) - self._count_messages([recent[index]])
+                if extra <= room:
+                    recent[index], room = message, room - extra
+                    break
         memory = fence_memory([self._line(s.card, context.now) for s in kept]) if kept else ""
         messages = self.assembler.assemble(system=system, memory=memory, recent=recent)
         decisions += [
@@ -726,6 +737,43 @@ class DecisionMemory:
                 recent = [send(e, focus, detail="key", limit=share) for e in entries]
             whole = {}
         return entries, recent, whole
+
+    def _recent_yielding(
+        self,
+        entries: list[_Entry],
+        recent: list[Message],
+        dropped: list[tuple[ScoredCard, str]],
+        context: ValuationContext,
+        focus: DecisionFocus,
+    ) -> list[Message] | None:
+        """The recent window with its tool results at skeleton detail, when the selection dropped
+        for room a card worth more than such a result; else None. As a card, the newest result
+        competes by value like any other; sent as a message it must stay, but only as much of it
+        as the more valuable cards leave room for (the rest is restored if they leave it)."""
+        wanted = max(
+            (item.value for item, why in dropped if why in (OVER_BUDGET, FAR_OVER_BUDGET)), default=0.0
+        )
+        results = {
+            i: self._session.cards[e.card_id]
+            for i, e in enumerate(entries)
+            if e.message.get("role") == "tool"
+        }
+        if wanted < NEWEST_YIELDS_TO or not results:
+            return None
+        values = {
+            item.card.id: item.value for item in self.valuator.value(list(results.values()), context=context)
+        }
+        shown = self._calls_shown(entries)
+        lean = list(recent)
+        for i, card in results.items():
+            if values.get(card.id, 1.0) >= wanted:
+                continue
+            skeleton = self._recent_message(entries[i], focus, detail="skeleton", calls_shown=shown)
+            if _shows_a_value(card, skeleton.get("content") or "") and (
+                self._count_messages([skeleton]) < self._count_messages([recent[i]])
+            ):
+                lean[i] = skeleton
+        return lean if any(a is not b for a, b in zip(lean, recent, strict=True)) else None
 
     def _triage(
         self, shortlist: list[Card], recent_ids: set[str], excluded: frozenset[str]
@@ -824,7 +872,7 @@ class DecisionMemory:
             if self._selector_takes_leaner
             else self.selector.select(based, budget=budget)
         )
-        selection.dropped.extend((item, "far outside the budget in value order") for item in beyond)
+        selection.dropped.extend((item, FAR_OVER_BUDGET) for item in beyond)
 
         def at(detail: Detail) -> Callable[[Card], Card]:
             def richer(card: Card) -> Card:
@@ -1296,6 +1344,14 @@ def _with_categories(card: Card, said: Collection[str]) -> Card:
         card,
         facts=(*card.facts, *(Fact("text", word, "value") for word in new)),
         terms=card.terms | set(new),
+    )
+
+
+def _shows_a_value(card: Card, text: str) -> bool:
+    """Whether ``text`` shows one of the card's values (a skeleton of a name -> id mapping shows
+    none: its names are not identifiers)."""
+    return any(fact.value in text for fact in card.facts) or any(
+        cell and cell in text for table in card.tables for row in table.rows for cell in row
     )
 
 

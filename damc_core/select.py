@@ -40,6 +40,7 @@ class Selector(Protocol):
 
 
 OVER_BUDGET = "over the token budget"
+FAR_OVER_BUDGET = "far outside the budget in value order"
 LEAN_TRIES = 8
 """Lean renderings that did not fit, after which a selection stops asking for more: near the end
 of the budget almost none fit, and each costs a rendering."""

@@ -593,3 +593,68 @@ def test_a_request_longer_than_half_the_budget_is_sent_cut_not_left_out(make_mem
     assert "(cut: recall c0)" in built.messages[0]["content"]
     assert "cabin=economy" in "\n".join(str(m.get("content")) for m in built.messages)
     assert built.total_tokens <= 400
+
+
+def _going_through_reservations(memory, msg) -> None:
+    """An account listing five reservations, and the second one looked up: the agent has three
+    still to go through."""
+    memory.observe(msg.user("I'm amelia_davis_8890. Please cancel all my remaining reservations."))
+    memory.observe(msg.call("u", "get_user_details", {"user_id": "amelia_davis_8890"}))
+    account = {
+        "user_id": "amelia_davis_8890",
+        "name": {"first_name": "Amelia", "last_name": "Davis"},
+        "payment_methods": {
+            f"gift_card_{n}": {"source": "gift_card", "amount": n % 300} for n in (7397998, 1647044)
+        },
+        "reservations": ["8C8K4E", "UDMOP1", "XAZ3C0", "LU15PA", "MSJ4OA"],
+    }
+    memory.observe(msg.result("u", "get_user_details", account))
+    for code, origin, numbers in (("8C8K4E", "BOS", (247, 193)), ("UDMOP1", "SFO", (110, 272, 301, 158))):
+        memory.observe(msg.call(code, "get_reservation_details", {"reservation_id": code}))
+        flights = [
+            {
+                "origin": origin,
+                "destination": "DEN",
+                "flight_number": f"HAT{n:03d}",
+                "date": f"2024-05-{n % 28 + 1:02d}",
+                "price": 100 + n,
+            }
+            for n in numbers
+        ]
+        passengers = [{"first_name": "Amelia", "last_name": "Davis", "dob": "1984-03-05"}]
+        memory.observe(
+            msg.result(
+                code,
+                "get_reservation_details",
+                {
+                    "reservation_id": code,
+                    "user_id": "amelia_davis_8890",
+                    "cabin": "business",
+                    "flights": flights,
+                    "passengers": passengers,
+                    "insurance": "no",
+                },
+            )
+        )
+
+
+def test_a_result_in_the_recent_window_gives_way_to_a_more_valuable_card(make_memory, msg, memory_text):
+    memory = make_memory(settings=MemorySettings(budget=220, recent_messages=2))
+    _going_through_reservations(memory, msg)
+
+    built = memory.build()
+
+    assert "LU15PA" in memory_text(built.messages)  # the reservations still to go through
+    newest = built.messages[-1]
+    assert newest["role"] == "tool"
+    assert "HAT110" in newest["content"] and "2024-05-27" not in newest["content"]  # its skeleton
+    assert built.total_tokens <= 220
+
+
+def test_a_result_in_the_recent_window_is_sent_whole_when_the_cards_leave_room(make_memory, msg):
+    memory = make_memory(settings=MemorySettings(budget=1200, recent_messages=2))
+    _going_through_reservations(memory, msg)
+
+    newest = memory.build().messages[-1]
+
+    assert "2024-05-27" in newest["content"] and "372" in newest["content"]
