@@ -246,21 +246,24 @@ class TemplateCompressor:
         newer = dict(card.stale_facts)
         wanted = card.used_terms | (focus.terms if focus is not None else frozenset())
         fields = focus.fields if focus is not None else frozenset()
+        named = focus.named if focus is not None else frozenset()
         omitted = False
         for fact in () if card.text else card.facts:
             if (fact.path, fact.value) in echoed:
                 continue  # already in the call header
             if fact.path in newer:
                 fact = replace(fact, value=f"see {newer[fact.path]}")  # a newer card changed it
+            asked_for = set(field_name(fact.path).split("_")) <= named  # the user asks for it by name
             telling = (
                 fact.kind in ("status", "error", "id")
                 or mentions(fact.value, wanted)
                 or field_name(fact.path) in fields
+                or asked_for
             )
             if detail == "skeleton" and not telling:
                 omitted = True
                 continue
-            if detail == "key" and not _is_key_value(fact.kind, fact.value):
+            if detail == "key" and not asked_for and not _is_key_value(fact.kind, fact.value):
                 if not _DATUM_KEY.fullmatch(fact.path.rpartition(".")[2]):
                     continue
                 fact = replace(fact, value=_clip(fact.value, 24))  # the key is the datum (e.g. ``SFO``)

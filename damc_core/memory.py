@@ -77,6 +77,8 @@ from .value import (
     ValuationContext,
     Valuator,
     heuristics_of,
+    topic_words,
+    vocabulary_of,
 )
 
 logger = logging.getLogger("damc")
@@ -307,7 +309,17 @@ class DecisionMemory:
         self.clock = clock
         self._session = _Session()
         self._render_cache: dict[
-            tuple[str, Detail, bool, frozenset[str] | None, frozenset[str], frozenset[str], int, int | None],
+            tuple[
+                str,
+                Detail,
+                bool,
+                frozenset[str] | None,
+                frozenset[str],
+                frozenset[str],
+                frozenset[str],
+                int,
+                int | None,
+            ],
             Card,
         ] = {}
         self._line_tokens: dict[str, int] = {}
@@ -633,7 +645,7 @@ class DecisionMemory:
         budget = self._budget(budget)
         system = session.system_prompt if system is None else system
         focus = self._focus(query)
-        wide = DecisionFocus(focus.query, focus.terms | session.goal_terms, focus.tools, focus.fields)
+        wide = replace(focus, terms=focus.terms | session.goal_terms)
         excluded = frozenset(exclude)
         window = self.settings.recent_messages if recent_messages is None else recent_messages
         recent_entries, recent, whole = self._recent(budget, wide, excluded, window)
@@ -932,12 +944,14 @@ class DecisionMemory:
         ):
             relevant = card.terms & focus.terms
         fields = focus.fields if focus is not None and detail == "skeleton" else frozenset()
+        named = focus.named & vocabulary_of(card) if focus is not None and detail != "full" else frozenset()
         cache_key = (
             card.id,
             detail,
             call,
             relevant,
             fields,
+            named,
             card.used_terms,
             len(card.stale_rows) + len(card.stale_facts) + len(card.facts),  # each only grows
             cut_in_focus_order,
@@ -947,8 +961,8 @@ class DecisionMemory:
             if len(self._render_cache) > RENDER_CACHE_SIZE:
                 self._render_cache.clear()
             local = (
-                DecisionFocus(focus.query, relevant, fields=fields)
-                if focus is not None and relevant is not None
+                DecisionFocus(focus.query, relevant or frozenset(), fields=fields, named=named)
+                if focus is not None and (relevant is not None or named)
                 else None
             )
             if cut_in_focus_order is not None:
@@ -1188,10 +1202,9 @@ class DecisionMemory:
         if last_call is not None and last_call.card_id in self._session.cards:
             terms |= self._session.cards[last_call.card_id].terms
         users = [content_text(e.message.get("content")) for e in recent if e.message.get("role") == "user"]
+        asked = (query or (users[-1] if users else ""))[:WORDS_SCANNED]
         return DecisionFocus(
-            query=(query or (users[-1] if users else ""))[:WORDS_SCANNED],
-            terms=frozenset(terms),
-            fields=self._session.fields,
+            query=asked, terms=frozenset(terms), fields=self._session.fields, named=topic_words(asked)
         )
 
     # -- recall and inspection -----------------------------------------------------------------

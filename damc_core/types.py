@@ -187,6 +187,9 @@ class DecisionFocus:
     fields: frozenset[str] = frozenset()
     """Field names whose values calls take (argument names, and the fields of results that fed a
     call): what a skeleton keeps besides identifiers and the focus terms."""
+    named: frozenset[str] = frozenset()
+    """Words of the request that may name a field (``email``, ``membership``): a skeleton keeps a
+    record's value for a field the user asks about."""
 
 
 class ScoredCard(NamedTuple):

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from damc_core import DecisionFocus, SummarizingCompressor, TemplateCompressor
+from conftest import FLIGHTS
+
+from damc_core import DecisionFocus, MemorySettings, SummarizingCompressor, TemplateCompressor
 
 LONG_TEXT = (
     "The hotel Maris Lodge offers rooms from 2024-06-01 to 2024-06-05. "
@@ -160,6 +162,44 @@ def test_a_skeleton_keeps_the_fields_that_calls_take(memory, msg):
     assert "HAT136 2024-05-20" in skeleton and "HAT039 2024-05-22" in skeleton
     assert "612" not in skeleton and "A320" not in skeleton
     assert f"recall {card.id}" in skeleton
+
+
+def test_a_skeleton_keeps_the_field_the_user_asks_for_by_name(memory, msg):
+    memory.observe(msg.call("c1", "get_user_details", {"user_id": "mia_li_3668"}))
+    profile = {"email": "mia.li3818@example.com", "membership": "gold", "phone_last_four": "7447"}
+    card = memory.observe(msg.result("c1", "get_user_details", {"user_id": "mia_li_3668", **profile}))
+    compressor = TemplateCompressor()
+
+    memory.observe(msg.user("Great, please email me the whole itinerary."))
+    email = compressor.render(card, focus=memory.build().focus, detail="skeleton")
+    memory.observe(msg.user("And what are the last four digits of my phone?"))
+    phone = compressor.render(card, focus=memory.build().focus, detail="skeleton")
+
+    assert "mia.li3818@example.com" in email and "gold" not in email and "7447" not in email
+    assert "7447" in phone and "mia.li3818@example.com" not in phone  # a field named in words
+
+
+def test_a_tight_memory_shows_a_contact_field_once_the_user_asks_for_it(make_memory, msg, memory_text):
+    memory = make_memory(settings=MemorySettings(budget=175, recent_messages=0))
+    memory.observe(msg.user("Hi, I'm mia_li_3668."))
+    memory.observe(msg.call("c1", "get_user_details", {"user_id": "mia_li_3668"}))
+    profile = {
+        "email": "mia.li3818@example.com",
+        "membership": "gold",
+        "address": {"address1": "12 Elm St", "city": "Austin", "zip": "78701"},
+        "payment_methods": {"credit_card_4421486": {"brand": "visa", "last_four": "7447"}},
+    }
+    memory.observe(msg.result("c1", "get_user_details", {"user_id": "mia_li_3668", **profile}))
+    memory.observe(msg.call("c2", "search_flights", {"origin": "JFK", "destination": "SEA"}))
+    memory.observe(msg.result("c2", "search_flights", {"flights": FLIGHTS}))
+    memory.observe(msg.user("Book nothing yet."))
+    before = memory_text(memory.build().messages)  # key detail leaves contact data out
+
+    memory.observe(msg.user("Please email me the flight options."))
+    after = memory_text(memory.build().messages)
+
+    assert "mia.li3818@example.com" not in before
+    assert "mia.li3818@example.com" in after
 
 
 def test_a_skeleton_keeps_the_identifiers_of_every_row_of_a_short_table(memory, msg):
