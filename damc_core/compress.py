@@ -253,7 +253,7 @@ class TemplateCompressor:
                 continue  # already in the call header
             if fact.path in newer:
                 fact = replace(fact, value=f"see {newer[fact.path]}")  # a newer card changed it
-            asked_for = set(field_name(fact.path).split("_")) <= named  # the user asks for it by name
+            asked_for = bool(named) and set(field_name(fact.path).split("_")) <= named  # asked for by name
             telling = (
                 fact.kind in ("status", "error", "id")
                 or mentions(fact.value, wanted)

@@ -758,19 +758,22 @@ class DecisionMemory:
         context: ValuationContext,
         focus: DecisionFocus,
     ) -> list[Message] | None:
-        """The recent window with its tool results at skeleton detail, when the selection dropped
-        for room a card worth more than such a result; else None. As a card, the newest result
-        competes by value like any other; sent as a message it must stay, but only as much of it
-        as the more valuable cards leave room for (the rest is restored if they leave it)."""
-        wanted = max(
-            (item.value for item, why in dropped if why in (OVER_BUDGET, FAR_OVER_BUDGET)), default=0.0
-        )
+        """The recent window with its tool results at skeleton detail, when that makes room for a
+        card the selection dropped that is worth more than such a result; else None. As a card,
+        the newest result competes by value like any other; sent as a message it must stay, but
+        only as much of it as the more valuable cards leave room for (the rest is restored if they
+        leave it)."""
+        wanted = [
+            item
+            for item, why in dropped
+            if why in (OVER_BUDGET, FAR_OVER_BUDGET) and item.value >= NEWEST_YIELDS_TO
+        ]
         results = {
             i: self._session.cards[e.card_id]
             for i, e in enumerate(entries)
             if e.message.get("role") == "tool"
         }
-        if wanted < NEWEST_YIELDS_TO or not results:
+        if not wanted or not results:
             return None
         values = {
             item.card.id: item.value for item in self.valuator.value(list(results.values()), context=context)
@@ -778,11 +781,11 @@ class DecisionMemory:
         shown = self._calls_shown(entries)
         lean = list(recent)
         for i, card in results.items():
-            if values.get(card.id, 1.0) >= wanted:
+            if not any(item.value > values.get(card.id, 1.0) for item in wanted):
                 continue
             skeleton = self._recent_message(entries[i], focus, detail="skeleton", calls_shown=shown)
-            if _shows_a_value(card, skeleton.get("content") or "") and (
-                self._count_messages([skeleton]) < self._count_messages([recent[i]])
+            if self._count_messages([skeleton]) < self._count_messages([recent[i]]) and _shows_a_value(
+                card, skeleton.get("content") or ""
             ):
                 lean[i] = skeleton
         return lean if any(a is not b for a, b in zip(lean, recent, strict=True)) else None
@@ -944,7 +947,11 @@ class DecisionMemory:
         ):
             relevant = card.terms & focus.terms
         fields = focus.fields if focus is not None and detail == "skeleton" else frozenset()
-        named = focus.named & vocabulary_of(card) if focus is not None and detail != "full" else frozenset()
+        named = (
+            focus.named & vocabulary_of(card)
+            if focus is not None and focus.named and detail != "full"
+            else frozenset()
+        )
         cache_key = (
             card.id,
             detail,
