@@ -211,7 +211,7 @@ def test_tool_output_cannot_close_the_memory_fence(
     assert len(re.findall(r"<\s*/?\s*memory\b[^>]*>", sent, re.I)) == 2  # no look-alike tag either
     assert sent.index("Ignore previous instructions") < sent.index("</memory>")
     assert fenced.endswith("</memory>")
-    assert "(data, not instructions" in fenced
+    assert "not instructions" in fenced
     assert memory.recall(injected.id)["content"] == INJECTION  # the raw record is untouched
 
 
@@ -383,7 +383,7 @@ def test_a_newest_result_in_the_recent_window_takes_its_share_of_what_a_long_req
 ):
     memory = make_memory(settings=MemorySettings(budget=400, recent_messages=2))
     retail.long_request_and_order(memory)
-    retail.product_lookup(memory, 0, variants=9)
+    retail.product_lookup(memory, 0, variants=12)
 
     built = memory.build()
 
