@@ -18,7 +18,7 @@ import re
 import threading
 import time
 from collections import Counter, defaultdict, deque
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, ParamSpec, TypeVar
 
@@ -29,11 +29,8 @@ from .compress import (
     Compressor,
     Detail,
     TemplateCompressor,
-    identity_columns,
     mentions,
-    row_identifiers,
     row_names,
-    rows_by_focus,
 )
 from .encode import (
     DefaultEncoder,
@@ -46,6 +43,7 @@ from .encode import (
 )
 from .errors import ConfigError
 from .extract import FUNCTION_WORDS, IDENTIFIER_TERM, exact_terms, is_identifier
+from .render import CardRenderer
 from .select import FAR_OVER_BUDGET, OVER_BUDGET, HybridSelector, Selector, Supersession, upgrade_detail
 from .stores import MemoryStore, SQLiteStore
 from .tokens import (
@@ -55,7 +53,6 @@ from .tokens import (
     call_function,
     content_text,
     count_messages,
-    message_text,
 )
 from .types import (
     BuiltContext,
@@ -78,7 +75,6 @@ from .value import (
     Valuator,
     heuristics_of,
     topic_words,
-    vocabulary_of,
 )
 
 logger = logging.getLogger("damc")
@@ -88,7 +84,6 @@ R = TypeVar("R")
 
 KNOWN_ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
 
-RENDER_CACHE_SIZE = 50_000
 SHORTLIST_BUDGETS = 4
 """Cards are rendered for a decision only while their standing cost, in value order, stays within
 this many budgets (and at least ``SHORTLIST_MIN`` cards)."""
@@ -110,11 +105,6 @@ NEWEST_YIELDS_TO = 0.6
 """Value from which a card's room is kept from the newest tool result. The newest result is cut
 to ``newest_share`` only as far as such cards need the room: a greeting or a restated plan does
 not push out the rows the agent is about to pick from."""
-CUT_NAMES_SHARE = 1 / 3
-"""Most of a cut card's tokens that its hint may spend naming the rows left out."""
-CUT_NAMES_MIN_ROWS = 7
-"""Tables of at least this many rows are named in a cut's hint; a shorter one shows its rows."""
-
 RECALL_TOOL: dict[str, Any] = {
     "type": "function",
     "function": {
@@ -308,21 +298,7 @@ class DecisionMemory:
         self.supersession = Supersession()
         self.clock = clock
         self._session = _Session()
-        self._render_cache: dict[
-            tuple[
-                str,
-                Detail,
-                bool,
-                frozenset[str] | None,
-                frozenset[str],
-                frozenset[str],
-                frozenset[str],
-                int,
-                int | None,
-            ],
-            Card,
-        ] = {}
-        self._line_tokens: dict[str, int] = {}
+        self._renderer = CardRenderer(self.compressor, self.counter)
         self._lock = threading.RLock()
         self._built: tuple[int, str | None, BuiltContext] | None = None
         """(seq, system prompt, context) of the newest build: the context of the next call."""
@@ -402,14 +378,10 @@ class DecisionMemory:
         except Exception as exc:  # bad input must never crash the agent
             logger.warning("damc: could not encode event %s (%s); kept as raw record", record.id, exc)
             card = _fallback_card(message, record, card_id, exc)
-        summary = self.compressor.render(card)
-        raw_tokens = count_messages([message], self.counter)
-        card = replace(card, summary=summary, tokens=self._count_lines(summary) + 1, raw_tokens=raw_tokens)
+        card = replace(self._renderer.summarized(card), raw_tokens=count_messages([message], self.counter))
         self.store.put_cards(self.namespace, [card])
         card = self._derive(card, message)
-        self._rendered(
-            card, None, "key"
-        )  # warm the cache: a decision then renders only what the focus changes
+        self._renderer.render(card, None, "key")  # warm the cache: a decision renders what its focus changes
         return card
 
     def _derive(self, card: Card, message: Message) -> Card:
@@ -660,8 +632,8 @@ class DecisionMemory:
             last_used=session.last_used,
             namespace=self.namespace,
         )
-        header = self._count_lines(fence_memory([])) + MESSAGE_OVERHEAD
-        memory_budget = max(0, budget - self._count_messages(recent) - header)
+        header = self._renderer.count(fence_memory([])) + MESSAGE_OVERHEAD
+        memory_budget = max(0, budget - self._renderer.count_messages(recent) - header)
         valued = self.valuator.value(candidates, context=context)
         kept, dropped = self._select(valued, wide, memory_budget)
         richer = {index: [message] for index, message in whole.items()}
@@ -670,12 +642,13 @@ class DecisionMemory:
                 if lean[index] is not message:
                     richer.setdefault(index, []).append(message)
             recent = lean
-            memory_budget = max(0, budget - self._count_messages(recent) - header)
+            memory_budget = max(0, budget - self._renderer.count_messages(recent) - header)
             kept, dropped = self._select(valued, wide, memory_budget)
         room = memory_budget - sum(s.card.tokens for s in kept)
+        count = self._renderer.count_messages
         for index, forms in richer.items():  # a result cut for the cards goes back if they left room
             for message in forms:
-                extra = self._count_messages([message]) - self._count_messages([recent[index]])
+                extra = count([message]) - count([recent[index]])
                 if extra <= room:
                     recent[index], room = message, room - extra
                     break
@@ -694,10 +667,10 @@ class DecisionMemory:
             messages=messages,
             decisions=tuple(sorted(decisions, key=lambda d: _seq_of(d.card_id))),
             memory=memory,
-            memory_tokens=self._count_lines(memory) if memory else 0,
-            total_tokens=self._count_messages(messages),
+            memory_tokens=self._renderer.count(memory) if memory else 0,
+            total_tokens=self._renderer.count_messages(messages),
             unconsidered=len(session.cards) - len(shortlist),
-            raw_tokens=session.raw_tokens + (self._count_lines(system) + MESSAGE_OVERHEAD if system else 0),
+            raw_tokens=session.raw_tokens + (count([{"role": "system", "content": system}]) if system else 0),
             focus=focus,
         )
         self._built = (session.seq, system, built)
@@ -724,7 +697,7 @@ class DecisionMemory:
         shown = self._calls_shown(entries)
         send = functools.partial(self._recent_message, calls_shown=shown)
         recent = [send(e) for e in entries]
-        while recent and self._count_messages(recent) > budget * self.settings.recent_share:
+        while recent and self._renderer.count_messages(recent) > budget * self.settings.recent_share:
             rest = entries[1:]
             while rest and rest[0].message.get("role") == "tool":
                 rest = rest[1:]
@@ -732,19 +705,19 @@ class DecisionMemory:
                 break
             entries = rest
             recent = [send(e) for e in entries]
-        if self._count_messages(recent) > budget // 2:  # leave room for the memory section
+        if self._renderer.count_messages(recent) > budget // 2:  # leave room for the memory section
             recent = [send(e, focus if self._names_rows(e, focus) else None, detail="key") for e in entries]
         request = self._session.cards.get(self._session.newest.get("user") or "")
         asked = self._request_as_sent(request, budget) if request and request.id not in excluded else None
         result_share = self._newest_share(budget, asked)
         whole: dict[int, Message] = {}
         for index, (entry, message) in enumerate(zip(entries, recent, strict=True)):
-            if message.get("role") == "tool" and self._count_messages([message]) > result_share:
+            if message.get("role") == "tool" and self._renderer.count_messages([message]) > result_share:
                 whole[index] = message
                 recent[index] = send(entry, focus, detail="key", cut=result_share)
-        if self._count_messages(recent) > budget:
+        if self._renderer.count_messages(recent) > budget:
             recent = [send(e, focus, detail="key") for e in entries]
-            if self._count_messages(recent) > budget:  # a message alone is over the budget
+            if self._renderer.count_messages(recent) > budget:  # a message alone is over the budget
                 share = max(1, budget // (2 * len(entries)))
                 recent = [send(e, focus, detail="key", limit=share) for e in entries]
             whole = {}
@@ -784,9 +757,8 @@ class DecisionMemory:
             if not any(item.value > values.get(card.id, 1.0) for item in wanted):
                 continue
             skeleton = self._recent_message(entries[i], focus, detail="skeleton", calls_shown=shown)
-            if self._count_messages([skeleton]) < self._count_messages([recent[i]]) and _shows_a_value(
-                card, skeleton.get("content") or ""
-            ):
+            count = self._renderer.count_messages
+            if count([skeleton]) < count([recent[i]]) and _shows_a_value(card, skeleton.get("content") or ""):
                 lean[i] = skeleton
         return lean if any(a is not b for a, b in zip(lean, recent, strict=True)) else None
 
@@ -862,7 +834,7 @@ class DecisionMemory:
         def based_card(card: Card) -> Card:
             if asked is not None and card.id == request:
                 return asked
-            return self._rendered(card, view(card.id), base(card))
+            return self._renderer.render(card, view(card.id), base(card))
 
         based = [item._replace(card=based_card(item.card)) for item in scored]
         newest_cut: Card | None = None
@@ -873,14 +845,14 @@ class DecisionMemory:
                 if item.card.id != newest and item.value >= NEWEST_YIELDS_TO
             )
             share = max(self._newest_share(budget, asked), budget - yielded)
-            if self._rendered(originals[newest], None, "key").tokens > share:
-                newest_cut = self._rendered(originals[newest], focus, "key", cut_in_focus_order=share)
+            if self._renderer.render(originals[newest], None, "key").tokens > share:
+                newest_cut = self._renderer.render(originals[newest], focus, "key", cut_in_focus_order=share)
                 based = [item._replace(card=newest_cut) if item.card.id == newest else item for item in based]
 
         def leaner(card: Card, tokens: int) -> Card:
-            skeleton = self._rendered(originals[card.id], focus, "skeleton")
+            skeleton = self._renderer.render(originals[card.id], focus, "skeleton")
             lean = skeleton if skeleton.tokens < card.tokens else card
-            return lean if lean.tokens <= tokens else self._cut(lean, tokens)
+            return lean if lean.tokens <= tokens else self._renderer.cut(lean, tokens)
 
         selection = (
             self.selector.select(based, budget=budget, leaner=leaner)
@@ -892,8 +864,8 @@ class DecisionMemory:
         def at(detail: Detail) -> Callable[[Card], Card]:
             def richer(card: Card) -> Card:
                 if newest_cut is not None and card.id == newest:  # whole, if the rest left room
-                    return self._rendered(originals[card.id], None, "key")
-                return self._rendered(originals[card.id], view(card.id), detail)
+                    return self._renderer.render(originals[card.id], None, "key")
+                return self._renderer.render(originals[card.id], view(card.id), detail)
 
             return richer
 
@@ -913,158 +885,11 @@ class DecisionMemory:
         with values or restrictions (key detail), cut to their first lines (or characters) that
         fit the share if still too long."""
         limit = int(budget * REQUEST_SHARE)
-        full = self._rendered(request, None, "full")
+        full = self._renderer.render(request, None, "full")
         if full.tokens <= limit:
             return full
-        key = self._rendered(request, None, "key")
-        return key if key.tokens <= limit else self._cut(key, limit, clip=True)
-
-    def _rendered(
-        self,
-        card: Card,
-        focus: DecisionFocus | None,
-        detail: Detail,
-        *,
-        call: bool = True,
-        cut_in_focus_order: int | None = None,
-    ) -> Card:
-        """The card rendered at ``detail`` for this decision (see ``Detail``), cached.
-
-        A rendering that depends on the focus depends on it only through the focus terms the
-        card holds, so it is cached under those; the others are cached once per card state.
-        ``focus=None`` renders long tables whole (the result the agent is about to pick from);
-        ``call=False`` leaves the call out of a result's header (it is sent right after its call);
-        ``cut_in_focus_order``: tables whole with the rows ``focus`` matches first, cut to that
-        many tokens.
-        """
-        if card.kind not in _LEVELLED:
-            return card
-        # None: a rendering that ignores the focus (no long table, or shown whole).
-        relevant: frozenset[str] | None = None
-        if focus is not None and (
-            (cut_in_focus_order is not None and card.tables)
-            or self.compressor.depends_on_focus(card, detail=detail)
-        ):
-            relevant = card.terms & focus.terms
-        fields = focus.fields if focus is not None and detail == "skeleton" else frozenset()
-        named = (
-            focus.named & vocabulary_of(card)
-            if focus is not None and focus.named and detail != "full"
-            else frozenset()
-        )
-        cache_key = (
-            card.id,
-            detail,
-            call,
-            relevant,
-            fields,
-            named,
-            card.used_terms,
-            len(card.stale_rows) + len(card.stale_facts) + len(card.facts),  # each only grows
-            cut_in_focus_order,
-        )
-        rendered = self._render_cache.get(cache_key)
-        if rendered is None:
-            if len(self._render_cache) > RENDER_CACHE_SIZE:
-                self._render_cache.clear()
-            local = (
-                DecisionFocus(focus.query, relevant or frozenset(), fields=fields, named=named)
-                if focus is not None and (relevant is not None or named)
-                else None
-            )
-            if cut_in_focus_order is not None:
-                if local:
-                    ranked = replace(card, tables=tuple(rows_by_focus(t, local) for t in card.tables))
-                    whole = self._with_summary(ranked, self._render_text(ranked, None, detail, call=call))
-                else:  # the rendering in focus order is the plain one, rendered (or summarized) once
-                    whole = self._rendered(card, None, detail, call=call)
-                rendered = self._cut(whole, cut_in_focus_order)
-            else:
-                rendered = self._with_summary(card, self._render_text(card, local, detail, call=call))
-        if rendered.scores is not card.scores:  # rescored or relinked since rendered
-            rendered = replace(
-                rendered,
-                prior=card.prior,
-                scores=card.scores,
-                decision_links=card.decision_links,
-                superseded_by=card.superseded_by,
-            )
-        self._render_cache[cache_key] = rendered
-        return rendered
-
-    def _render_text(self, card: Card, focus: DecisionFocus | None, detail: Detail, *, call: bool) -> str:
-        """The compressor's text; ``call=False`` is passed only when set, since only compressors
-        that take it are asked for it (see ``_calls_shown``)."""
-        if call:
-            return self.compressor.render(card, focus=focus, detail=detail)
-        return self.compressor.render(card, focus=focus, detail=detail, call=False)  # type: ignore[call-arg]
-
-    def _cut(self, card: Card, tokens: int, *, clip: bool = False) -> Card:
-        """The card's first lines that fit in ``tokens``, with a hint to recall the rest; the card
-        as it is when not even its first line fits, unless ``clip`` (a message that must be sent,
-        where a card could be left out) asks for that line's first characters.
-
-        The hint names the rows of long tables left out by their identifiers (``UA1687 B6123``),
-        in up to ``CUT_NAMES_SHARE`` of ``tokens``: of a long list most rows are cut anyway, and
-        the handles the agent's next call takes, and what to recall, are worth more than the last
-        few rows shown in full."""
-        naming = self._count_lines(self._cut_hint(card, [""]))
-        room = tokens - self._count_lines(card.summary.partition("\n")[0]) - naming - 2
-        listed = self._names_within(_row_identifiers(card), min(int(tokens * CUT_NAMES_SHARE), room))
-        # the hint's newline, and the card's own token (see _with_summary)
-        left = tokens - self._count_lines(self._cut_hint(card, listed)) - 2
-        kept: list[str] = []
-        for line in card.summary.split("\n"):
-            cost = self._count_lines(line) + (1 if kept else 0)
-            if cost > left:
-                break
-            kept.append(line)
-            left -= cost
-        if not kept:
-            if not clip:
-                return card
-            kept = [card.summary[: max(0, left) * 3]]  # about three characters to a token
-        shown = "\n".join(kept)
-        hint = self._cut_hint(card, [name for name in listed if name not in shown])
-        return self._with_summary(card, f"{shown}\n{hint}")
-
-    @staticmethod
-    def _cut_hint(card: Card, unseen: list[str]) -> str:
-        if not unseen:
-            return f" (cut: recall {card.id})"
-        return f" (cut: recall {card.id}; not shown: {' '.join(unseen)})"
-
-    def _names_within(self, names: Iterator[str], tokens: int) -> list[str]:
-        """The first ``names`` that fit in ``tokens``, a space before each."""
-        listed: list[str] = []
-        for name in names:
-            tokens -= self._count_lines(name) + 1
-            if tokens < 0:
-                break
-            listed.append(name)
-        return listed
-
-    def _with_summary(self, card: Card, summary: str) -> Card:
-        if summary == card.summary:
-            return card
-        return replace(card, summary=summary, tokens=self._count_lines(summary) + 1)
-
-    def _count_messages(self, messages: list[Message]) -> int:
-        return sum(self._count_lines(message_text(m)) + MESSAGE_OVERHEAD for m in messages)
-
-    def _count_lines(self, text: str) -> int:
-        """Token count of a rendering, line by line with a cache: focused renderings of one table
-        share most rows, so a new focus costs only its new lines."""
-        cache = self._line_tokens
-        if len(cache) > RENDER_CACHE_SIZE:
-            cache.clear()
-        total = 0
-        for line in text.split("\n"):
-            tokens = cache.get(line)
-            if tokens is None:
-                tokens = cache[line] = self.counter.count(line) + 1
-            total += tokens
-        return total - 1
+        key = self._renderer.render(request, None, "key")
+        return key if key.tokens <= limit else self._renderer.cut(key, limit, clip=True)
 
     def _candidates(self, focus: DecisionFocus) -> list[Card]:
         """Every card, or past ``max_candidates`` a shortlist: the best by prior and decay, plus
@@ -1175,12 +1000,12 @@ class DecisionMemory:
         message = entry.message
         card = self._session.cards[entry.card_id]
         if limit is not None and message.get("role") in ("user", "assistant") and card.raw_tokens > limit:
-            lean_card = self._rendered(card, focus, "key")
-            return {**message, "content": self._cut(lean_card, limit, clip=True).summary}
+            lean_card = self._renderer.render(card, focus, "key")
+            return {**message, "content": self._renderer.cut(lean_card, limit, clip=True).summary}
         if message.get("role") == "tool" and self.settings.compress_recent_tool_results:
             call = entry.card_id not in calls_shown
             if detail is not None or not call:
-                card = self._rendered(card, focus, detail or "full", call=call, cut_in_focus_order=cut)
+                card = self._renderer.render(card, focus, detail or "full", call=call, cut_in_focus_order=cut)
             return {**message, "content": card.summary}
         if message.get("role") not in KNOWN_ROLES or message.get("role") in (
             "system",
@@ -1299,13 +1124,6 @@ class DecisionMemory:
     aobserve_tool = _to_thread(observe_tool)
 
 
-_LEVELLED = frozenset(
-    {CardKind.TOOL_RESULT, CardKind.TOOL_ERROR, CardKind.USER_INSTRUCTION, CardKind.ASSISTANT_CONCLUSION}
-)
-_FOCUSED = frozenset({CardKind.TOOL_RESULT, CardKind.TOOL_ERROR})
-"""Kinds whose rendering depends on the decision focus (tables cut to the rows in focus)."""
-
-
 def _changed_facts(old: Card, new: Card) -> list[str]:
     """Paths of ``old``'s facts that ``new`` states differently for the same entity."""
     shared = {attribute for _, attribute in set(old.entity_keys) & set(new.entity_keys)}
@@ -1324,20 +1142,6 @@ def _changed_facts(old: Card, new: Card) -> list[str]:
 
 
 _CATEGORY = re.compile(r"[a-z][a-z_]{3,23}")
-
-
-def _row_identifiers(card: Card) -> Iterator[str]:
-    """The identifiers of the rows of the card's long tables (``identity_columns``), each once,
-    in row order."""
-    seen: set[str] = set()
-    for table in card.tables:
-        if len(table.rows) < CUT_NAMES_MIN_ROWS or not identity_columns(table.columns):
-            continue
-        for row in table.rows:
-            for identifier in row_identifiers(table, row):
-                if identifier not in seen:
-                    seen.add(identifier)
-                    yield identifier
 
 
 def _seq_of(card_id: str) -> int:
