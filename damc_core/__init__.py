@@ -6,6 +6,7 @@ from .encode import DefaultEncoder, Encoder, ToolCall
 from .errors import (
     ConfigError,
     DamcError,
+    RecordExistsError,
     SchemaVersionError,
     StoreClosedError,
     StoreError,
@@ -59,6 +60,7 @@ __all__ = [
     "Message",
     "Namespace",
     "RawRecord",
+    "RecordExistsError",
     "SQLiteStore",
     "SchemaVersionError",
     "Score",

@@ -6,6 +6,7 @@
     ├── TokenizerUnavailableError     no offline BPE file for the requested encoding
     └── StoreError                    the record/card store failed
         ├── StoreClosedError          the store was used after close()
+        ├── RecordExistsError         a record id is taken (another writer on the session); retried
         └── SchemaVersionError        a stored record has a format version this release cannot read
 
 Errors inside an agent's run (bad tool output, odd messages) never raise: they become safe cards.
@@ -36,6 +37,10 @@ class StoreError(DamcError):
 
 class StoreClosedError(StoreError):
     """The store was used after ``close()``."""
+
+
+class RecordExistsError(StoreError):
+    """A record with this id is already stored: another writer took the sequence number."""
 
 
 class SchemaVersionError(StoreError):

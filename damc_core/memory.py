@@ -41,7 +41,7 @@ from .encode import (
     field_name,
     parse_arguments,
 )
-from .errors import ConfigError
+from .errors import ConfigError, RecordExistsError
 from .extract import FUNCTION_WORDS, IDENTIFIER_TERM, exact_terms, is_identifier
 from .render import CardRenderer
 from .select import FAR_OVER_BUDGET, OVER_BUDGET, HybridSelector, Selector, Supersession, upgrade_detail
@@ -324,18 +324,28 @@ class DecisionMemory:
         """Record one event (an OpenAI-style message) and return its card.
 
         The raw event is persisted first; if encoding fails the card is a safe note pointing to
-        the record, and the error is logged, never raised into the agent.
+        the record, and the error is logged, never raised into the agent. When another memory on
+        the same session (a second worker on the store) has taken the next sequence number, its
+        records are read in first, so neither overwrites the other and both see every event.
         """
         session = self._session
         message, body = normalize_event(event)
-        record = RawRecord(
-            id=f"r{session.seq}",
-            namespace=self.namespace,
-            seq=session.seq,
-            created_at=self.clock(),
-            body=body,
-        )
-        self.store.append(record)
+        while True:
+            record = RawRecord(
+                id=f"r{session.seq}",
+                namespace=self.namespace,
+                seq=session.seq,
+                created_at=self.clock(),
+                body=body,
+            )
+            try:
+                self.store.append(record)
+                break
+            except RecordExistsError:
+                taken = session.seq
+                self._reload(since=taken)
+                if session.seq <= taken:  # the store says taken but holds no such record
+                    raise
         session.seq += 1
         card = self._process(record, message)
         if self._recorder is not None:
@@ -1105,13 +1115,18 @@ class DecisionMemory:
         """Forget the in-process view (the store keeps its records); start a fresh namespace to reset."""
         self._session = _Session(seq=self._session.seq)
 
-    def _reload(self) -> None:
-        """Rebuild the in-process view by replaying the stored cards in order; records that never
-        got a card (the process stopped between storing and encoding) are encoded now."""
+    def _reload(self, since: int = 0) -> None:
+        """Bring the in-process view up to the store by replaying its cards in order, from record
+        ``since`` on: all of them when the memory opens, another writer's when it took the next
+        sequence number. Records that never got a card (the process stopped between storing and
+        encoding) are encoded now."""
+        records = [record for record in self.store.records(self.namespace) if record.seq >= since]
+        if not records:
+            return
         stored = {card.id: card for card in self.store.cards(self.namespace)}
-        for record in self.store.records(self.namespace):
+        for record in records:
             self._session.seq = max(self._session.seq, record.seq + 1)
-            message = json.loads(record.body)
+            message = _stored_message(record.body)
             card = stored.get(f"c{record.seq}")
             if card is None:
                 self._process(record, message)
@@ -1257,7 +1272,22 @@ def normalize_event(event: Mapping[str, Any] | Any) -> tuple[Message, str]:
         body = json.dumps(message, ensure_ascii=False, default=_safe_repr)
     except (ValueError, RecursionError):
         body = json.dumps({"role": message["role"], "content": _safe_repr(message.get("content"))})
+    if "tool_calls" in message and not isinstance(message["tool_calls"], (list, tuple)):
+        del message["tool_calls"]  # not calls a model could have made; the record keeps them as sent
+    if _SURROGATE.search(body):  # text cut inside an emoji: not UTF-8, so no store or tokenizer takes it
+        message = json.loads(_SURROGATE.sub("\ufffd", body))
+        body = _SURROGATE.sub(lambda half: f"\\u{ord(half.group()):04x}", body)  # escaped: still verbatim
     return message, body
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _stored_message(body: str) -> Message:
+    """The message a stored body holds, as ``normalize_event`` made it (an escaped lone surrogate
+    comes back as one, and is replaced again)."""
+    message: Message = json.loads(body)
+    return normalize_event(message)[0] if "\\ud" in body else message
 
 
 def _safe_repr(value: object) -> str:
@@ -1269,15 +1299,27 @@ def _safe_repr(value: object) -> str:
 
 
 def _is_content_parts(content: object) -> bool:
-    """OpenAI content parts (``[{"type": "text", "text": ...}, ...]``), as opposed to a JSON payload."""
-    return (
-        isinstance(content, list)
-        and bool(content)
-        and all(isinstance(part, dict) and set(part) <= _PART_KEYS and "type" in part for part in content)
-    )
+    """OpenAI content parts (``[{"type": "text", "text": ...}, ...]``), as opposed to a JSON payload
+    that happens to have ``type`` keys (``[{"type": "economy"}]``): each part has a known type and
+    the field that type carries."""
+    return isinstance(content, list) and bool(content) and all(_is_part(part) for part in content)
 
 
-_PART_KEYS = frozenset({"type", "text", "image_url", "cache_control"})
+def _is_part(part: object) -> bool:
+    if not isinstance(part, dict) or not isinstance(kind := part.get("type"), str):
+        return False
+    data = _PART_FIELDS.get(kind)
+    return data in part and set(part) <= {"type", data, "cache_control"}
+
+
+_PART_FIELDS = {
+    "text": "text",
+    "image_url": "image_url",
+    "input_audio": "input_audio",
+    "file": "file",
+    "refusal": "refusal",
+}
+"""Content part type -> the field holding its data."""
 
 
 def _fallback_card(message: Message, record: RawRecord, card_id: str, exc: Exception) -> Card:

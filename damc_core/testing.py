@@ -19,7 +19,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from .errors import StoreClosedError
+from .errors import RecordExistsError, StoreClosedError
 from .stores import MemoryStore
 from .types import Card, CardKind, Fact, Namespace, RawRecord, Score, Table
 
@@ -81,6 +81,17 @@ def check_records_come_back_in_sequence_order(store: MemoryStore) -> None:
     assert [r.seq for r in store.records(ALICE)] == [0, 1, 2]
 
 
+def check_records_are_never_replaced(store: MemoryStore) -> None:
+    store.append(_record(ALICE, 0, '{"role": "user", "content": "first"}'))
+    try:
+        store.append(_record(ALICE, 0, '{"role": "user", "content": "second"}'))
+    except RecordExistsError:
+        got = store.record(ALICE, "r0")
+        assert got is not None and "first" in got.body, "a refused append must leave the record as it was"
+        return
+    raise AssertionError("appending a record id the namespace holds must raise RecordExistsError")
+
+
 def check_cards_round_trip_every_field(store: MemoryStore) -> None:
     card = sample_card(3)
     store.put_cards(ALICE, [card])
@@ -113,6 +124,7 @@ def check_closed_store_refuses_work(store: MemoryStore) -> None:
 CHECKS: tuple[Callable[[MemoryStore], None], ...] = (
     check_records_round_trip_verbatim,
     check_records_come_back_in_sequence_order,
+    check_records_are_never_replaced,
     check_cards_round_trip_every_field,
     check_put_cards_replaces_by_id,
     check_namespaces_never_leak,

@@ -48,8 +48,13 @@ class Namespace:
 
     @property
     def key(self) -> str:
-        """Stable storage key; ``/`` inside the parts is escaped so two namespaces never collide."""
-        return f"{self.user.replace('/', '%2F')}/{self.session.replace('/', '%2F')}"
+        """Stable storage key; ``%`` and ``/`` inside the parts are escaped (``%25``, ``%2F``), so
+        two namespaces never collide (a part with neither keeps the key it always had)."""
+        return f"{_escaped(self.user)}/{_escaped(self.session)}"
+
+
+def _escaped(part: str) -> str:
+    return part.replace("%", "%25").replace("/", "%2F")
 
 
 @dataclass(frozen=True, slots=True)

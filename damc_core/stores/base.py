@@ -10,7 +10,9 @@ class MemoryStore(Protocol):
     """Durable home of raw records (append-only) and cards (upserted as they gain links and scores)."""
 
     def append(self, record: RawRecord) -> None:
-        """Persist a raw record; called before the event is processed in any way."""
+        """Persist a raw record; called before the event is processed in any way. Records are
+        never replaced: raise ``RecordExistsError`` when the namespace already holds the id
+        (another memory on the same session wrote it first)."""
 
     def record(self, namespace: Namespace, record_id: str) -> RawRecord | None: ...
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
-from ..errors import ConfigError, SchemaVersionError, StoreClosedError, StoreError
+from ..errors import ConfigError, RecordExistsError, SchemaVersionError, StoreClosedError, StoreError
 from ..serde import CardSerializer, JsonCardSerializer
 from ..types import CARD_FORMAT_VERSION, Card, Namespace, RawRecord
 
@@ -151,15 +151,21 @@ class ChromaStore:
             raise StoreError(f"Chroma ({self.config.mode}) failed: {type(exc).__name__}: {exc}") from exc
 
     def append(self, record: RawRecord) -> None:
+        """Add the record unless its id is taken (checked, then added: not atomic across writers)."""
         key = record.namespace.key
-        self._call(
-            lambda: self._records.upsert(
-                ids=[f"{key}|{record.id}"],
+        doc_id = f"{key}|{record.id}"
+
+        def add() -> None:
+            if self._records.get(ids=[doc_id], include=[])["ids"]:
+                raise RecordExistsError(f"record {record.id!r} is already stored for {key!r}")
+            self._records.add(
+                ids=[doc_id],
                 documents=[record.body],
                 embeddings=placeholder_vectors([record.seq]),
                 metadatas=[{"ns": key, "seq": record.seq, "created_at": record.created_at, "v": record.v}],
             )
-        )
+
+        self._call(add)
 
     def _as_record(self, namespace: Namespace, doc_id: str, body: str, meta: Any) -> RawRecord:
         version = int(meta["v"])

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..errors import StoreClosedError
+from ..errors import RecordExistsError, StoreClosedError
 from ..types import Card, Namespace, RawRecord
 
 
@@ -20,7 +20,10 @@ class InMemoryStore:
 
     def append(self, record: RawRecord) -> None:
         self._check()
-        self._records.setdefault(record.namespace.key, {})[record.id] = record
+        bucket = self._records.setdefault(record.namespace.key, {})
+        if record.id in bucket:
+            raise RecordExistsError(f"record {record.id!r} is already stored for {record.namespace.key!r}")
+        bucket[record.id] = record
 
     def record(self, namespace: Namespace, record_id: str) -> RawRecord | None:
         self._check()

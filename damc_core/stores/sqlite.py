@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 
-from ..errors import SchemaVersionError, StoreClosedError, StoreError
+from ..errors import RecordExistsError, SchemaVersionError, StoreClosedError, StoreError
 from ..serde import CardSerializer, JsonCardSerializer
 from ..types import CARD_FORMAT_VERSION, Card, Namespace, RawRecord
 
@@ -57,10 +57,15 @@ class SQLiteStore:
 
     def append(self, record: RawRecord) -> None:
         with self._lock:
-            self._db().execute(
-                "INSERT OR REPLACE INTO records VALUES (?, ?, ?, ?, ?, ?)",
-                (record.namespace.key, record.id, record.seq, record.created_at, record.body, record.v),
-            )
+            try:
+                self._db().execute(
+                    "INSERT INTO records VALUES (?, ?, ?, ?, ?, ?)",
+                    (record.namespace.key, record.id, record.seq, record.created_at, record.body, record.v),
+                )
+            except sqlite3.IntegrityError as exc:
+                raise RecordExistsError(
+                    f"record {record.id!r} is already stored for {record.namespace.key!r}"
+                ) from exc
 
     def _record(self, namespace: Namespace, row: tuple[str, int, float, str, int]) -> RawRecord:
         if row[4] > CARD_FORMAT_VERSION:

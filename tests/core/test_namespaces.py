@@ -71,6 +71,44 @@ def test_slashes_in_names_cannot_make_two_namespaces_collide(store, counter, clo
     assert right.recall("c0") is None
 
 
+def test_percent_signs_in_names_cannot_make_two_namespaces_collide(store, counter, clock, msg):
+    alice = DecisionMemory(
+        namespace=Namespace(user="acme/alice", session="s1"), store=store, counter=counter, clock=clock
+    )
+    mallory = DecisionMemory(
+        namespace=Namespace(user="acme%2Falice", session="s1"), store=store, counter=counter, clock=clock
+    )
+
+    alice.observe(msg.user("My card is card_4242, order W77."))
+
+    assert mallory.recall("c0") is None
+    assert "card_4242" not in str(mallory.build().messages)
+
+
+def test_two_memories_on_one_session_keep_both_writers_events(db_path, counter, clock, msg):
+    """Two workers (or two ``for_session`` handles) on one conversation: the second to write a
+    sequence number reads the first one's records in, and nothing is overwritten."""
+    session = Namespace(user="omar", session="trip")
+    with SQLiteStore(db_path) as first_handle, SQLiteStore(db_path) as second_handle:
+        worker_a = DecisionMemory(namespace=session, store=first_handle, counter=counter, clock=clock)
+        worker_b = DecisionMemory(namespace=session, store=second_handle, counter=counter, clock=clock)
+
+        worker_a.observe(msg.user("My order is W111."))
+        late = worker_b.observe(msg.user("Also cancel reservation ABC123."))
+        worker_a.observe(msg.user("Refund to gift_card_5."))
+
+        assert late.id == "c1"
+        assert [c.summary for c in worker_b.cards()] == [
+            "[c0] user: My order is W111.",
+            "[c1] user: Also cancel reservation ABC123.",
+        ]
+        assert "W111" in str(worker_b.build().messages)
+
+    with SQLiteStore(db_path) as reopened:
+        contents = [m["content"] for m in DecisionMemory(namespace=session, store=reopened).messages()]
+    assert contents == ["My order is W111.", "Also cancel reservation ABC123.", "Refund to gift_card_5."]
+
+
 def test_in_memory_store_isolates_namespaces_too(counter, clock, msg):
     store = InMemoryStore()
     one = DecisionMemory(namespace=Namespace(user="u1"), store=store, counter=counter, clock=clock)

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from damc_core import Card, CardKind, DecisionMemory, MemorySettings
+from damc_core import Card, CardKind, DecisionMemory, MemorySettings, SQLiteStore
 
 DEEP_JSON = "[" * 10_000 + "]" * 10_000
 
@@ -177,6 +177,47 @@ def test_none_content_never_reaches_the_model_as_null(memory, msg, role, assert_
         memory.observe({"role": role, "content": None})
 
     assert_valid_context(memory.build().messages)
+
+
+def test_text_cut_inside_an_emoji_is_stored_verbatim_and_sent_as_valid_text(
+    db_path, counter, clock, msg, assert_valid_context
+):
+    """A lone surrogate (JSON cut between the two halves of an emoji) is not UTF-8: the record keeps
+    it escaped, the card and the model see a replacement character."""
+    review = json.loads('{"review": "Great stay \\ud83d", "confirmation": "CONF-777"}')
+    with SQLiteStore(db_path) as store:
+        memory = DecisionMemory(store=store, counter=counter, clock=clock)
+        memory.observe(msg.user("Get the review of H1"))
+        card = memory.observe_tool("get_review", {"hotel": "H1"}, review)
+
+        assert json.loads(memory.recall(card.id)["content"]) == review
+        assert "CONF-777" in card.summary and "\ufffd" in card.summary
+        sent = memory.build(recent_messages=0).messages
+        assert_valid_context(sent)
+        assert "CONF-777" in str(sent)
+
+    with SQLiteStore(db_path) as store:
+        assert DecisionMemory(store=store, counter=counter, clock=clock).card(card.id).summary == card.summary
+
+
+def test_tool_calls_that_are_not_a_list_are_kept_in_the_record_only(memory, assert_valid_context):
+    event = {"role": "assistant", "content": "Checking.", "tool_calls": 5}
+
+    card = memory.observe(event)
+
+    assert memory.recall(card.id) == event
+    assert card.summary == "[c0] assistant: Checking."
+    assert_valid_context(memory.build().messages)
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [[{"type": "economy"}, {"type": "business"}], [{"type": "gift_card", "text": "GC-1"}, {"type": "visa"}]],
+)
+def test_a_json_list_with_type_keys_is_data_not_content_parts(memory, payload):
+    card = memory.observe_tool("list_options", {"flight": "HAT1"}, payload)
+
+    assert all(option["type"] in card.summary for option in payload)
 
 
 def test_deeply_nested_python_object_does_not_crash(memory, assert_valid_context):
