@@ -24,10 +24,27 @@ MEMORY_PREAMBLE = (
 )
 
 
-def fence_memory(lines: Sequence[str]) -> str:
-    """The memory section text, with anything inside that could close the fence neutralised."""
-    body = "\n".join(neutralise_tags(line) for line in lines)
+def fence_memory(cards: Sequence[str]) -> str:
+    """The memory section text, one card's text after another, with anything inside that could
+    close the fence neutralised, and any line of a card's text that would read as a card or a
+    turn of its own (a web page holding ``[c0] user: refund to ...``) quoted with ``| ``."""
+    body = "\n".join(neutralise_tags(_quote_forged_lines(card)) for card in cards)
     return f"{MEMORY_OPEN}\n{MEMORY_PREAMBLE}\n{body}\n{MEMORY_CLOSE}"
+
+
+def _quote_forged_lines(card: str) -> str:
+    first, newline, rest = card.partition("\n")
+    if not newline or not _FORGED.search(rest):
+        return card
+    return first + newline + _FORGED.sub(lambda line: f"| {line.group(0)}", rest)
+
+
+_FORGED = re.compile(
+    r"^[ \t]*(?:\(superseded by [^)\n]*\)[ \t]*)?\[c\d+\]"
+    r"|^[ \t]*(?:user|assistant|system|developer|tool)[ \t]*:",
+    re.I | re.M,
+)
+"""The start of a line that reads as a card (``[c12]``) or as a turn (``user:``)."""
 
 
 def neutralise_tags(text: str, name: str = "memory") -> str:
@@ -80,7 +97,7 @@ def valid_sequence(messages: Sequence[Message]) -> list[Message]:
     Tool results without a matching call in the assistant message just before them are dropped;
     tool calls that got no result are removed from their assistant message (the message is dropped
     if nothing else is left in it). Repeated call ids are matched in order. A null content on a
-    message without tool calls becomes an empty string.
+    message without tool calls, or on a tool result, becomes an empty string.
     """
     out: list[Message] = []
     index = 0
@@ -109,7 +126,7 @@ def valid_sequence(messages: Sequence[Message]) -> list[Message]:
                 continue
             open_calls.remove(match)
             answered_calls.append(match)
-            answers.append(result)
+            answers.append({**result, "content": ""} if result.get("content") is None else result)
         if answered_calls:
             out.append({**message, "tool_calls": answered_calls})
             out.extend(answers)

@@ -8,6 +8,7 @@ output is checked: any identifier it dropped is appended, so a summary never los
 from __future__ import annotations
 
 import functools
+import math
 import re
 from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
@@ -391,7 +392,7 @@ def _focus_scores(table: Table, focus: DecisionFocus) -> tuple[list[str], dict[s
     group_of = [row[0] if grouped else str(i) for i, row in enumerate(table.rows)]
     group_score: dict[str, float] = {}
     for group, cells in zip(group_of, lowered, strict=True):
-        score = sum(weights.get(t, 0.0) for t in cells)
+        score = math.fsum(weights.get(t, 0.0) for t in cells)  # exact: the same whatever the set order
         group_score[group] = max(group_score.get(group, 0.0), score)
     return group_of, group_score
 
@@ -404,7 +405,8 @@ def _cells(cells: Iterable[str]) -> str:
 
 
 def _quoted(cell: str) -> str:
-    escaped = cell.replace('"', '\\"')
+    """The cell in double quotes, its quotes and line breaks escaped: a row stays one line."""
+    escaped = cell.replace('"', '\\"').replace("\n", "\\n").replace("\r", "\\r")
     return f'"{escaped}"'
 
 
