@@ -10,7 +10,7 @@ from langchain_classic.agents.output_parsers.openai_tools import OpenAIToolsAgen
 from langchain_classic.agents.output_parsers.tools import ToolsAgentOutputParser
 from langchain_core.agents import AgentAction, AgentFinish
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.prompt_values import PromptValue
 from langchain_core.runnables import RunnableBinding, RunnableLambda, RunnableSequence
 from pydantic import BaseModel
@@ -69,7 +69,12 @@ def _is_chat_model(step: Any) -> bool:
 
 
 class _DamcStep:
-    """Prompt value in, DAMC's message list out. A prompt with no scratchpad starts a new run."""
+    """Prompt value in, DAMC's message list out.
+
+    A run is the prompt's last human turn and the scratchpad after it; one with no scratchpad yet
+    starts a new run. Turns before it (a ``chat_history`` placeholder the caller fills) are the
+    earlier runs DAMC recorded itself, and are recorded only when the memory is still empty: a
+    history that reached the agent from elsewhere."""
 
     def __init__(self, memory: DecisionMemory, budget: int | None) -> None:
         self.memory = memory
@@ -80,10 +85,16 @@ class _DamcStep:
         messages = prompt.to_messages()
         system = messages[0] if messages and isinstance(messages[0], SystemMessage) else None
         dialogue = messages[1:] if system is not None else messages
+        start = next(
+            (i for i in range(len(dialogue) - 1, -1, -1) if isinstance(dialogue[i], HumanMessage)), 0
+        )
+        run = dialogue[start:]
         try:
-            if not any(isinstance(m, (AIMessage, ToolMessage)) for m in dialogue):
+            if not any(isinstance(m, (AIMessage, ToolMessage)) for m in run):
+                if self.memory.event_count == 0:
+                    MessageRecorder(self.memory).observe(dialogue[:start])
                 self.recorder = MessageRecorder(self.memory)  # a new run: positions start over
-            self.recorder.observe(dialogue)
+            self.recorder.observe(run)
             built = self.memory.build(budget=self.budget)
             memory_section, recent = split_system(built.messages)
             converted = to_messages(recent)

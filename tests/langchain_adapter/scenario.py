@@ -28,10 +28,21 @@ SCRATCHPAD_PROMPT = ChatPromptTemplate.from_messages(
 )
 
 
-def executor(model):
+HISTORY_PROMPT = ChatPromptTemplate.from_messages(
+    [
+        ("system", "You book flights."),
+        MessagesPlaceholder("chat_history"),
+        ("human", "{input}"),
+        MessagesPlaceholder("agent_scratchpad"),
+    ]
+)
+"""The prompt of an executor whose caller keeps the chat history and passes it in."""
+
+
+def executor(model, prompt=SCRATCHPAD_PROMPT):
     """A langchain-classic tool-calling AgentExecutor over the scenario's tools."""
     from langchain_classic.agents import AgentExecutor, create_tool_calling_agent
 
     tools = [get_user_details, search_flights, book]
-    agent = create_tool_calling_agent(model, tools, SCRATCHPAD_PROMPT)
+    agent = create_tool_calling_agent(model, tools, prompt)
     return AgentExecutor(agent=agent, tools=tools, return_intermediate_steps=True)

@@ -14,7 +14,7 @@ from langchain_core.messages import AIMessage, SystemMessage, ToolMessage
 from damc_core import DecisionMemory, InMemoryStore, MemorySettings
 from damc_langchain import wrap
 
-from .scenario import FLIGHTS, SCRIPT, executor, text
+from .scenario import FLIGHTS, HISTORY_PROMPT, SCRIPT, executor, text
 
 
 def memory():
@@ -100,6 +100,44 @@ def test_a_later_run_sees_the_earlier_runs_final_answer(recording_model):
     wrapped.invoke({"input": "What did you book?"})
 
     assert "Booked HAT107, reservation 4WQ150." in text(model.received[-1])
+
+
+def test_a_caller_kept_chat_history_is_neither_recorded_twice_nor_hides_the_new_question(recording_model):
+    model = recording_model(*SCRIPT, AIMessage("Refunded to GC-555."))
+    damc = memory()
+    wrapped = wrap(executor(model, HISTORY_PROMPT), damc)
+    first = "Book HAT107 for mia_li_3668 with my visa"
+
+    answer = wrapped.invoke({"input": first, "chat_history": []})["output"]
+    wrapped.invoke(
+        {"input": "Refund it to my gift card GC-555", "chat_history": [("human", first), ("ai", answer)]}
+    )
+
+    sent = model.received[-1]
+    assert sent[-1].content == "Refund it to my gift card GC-555"
+    said = [(m["role"], m.get("content")) for m in damc.messages() if m.get("content")]
+    assert said.count(("user", first)) == 1 and said.count(("assistant", answer)) == 1
+    assert said[-1] == ("assistant", "Refunded to GC-555.")
+
+
+def test_a_chat_history_the_memory_never_saw_is_recorded_on_the_first_run(recording_model):
+    model = recording_model(AIMessage("Your reservation is 4WQ150."))
+    damc = memory()
+
+    wrap(executor(model, HISTORY_PROMPT), damc).invoke(
+        {
+            "input": "What is my reservation?",
+            "chat_history": [("human", "Hi"), ("ai", "Booked 4WQ150 for you.")],
+        }
+    )
+
+    assert [m["content"] for m in damc.messages()] == [
+        "Hi",
+        "Booked 4WQ150 for you.",
+        "What is my reservation?",
+        "Your reservation is 4WQ150.",
+    ]
+    assert "4WQ150" in text(model.received[0])
 
 
 def test_a_text_react_agent_is_refused(recording_model):
