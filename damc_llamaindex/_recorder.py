@@ -170,6 +170,17 @@ def parse_action_input(text: str) -> dict[str, Any]:
     return {"input": text}
 
 
+def _sent_arguments(arguments: object) -> dict[str, Any] | str:
+    """A call's arguments as the model sent them: a JSON object parsed, anything else (``{bad``)
+    as its text, which ``ToolCallBlock`` takes too, rather than arguments it never sent."""
+    text = arguments if isinstance(arguments, str) else json.dumps(arguments, default=str)
+    try:
+        parsed = json.loads(text)
+    except (ValueError, RecursionError):
+        return text
+    return {str(k): v for k, v in parsed.items()} if isinstance(parsed, dict) else text
+
+
 def react_call_text(thought: str | None, name: str, arguments: str) -> str:
     try:
         rendered = repr(json.loads(arguments))
@@ -528,7 +539,7 @@ class Recorder:
                     ToolCallBlock(
                         tool_call_id=call["id"],
                         tool_name=call["function"]["name"],
-                        tool_kwargs=parse_action_input(call["function"]["arguments"]),
+                        tool_kwargs=_sent_arguments(call["function"]["arguments"]),
                     )
                 )
             return ChatMessage(role=MessageRole.ASSISTANT, blocks=blocks)

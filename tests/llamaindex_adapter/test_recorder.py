@@ -164,3 +164,28 @@ def test_a_memory_no_longer_used_is_freed_with_its_recorder():
     gc.collect()
 
     assert gone() is None and recorder() is None
+
+
+def test_a_call_rebuilt_from_the_store_keeps_the_arguments_the_model_sent():
+    stored = damc(budget=1200)
+    stored.observe({"role": "user", "content": "Look up HAT1"})
+    for call_id, arguments in (("b1", '{"flight": "HAT1"}'), ("b2", "{bad")):
+        stored.observe(
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": call_id,
+                        "type": "function",
+                        "function": {"name": "lookup", "arguments": arguments},
+                    }
+                ],
+            }
+        )
+        stored.observe({"role": "tool", "tool_call_id": call_id, "name": "lookup", "content": "HAT1 on time"})
+
+    sent = DamcMemory(memory=stored).get()
+
+    (newest_call,) = [b for m in sent for b in m.blocks if isinstance(b, ToolCallBlock)]
+    assert newest_call.tool_call_id == "b2" and newest_call.tool_kwargs == "{bad"
