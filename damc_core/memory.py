@@ -328,29 +328,30 @@ class DecisionMemory:
         the same session (a second worker on the store) has taken the next sequence number, its
         records are read in first, so neither overwrites the other and both see every event.
         """
-        session = self._session
         message, body = normalize_event(event)
-        while True:
-            record = RawRecord(
-                id=f"r{session.seq}",
-                namespace=self.namespace,
-                seq=session.seq,
-                created_at=self.clock(),
-                body=body,
-            )
-            try:
-                self.store.append(record)
-                break
-            except RecordExistsError:
-                taken = session.seq
-                self._reload(since=taken)
-                if session.seq <= taken:  # the store says taken but holds no such record
-                    raise
-        session.seq += 1
+        record = self._append(body)
         card = self._process(record, message)
         if self._recorder is not None:
             self._note_decision(card, message, self._recorder)
         return card
+
+    def _append(self, body: str) -> RawRecord:
+        """Store a record under the next sequence number, reading in first what another writer
+        on the session stored under it."""
+        while True:
+            seq = self._session.seq
+            record = RawRecord(
+                id=f"r{seq}", namespace=self.namespace, seq=seq, created_at=self.clock(), body=body
+            )
+            try:
+                self.store.append(record)
+            except RecordExistsError:
+                self._reload(since=seq)
+                if self._session.seq <= seq:  # the store says taken but holds no such record
+                    raise
+                continue
+            self._session.seq += 1
+            return record
 
     def _note_decision(self, card: Card, message: Message, recorder: DecisionRecorder) -> None:
         """Pair a call made right after a build with that context; report it once its result is clean.
@@ -1085,7 +1086,7 @@ class DecisionMemory:
             history = self._session.history
             start = bisect.bisect_left(history, since, key=lambda entry: _seq_of(entry.card_id))
             return [entry.message for entry in history[start:]]
-        return [json.loads(record.body) for record in self.store.records(self.namespace)]
+        return [json.loads(r.body) for r in self.store.records(self.namespace) if r.body != _CLEARED]
 
     def for_session(self, session: str) -> DecisionMemory:
         """A memory for another session of the same user, sharing this one's store, pipeline and
@@ -1111,9 +1112,15 @@ class DecisionMemory:
     def card(self, card_id: str) -> Card | None:
         return self._session.cards.get(card_id)
 
+    @_synchronized
     def clear(self) -> None:
-        """Forget the in-process view (the store keeps its records); start a fresh namespace to reset."""
+        """Start the conversation over: builds, and a memory reopened on the store, see nothing
+        observed before. The records stay in the store (``messages()`` and ``recall`` still
+        read them): a clear event among them marks where the conversation starts again."""
+        self._append(_CLEARED)
         self._session = _Session(seq=self._session.seq)
+        self._built = None
+        self._open_decisions.clear()
 
     def _reload(self, since: int = 0) -> None:
         """Bring the in-process view up to the store by replaying its cards in order, from record
@@ -1121,6 +1128,10 @@ class DecisionMemory:
         sequence number. Records that never got a card (the process stopped between storing and
         encoding) are encoded now."""
         records = [record for record in self.store.records(self.namespace) if record.seq >= since]
+        cleared = [i for i, record in enumerate(records) if record.body == _CLEARED]
+        if cleared:
+            self._session = _Session(seq=records[cleared[-1]].seq + 1)
+            records = records[cleared[-1] + 1 :]
         if not records:
             return
         stored = {card.id: card for card in self.store.cards(self.namespace)}
@@ -1279,6 +1290,9 @@ def normalize_event(event: Mapping[str, Any] | Any) -> tuple[Message, str]:
         body = _SURROGATE.sub(lambda half: f"\\u{ord(half.group()):04x}", body)  # escaped: still verbatim
     return message, body
 
+
+_CLEARED = json.dumps({"role": "damc", "event": "clear"})
+"""The record ``clear()`` stores: the conversation starts again after it."""
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 

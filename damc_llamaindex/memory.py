@@ -127,7 +127,8 @@ class DamcMemory(BaseMemory):
             logger.exception("damc: recording the chat history failed")
 
     def reset(self) -> None:
-        """Forget the conversation in this process (the DAMC store keeps its records)."""
+        """Start the conversation over, here and in a memory reopened on the same store (the
+        store keeps the records; see ``DecisionMemory.clear``)."""
         if self.chat_memory is not None:
             self.chat_memory.reset()
         self._all = []

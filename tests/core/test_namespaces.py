@@ -109,6 +109,27 @@ def test_two_memories_on_one_session_keep_both_writers_events(db_path, counter, 
     assert contents == ["My order is W111.", "Also cancel reservation ABC123.", "Refund to gift_card_5."]
 
 
+def test_a_cleared_conversation_stays_cleared_when_the_store_is_reopened(db_path, counter, clock, msg):
+    with SQLiteStore(db_path) as store:
+        memory = DecisionMemory(store=store, counter=counter, clock=clock)
+        memory.observe(msg.user("My reservation is ZFA04Y."))
+        memory.clear()
+        card = memory.observe(msg.user("Book a new flight to SEA."))
+
+        assert "ZFA04Y" not in str(memory.build().messages)
+        assert card.id == "c2"
+
+    with SQLiteStore(db_path) as store:
+        reopened = DecisionMemory(store=store, counter=counter, clock=clock)
+        assert [c.summary for c in reopened.cards()] == ["[c2] user: Book a new flight to SEA."]
+        assert "ZFA04Y" not in str(reopened.build().messages)
+        assert [m["content"] for m in reopened.messages()] == [
+            "My reservation is ZFA04Y.",
+            "Book a new flight to SEA.",
+        ]
+        assert reopened.recall("c0") == msg.user("My reservation is ZFA04Y.")  # the record is kept
+
+
 def test_in_memory_store_isolates_namespaces_too(counter, clock, msg):
     store = InMemoryStore()
     one = DecisionMemory(namespace=Namespace(user="u1"), store=store, counter=counter, clock=clock)
