@@ -1322,18 +1322,11 @@ def _is_content_parts(content: object) -> bool:
 def _is_part(part: object) -> bool:
     if not isinstance(part, dict) or not isinstance(kind := part.get("type"), str):
         return False
-    data = _PART_FIELDS.get(kind)
-    return data in part and set(part) <= {"type", data, "cache_control"}
+    return kind in _PART_TYPES and kind in part and set(part) <= {"type", kind, "cache_control"}
 
 
-_PART_FIELDS = {
-    "text": "text",
-    "image_url": "image_url",
-    "input_audio": "input_audio",
-    "file": "file",
-    "refusal": "refusal",
-}
-"""Content part type -> the field holding its data."""
+_PART_TYPES = frozenset({"text", "image_url", "input_audio", "file", "refusal"})
+"""Content part types; each part holds its data under the field named like its type."""
 
 
 def _fallback_card(message: Message, record: RawRecord, card_id: str, exc: Exception) -> Card:
