@@ -57,30 +57,21 @@ def test_sessions_of_one_user_are_separate(store, counter, clock, msg):
     assert evening.recall("c0") is None
 
 
-def test_slashes_in_names_cannot_make_two_namespaces_collide(store, counter, clock, msg):
-    left = DecisionMemory(
-        namespace=Namespace(user="a/b", session="c"), store=store, counter=counter, clock=clock
-    )
-    right = DecisionMemory(
-        namespace=Namespace(user="a", session="b/c"), store=store, counter=counter, clock=clock
-    )
-
-    left.observe(msg.user("secret of a/b"))
-
-    assert Namespace(user="a/b", session="c").key != Namespace(user="a", session="b/c").key
-    assert right.recall("c0") is None
-
-
-def test_percent_signs_in_names_cannot_make_two_namespaces_collide(store, counter, clock, msg):
-    alice = DecisionMemory(
-        namespace=Namespace(user="acme/alice", session="s1"), store=store, counter=counter, clock=clock
-    )
-    mallory = DecisionMemory(
-        namespace=Namespace(user="acme%2Falice", session="s1"), store=store, counter=counter, clock=clock
-    )
+@pytest.mark.parametrize(
+    ("owner", "other"),
+    [
+        (Namespace(user="a/b", session="c"), Namespace(user="a", session="b/c")),
+        (Namespace(user="acme/alice", session="s1"), Namespace(user="acme%2Falice", session="s1")),
+    ],
+    ids=["slash", "escaped slash"],
+)
+def test_names_that_look_alike_once_escaped_never_share_a_memory(store, counter, clock, msg, owner, other):
+    alice = DecisionMemory(namespace=owner, store=store, counter=counter, clock=clock)
+    mallory = DecisionMemory(namespace=other, store=store, counter=counter, clock=clock)
 
     alice.observe(msg.user("My card is card_4242, order W77."))
 
+    assert owner.key != other.key
     assert mallory.recall("c0") is None
     assert "card_4242" not in str(mallory.build().messages)
 
