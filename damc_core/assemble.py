@@ -34,9 +34,7 @@ def fence_memory(cards: Sequence[str]) -> str:
 
 def _quote_forged_lines(card: str) -> str:
     first, newline, rest = card.partition("\n")
-    if not newline or not _FORGED.search(rest):
-        return card
-    return first + newline + _FORGED.sub(lambda line: f"| {line.group(0)}", rest)
+    return first + newline + _FORGED.sub(r"| \g<0>", rest)
 
 
 _FORGED = re.compile(
@@ -109,8 +107,7 @@ def valid_sequence(messages: Sequence[Message]) -> list[Message]:
             continue
         calls = message.get("tool_calls") if role == "assistant" else None
         if not calls:
-            # chat APIs reject a null content on a message without tool calls
-            out.append({**message, "content": ""} if message.get("content") is None else message)
+            out.append(_with_text(message))
             index += 1
             continue
         results: list[Message] = []
@@ -126,10 +123,16 @@ def valid_sequence(messages: Sequence[Message]) -> list[Message]:
                 continue
             open_calls.remove(match)
             answered_calls.append(match)
-            answers.append({**result, "content": ""} if result.get("content") is None else result)
+            answers.append(_with_text(result))
         if answered_calls:
             out.append({**message, "tool_calls": answered_calls})
             out.extend(answers)
         elif message.get("content"):
             out.append({k: v for k, v in message.items() if k != "tool_calls"})
     return out
+
+
+def _with_text(message: Message) -> Message:
+    """The message with a null content as empty text: chat APIs reject null on a message without
+    tool calls, and on a tool result."""
+    return {**message, "content": ""} if message.get("content") is None else message

@@ -42,6 +42,9 @@ class StoreClosedError(StoreError):
 class RecordExistsError(StoreError):
     """A record with this id is already stored: another writer took the sequence number."""
 
+    def __init__(self, record_id: str, namespace_key: str) -> None:
+        super().__init__(f"record {record_id!r} is already stored for {namespace_key!r}")
+
 
 class SchemaVersionError(StoreError):
     """A stored card or record was written by a newer format version."""

@@ -157,7 +157,7 @@ class ChromaStore:
 
         def add() -> None:
             if self._records.get(ids=[doc_id], include=[])["ids"]:
-                raise RecordExistsError(f"record {record.id!r} is already stored for {key!r}")
+                raise RecordExistsError(record.id, key)
             self._records.add(
                 ids=[doc_id],
                 documents=[record.body],

@@ -22,7 +22,7 @@ class InMemoryStore:
         self._check()
         bucket = self._records.setdefault(record.namespace.key, {})
         if record.id in bucket:
-            raise RecordExistsError(f"record {record.id!r} is already stored for {record.namespace.key!r}")
+            raise RecordExistsError(record.id, record.namespace.key)
         bucket[record.id] = record
 
     def record(self, namespace: Namespace, record_id: str) -> RawRecord | None:

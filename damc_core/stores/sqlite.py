@@ -63,9 +63,7 @@ class SQLiteStore:
                     (record.namespace.key, record.id, record.seq, record.created_at, record.body, record.v),
                 )
             except sqlite3.IntegrityError as exc:
-                raise RecordExistsError(
-                    f"record {record.id!r} is already stored for {record.namespace.key!r}"
-                ) from exc
+                raise RecordExistsError(record.id, record.namespace.key) from exc
 
     def _record(self, namespace: Namespace, row: tuple[str, int, float, str, int]) -> RawRecord:
         if row[4] > CARD_FORMAT_VERSION:
