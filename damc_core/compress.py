@@ -286,9 +286,9 @@ class TemplateCompressor:
                 if not cut.rows:
                     continue
                 table = cut
-            body += "\n" + self._table(card.id, table, focus, detail)
+            body += "\n" + self._table(table, focus, detail)
         if omitted:
-            body += f" (more: recall {card.id})"
+            body += " (more)"
         return body or "(empty)"
 
     def _skeleton_table(self, table: Table, wanted: frozenset[str], fields: frozenset[str]) -> Table:
@@ -331,7 +331,7 @@ class TemplateCompressor:
         keep = set(best[: self.focus_groups])
         return [row for row, group in zip(table.rows, group_of, strict=True) if group in keep]
 
-    def _table(self, card_id: str, table: Table, focus: DecisionFocus | None, detail: Detail) -> str:
+    def _table(self, table: Table, focus: DecisionFocus | None, detail: Detail) -> str:
         rows = list(table.rows)
         if focus is not None and len(rows) > self.focus_min_rows:
             rows = self.focused_rows(table, focus)
@@ -367,7 +367,7 @@ class TemplateCompressor:
             lines.append(header + ": " + _cells(table.columns[i] for i in shown))
             lines.extend(" " + _cells(row[i] for i in shown) for row in rows)
         if len(rows) < len(table.rows):
-            lines.append(f" (+{len(table.rows) - len(rows)} more rows: recall {card_id})")
+            lines.append(f" (+{len(table.rows) - len(rows)} more rows)")
         return "\n".join(lines)
 
 

@@ -110,7 +110,8 @@ RECALL_TOOL: dict[str, Any] = {
     "function": {
         "name": "recall",
         "description": "Return the full raw record behind a memory card, e.g. every row of a long "
-        "search result. Use it when a card says '(+N rows: recall c12)' or a needed detail is missing.",
+        "search result. Use it when a card (it starts with its id, e.g. [c12]) ends in '(more)', '(cut)' "
+        "or '(+N more rows)', or a needed detail is missing.",
         "parameters": {
             "type": "object",
             "properties": {"card_id": {"type": "string", "description": "Card id such as c12."}},

@@ -139,11 +139,11 @@ class CardRenderer:
         in up to ``CUT_NAMES_SHARE`` of ``tokens``: of a long list most rows are cut anyway, and
         the handles the agent's next call takes, and what to recall, are worth more than the last
         few rows shown in full."""
-        naming = self.count(_cut_hint(card, [""]))
+        naming = self.count(_cut_hint([""]))
         room = tokens - self.count(card.summary.partition("\n")[0]) - naming - 2
         listed = self._names_within(_row_identifiers(card), min(int(tokens * CUT_NAMES_SHARE), room))
         # the hint's newline, and the card's own token (see with_summary)
-        left = tokens - self.count(_cut_hint(card, listed)) - 2
+        left = tokens - self.count(_cut_hint(listed)) - 2
         kept: list[str] = []
         for line in card.summary.split("\n"):
             cost = self.count(line) + (1 if kept else 0)
@@ -156,7 +156,7 @@ class CardRenderer:
                 return card
             kept = [card.summary[: max(0, left) * 3]]  # about three characters to a token
         shown = "\n".join(kept)
-        hint = _cut_hint(card, [name for name in listed if name not in shown])
+        hint = _cut_hint([name for name in listed if name not in shown])
         return self.with_summary(card, f"{shown}\n{hint}")
 
     def _names_within(self, names: Iterator[str], tokens: int) -> list[str]:
@@ -193,10 +193,10 @@ class CardRenderer:
         return total - 1
 
 
-def _cut_hint(card: Card, unseen: list[str]) -> str:
+def _cut_hint(unseen: list[str]) -> str:
     if not unseen:
-        return f" (cut: recall {card.id})"
-    return f" (cut: recall {card.id}; not shown: {' '.join(unseen)})"
+        return " (cut)"
+    return f" (cut; not shown: {' '.join(unseen)})"
 
 
 def _row_identifiers(card: Card) -> Iterator[str]:

@@ -412,7 +412,7 @@ def test_a_long_newest_result_in_the_recent_window_is_cut_to_its_share_when_card
     built = memory.build()
 
     sent = built.messages[-1]
-    assert sent["role"] == "tool" and "(cut: recall" in sent["content"]  # past half of the budget
+    assert sent["role"] == "tool" and "(cut; not shown: " in sent["content"]  # past half of the budget
     assert "paypal_5364164" in memory_text(built.messages)  # the profile still fits beside it
 
 
@@ -425,7 +425,7 @@ def test_a_newest_result_in_the_recent_window_takes_its_share_of_what_a_long_req
 
     built = memory.build()
 
-    assert "(cut: recall" in built.messages[-1]["content"]  # the variants, in the recent window
+    assert "(cut; not shown: " in built.messages[-1]["content"]  # the variants, in the recent window
     assert "3377618301" in memory_text(built.messages)  # the next product to look up
 
 

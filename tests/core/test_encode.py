@@ -86,7 +86,7 @@ def test_long_table_shows_some_rows_and_says_how_to_recall_the_rest(memory, msg)
     card = observe_result(memory, msg, "list_items", rows)
 
     assert len(card.tables[0].rows) == 100
-    assert f"more rows: recall {card.id}" in card.summary
+    assert card.summary.startswith(f"[{card.id}]") and "(+" in card.summary and " more rows)" in card.summary
     assert "1000000000" in card.summary
     assert json.loads(memory.handle_recall({"card_id": card.id})) == rows
 

@@ -78,10 +78,10 @@ def test_agent_can_recall_the_rows_a_card_left_out(memory, msg):
     memory.observe(msg.call("call_1", "list_items", {"product_id": "8310926033"}))
     card = memory.observe(msg.result("call_1", "list_items", rows))
     assert "4000000079" not in card.summary
-    hint = re.search(r"\(\+(\d+) more rows: recall (c\d+)\)", card.summary)
-    assert hint is not None and hint.group(2) == card.id
+    hint = re.search(r"^\[(c\d+)\].*\(\+(\d+) more rows\)", card.summary, re.S)
+    assert hint is not None and hint.group(1) == card.id
 
-    answer = memory.handle_recall(json.dumps({"card_id": hint.group(2)}))
+    answer = memory.handle_recall(json.dumps({"card_id": hint.group(1)}))
 
     assert json.loads(answer) == rows
 

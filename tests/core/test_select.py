@@ -322,7 +322,8 @@ def test_a_card_too_big_even_as_a_skeleton_sends_its_first_lines_that_fit(make_m
     built = memory.build()
 
     memory_text = built.messages[0]["content"]
-    assert f"(cut: recall {reservation.id})" in memory_text
+    cut_card = memory_text.partition(f"[{reservation.id}]")[2].partition("\n[")[0]
+    assert cut_card.endswith(" (cut)")  # its id heads it: recall it for the rest
     assert "HAT100 2024-05-10" in memory_text and "HAT105" not in memory_text
     assert built.memory_tokens <= 130
     assert json.loads(memory.recall(reservation.id)["content"])["flights"] == flights  # nothing is lost
@@ -414,7 +415,7 @@ def test_a_newest_result_past_its_share_is_cut_to_it_with_the_rows_in_focus_firs
     sent = memory_text(built.messages)
     newest = next(line for line in sent.split("\n[") if line.startswith("c4]"))
     assert "4896585277" in sent  # the product still to look up: the order card was not crowded out
-    shown, _, hint = newest.partition(" (cut: recall c4; not shown: ")
+    shown, _, hint = newest.partition(" (cut; not shown: ")
     assert "7706410204" in shown  # a clicky variant leads the cut
     assert "7706410216" in hint  # the variants left out are named, for the next call or a recall
     kept = {d.card_id: d for d in built.decisions if d.kept}
@@ -571,7 +572,7 @@ def test_a_long_search_cut_to_its_share_names_the_rows_it_leaves_out(make_memory
 
     sent = memory_text(memory.build().messages)
 
-    shown, _, hint = sent.partition(" (cut: recall c2; not shown: ")
+    shown, _, hint = sent.partition(" (cut; not shown: ")
     assert "UA1600" in shown and "UA1615" not in shown  # the first rows in full
     assert "UA1615" in hint  # and the next flights by their numbers, to book or recall
 
@@ -590,7 +591,7 @@ def test_a_request_longer_than_half_the_budget_is_sent_cut_not_left_out(make_mem
 
     request = next(d for d in built.decisions if d.card_id == "c0")
     assert request.kept and request.tokens <= 200  # its first lines, with a hint to recall the rest
-    assert "(cut: recall c0)" in built.messages[0]["content"]
+    assert "[c0] user: " in built.messages[0]["content"] and " (cut)" in built.messages[0]["content"]
     assert "cabin=economy" in "\n".join(str(m.get("content")) for m in built.messages)
     assert built.total_tokens <= 400
 
