@@ -4,6 +4,7 @@ from .callbacks import DamcCallbackHandler
 from .judge import ChatModelJudge
 from .langgraph import damc_pre_model_hook
 from .middleware import DamcMiddleware
+from .recall import recall_tool
 
 __all__ = [
     "ChatModelJudge",
@@ -11,6 +12,7 @@ __all__ = [
     "DamcCallbackHandler",
     "DamcMiddleware",
     "damc_pre_model_hook",
+    "recall_tool",
     "wrap",
 ]
 

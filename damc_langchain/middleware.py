@@ -18,6 +18,7 @@ from langchain_core.messages import SystemMessage
 from damc_core import DecisionMemory
 
 from ._recorder import Conversations, to_messages
+from .recall import tool_answered_by
 
 logger = logging.getLogger("damc.langchain")
 
@@ -30,13 +31,18 @@ class DamcMiddleware(AgentMiddleware):
     Runs without a ``thread_id`` use ``memory``; a checkpointed thread uses
     ``memory_for(thread_id)``, a session of the same user and store, so one agent serving many
     users' threads never shows one thread's records to another.
+
+    The agent also gets the ``recall`` tool (``damc_core.RECALL_TOOL``): a card that leaves
+    something out says so, and the model can read the raw record behind it, from its own thread's
+    session. ``recall=False`` leaves the agent's tools as they are.
     """
 
-    def __init__(self, memory: DecisionMemory, *, budget: int | None = None) -> None:
+    def __init__(self, memory: DecisionMemory, *, budget: int | None = None, recall: bool = True) -> None:
         super().__init__()
         self.memory = memory
         self.budget = budget
         self.conversations = Conversations(memory)
+        self.tools = [tool_answered_by(lambda: self.conversations.current().memory)] if recall else []
 
     def memory_for(self, thread_id: str | None) -> DecisionMemory:
         """The memory of one checkpointer thread (``None``: runs without a thread id)."""

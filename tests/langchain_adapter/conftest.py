@@ -21,12 +21,15 @@ class RecordingChatModel(BaseChatModel):
 
     script: list[AIMessage]
     received: list[list[BaseMessage]] = Field(default_factory=list)
+    tools_offered: list[str] = Field(default_factory=list)
+    """Names of the tools the agent bound to the model."""
 
     @property
     def _llm_type(self) -> str:
         return "recording"
 
     def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> RecordingChatModel:
+        self.tools_offered[:] = [getattr(t, "name", None) or t["function"]["name"] for t in tools]
         return self
 
     def _generate(

@@ -1,0 +1,96 @@
+"""The recall tool: the agent reads the raw record behind a card that left something out."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+pytest.importorskip("langchain")
+
+from langchain.agents import create_agent
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+
+from damc_core import DecisionMemory, InMemoryStore, MemorySettings
+from damc_langchain import DamcMiddleware, recall_tool
+
+from .scenario import FLIGHTS, book, call, get_user_details, search_flights, text
+
+
+def memory(budget=250):
+    return DecisionMemory(store=InMemoryStore(), settings=MemorySettings(budget=budget))
+
+
+def test_the_agent_recalls_the_rows_a_card_left_out(recording_model):
+    model = recording_model(
+        call("get_user_details", {"user_id": "mia_li_3668"}, "t1"),
+        call("search_flights", {"date": "2024-05-20"}, "t2"),
+        AIMessage("Which one?"),
+        call("recall", {"card_id": "c4"}, "t3"),
+        AIMessage("HAT109 has gate B9."),
+    )
+    damc = memory()
+    agent = create_agent(model, [get_user_details, search_flights, book], middleware=[DamcMiddleware(damc)])
+
+    state = agent.invoke({"messages": [HumanMessage("Find me a flight on 2024-05-20, I am mia_li_3668")]})
+    state = agent.invoke(
+        {"messages": [*state["messages"], HumanMessage("Which gate does HAT109 leave from?")]}
+    )
+
+    assert "recall" in model.tools_offered
+    assert damc.card("c4").tool_name == "search_flights"
+    assert "B9" not in text(model.received[2])  # the search result's card left the gates out
+    recalled = next(m for m in state["messages"] if isinstance(m, ToolMessage) and m.name == "recall")
+    assert json.loads(recalled.content) == FLIGHTS  # the raw record, verbatim
+    assert "B9" in text(model.received[-1])  # and the model read it
+
+
+def test_recall_reads_the_session_of_the_running_thread(recording_model):
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    model = recording_model(
+        call("get_user_details", {"user_id": "mia_li_3668"}, "t1"),
+        AIMessage("Found."),
+        call("recall", {"card_id": "c2"}, "t2"),
+        AIMessage("Nothing there."),
+    )
+    middleware = DamcMiddleware(memory())
+    agent = create_agent(model, [get_user_details], middleware=[middleware], checkpointer=InMemorySaver())
+
+    agent.invoke({"messages": [HumanMessage("I am mia_li_3668")]}, {"configurable": {"thread_id": "mia"}})
+    bob = agent.invoke({"messages": [HumanMessage("Show me c2")]}, {"configurable": {"thread_id": "bob"}})
+
+    assert middleware.memory_for("mia").card("c2").tool_name == "get_user_details"
+    answer = next(m for m in bob["messages"] if isinstance(m, ToolMessage)).content
+    assert answer == "No memory card 'c2' in this session."  # Mia's profile stays hers
+
+
+def test_recall_false_leaves_the_agents_tools_as_they_are(recording_model):
+    model = recording_model(AIMessage("Hi!"))
+    agent = create_agent(model, [get_user_details], middleware=[DamcMiddleware(memory(), recall=False)])
+
+    agent.invoke({"messages": [HumanMessage("hello")]})
+
+    assert model.tools_offered == ["get_user_details"]
+
+
+def test_recall_tool_answers_from_a_memory_for_any_agent():
+    damc = memory()
+    damc.observe_tool("search_flights", {"date": "2024-05-20"}, FLIGHTS)
+    result_card = damc.cards()[-1]
+    tool = recall_tool(damc)
+
+    assert tool.name == "recall" and "card_id" in tool.args
+    assert json.loads(tool.invoke({"card_id": result_card.id})) == FLIGHTS
+    assert json.loads(tool.invoke({"card_id": f"[{result_card.id}]"})) == FLIGHTS  # as the card shows it
+    assert tool.invoke({"card_id": "c99"}) == "No memory card 'c99' in this session."
+
+
+def test_a_store_that_fails_gives_the_agent_an_answer_not_an_exception():
+    damc = memory()
+    damc.observe({"role": "user", "content": "hello"})
+    damc.store.close()
+
+    answer = recall_tool(damc).invoke({"card_id": "c0"})
+
+    assert answer.startswith("Could not recall 'c0': ")
