@@ -119,7 +119,9 @@ RECALL_TOOL: dict[str, Any] = {
         },
     },
 }
-"""OpenAI-style tool definition that lets an agent expand a compressed card."""
+"""OpenAI-style tool definition that lets an agent expand a compressed card. Its result, the newest
+tool result, is sent as it is, within the whole budget rather than the newest result's share."""
+RECALL_NAME: str = RECALL_TOOL["function"]["name"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -644,7 +646,7 @@ class DecisionMemory:
             last_used=session.last_used,
             namespace=self.namespace,
         )
-        header = self._renderer.count(fence_memory([])) + MESSAGE_OVERHEAD
+        header = self._header_tokens()
         memory_budget = max(0, budget - self._renderer.count_messages(recent) - header)
         valued = self.valuator.value(candidates, context=context)
         kept, dropped = self._select(valued, wide, memory_budget)
@@ -724,9 +726,13 @@ class DecisionMemory:
         result_share = self._newest_share(budget, asked)
         whole: dict[int, Message] = {}
         for index, (entry, message) in enumerate(zip(entries, recent, strict=True)):
-            if message.get("role") == "tool" and self._renderer.count_messages([message]) > result_share:
+            share = result_share
+            if self._answers_recall(entry.card_id):  # all the rest of the window and the request leave
+                others = self._renderer.count_messages(recent) - self._renderer.count_messages([message])
+                share = self._recall_share(budget - others - self._header_tokens(), asked)
+            if message.get("role") == "tool" and self._renderer.count_messages([message]) > share:
                 whole[index] = message
-                recent[index] = send(entry, focus, detail="key", cut=result_share)
+                recent[index] = send(entry, focus, detail="key", cut=share)
         if self._renderer.count_messages(recent) > budget:
             recent = [send(e, focus, detail="key") for e in entries]
             if self._renderer.count_messages(recent) > budget:  # a message alone is over the budget
@@ -857,6 +863,8 @@ class DecisionMemory:
                 if item.card.id != newest and item.value >= NEWEST_YIELDS_TO
             )
             share = max(self._newest_share(budget, asked), budget - yielded)
+            if self._answers_recall(newest):
+                share = self._recall_share(budget, asked)
             if self._renderer.render(originals[newest], None, "key").tokens > share:
                 newest_cut = self._renderer.render(originals[newest], focus, "key", cut_in_focus_order=share)
                 based = [item._replace(card=newest_cut) if item.card.id == newest else item for item in based]
@@ -886,6 +894,20 @@ class DecisionMemory:
             full = upgrade_detail(full, at(detail), budget_left=budget - sum(s.card.tokens for s in full))
         kept = sorted(full, key=lambda s: s.card.seq)
         return kept, selection.dropped
+
+    def _header_tokens(self) -> int:
+        """What an empty memory section costs, as a message."""
+        return self._renderer.count(fence_memory([])) + MESSAGE_OVERHEAD
+
+    def _answers_recall(self, card_id: str | None) -> bool:
+        """Whether the card is the result of a ``recall`` call (see :data:`RECALL_TOOL`)."""
+        card = self._session.cards.get(card_id or "")
+        return card is not None and card.kind is CardKind.TOOL_RESULT and card.tool_name == RECALL_NAME
+
+    def _recall_share(self, budget: int, asked: Card | None) -> int:
+        """Tokens a recalled record may take: all that the request leaves. The model asked for the
+        record in full; cut to the usual share it would read the same cut card again."""
+        return max(0, budget - (asked.tokens if asked is not None else 0))
 
     def _newest_share(self, budget: int, asked: Card | None) -> int:
         """Tokens the newest tool result may take whole: ``newest_share`` of what the user's
@@ -1015,6 +1037,8 @@ class DecisionMemory:
             lean_card = self._renderer.render(card, focus, "key")
             return {**message, "content": self._renderer.cut(lean_card, limit, clip=True).summary}
         if message.get("role") == "tool" and self.settings.compress_recent_tool_results:
+            if detail is None and self._answers_recall(entry.card_id):
+                return message  # the record the model asked for, as it is
             call = entry.card_id not in calls_shown
             if detail is not None or not call:
                 card = self._renderer.render(card, focus, detail or "full", call=call, cut_in_focus_order=cut)

@@ -4,6 +4,7 @@
 * :class:`DamcMemoryBlock`: a block of llama-index-core's ``Memory`` (long-term memory in cards).
 * :class:`DamcSpanHandler` / :class:`DamcEventRecorder`: tool results as they return.
 * :class:`DamcLLM`: the user's LLM with DAMC's context per call (compresses the running task too).
+* :func:`recall_tool`: the ``recall`` tool, for the agent to read the raw record behind a card.
 * :func:`offline_tokenizer`: a tokenizer for LlamaIndex that never downloads.
 """
 
@@ -11,6 +12,7 @@ from .block import DamcMemoryBlock
 from .capture import DamcEventRecorder, DamcSpanHandler
 from .llm import DamcLLM
 from .memory import DamcMemory
+from .recall import recall_tool
 from .tokens import offline_tokenizer
 
 __all__ = [
@@ -20,4 +22,5 @@ __all__ = [
     "DamcMemoryBlock",
     "DamcSpanHandler",
     "offline_tokenizer",
+    "recall_tool",
 ]

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from damc_core import RECALL_TOOL, DecisionMemory
+from damc_core import RECALL_TOOL, DecisionMemory, MemorySettings
 
 
 def test_recall_tool_is_a_valid_openai_function_tool():
@@ -94,3 +94,25 @@ def test_messages_since_a_mark_are_the_events_observed_after_it(remembered, airl
     assert [m["content"] for m in remembered.messages(since=mark)] == ["Cancel 4WQ150", "Cancelled."]
     assert remembered.messages(since=remembered.event_count) == []
     assert remembered.messages()[: len(airline_messages)] == airline_messages
+
+
+def test_a_recalled_record_reaches_the_model_as_it_is(make_memory, msg):
+    rows = [{"flight_number": f"HAT{100 + i}", "price": 100 + i, "gate": f"B{i}"} for i in range(12)]
+    memory = make_memory(settings=MemorySettings(budget=600, recent_messages=4))
+    memory.observe(msg.user("Which gates do the flights on May 20 leave from?"))
+    memory.observe(msg.call("call_1", "search_flights", {"date": "2024-05-20"}))
+    search = memory.observe(msg.result("call_1", "search_flights", rows))
+    assert memory.build().messages[-1]["content"].startswith(f"[{search.id}] -> ")  # a result: its card
+
+    memory.observe(msg.call("call_2", "recall", {"card_id": search.id}))
+    answer = memory.handle_recall({"card_id": search.id})
+    memory.observe(msg.result("call_2", "recall", answer))
+    built = memory.build()
+
+    assert built.messages[-1] == {
+        "role": "tool",
+        "tool_call_id": "call_2",
+        "name": "recall",
+        "content": answer,
+    }
+    assert json.loads(answer) == rows  # verbatim, as the model asked

@@ -1,0 +1,61 @@
+"""The recall tool: the agent reads the raw record behind a card that left something out."""
+
+from __future__ import annotations
+
+import json
+
+from llama_index.core.agent.workflow import FunctionAgent
+from llama_index.core.base.llms.types import ChatMessage
+
+from damc_llamaindex import DamcLLM, DamcMemory, recall_tool
+
+from .scenario import FLIGHTS, TOOLS, call, damc, run, text
+
+LAST = FLIGHTS[-1]
+
+
+def test_the_agent_recalls_the_rows_a_card_left_out(recording_llm):
+    model = recording_llm(
+        call("search_flights", {"date": "2024-05-20"}, "t1"),
+        call("recall", {"card_id": "c2"}, "t2"),
+        ChatMessage(role="assistant", content=f"{LAST['flight_number']} leaves from gate {LAST['gate']}."),
+    )
+    memory = damc(budget=350)
+    agent = FunctionAgent(tools=[*TOOLS, recall_tool(memory)], llm=DamcLLM(llm=model, memory=memory))
+
+    result = run(
+        agent, "Which gate does the last flight on 2024-05-20 leave from?", memory=DamcMemory(memory=memory)
+    )
+
+    assert memory.card("c2").tool_name == "search_flights"
+    assert shown(model.received[1]) < len(FLIGHTS)  # the search result's card left rows out
+    assert shown(model.received[2]) > shown(model.received[1]) + 5  # the recalled record brought them
+    recalled = next(c for c in memory.cards() if c.tool_name == "recall" and c.kind.value == "tool_result")
+    assert json.loads(memory.recall(recalled.id)["content"]) == FLIGHTS  # verbatim
+    assert str(result).endswith(f"gate {LAST['gate']}.")
+
+
+def shown(prompt):
+    """How many of the flights a prompt shows."""
+    return sum(f["flight_number"] in text(prompt) for f in FLIGHTS)
+
+
+def test_recall_tool_answers_by_card_id_and_says_when_there_is_none():
+    memory = damc()
+    card = memory.observe_tool("search_flights", {"date": "2024-05-20"}, FLIGHTS)
+    tool = recall_tool(memory)
+
+    assert tool.metadata.name == "recall"
+    assert tool.metadata.get_parameters_dict()["required"] == ["card_id"]
+    assert json.loads(tool.call(card_id=card.id).content) == FLIGHTS
+    assert tool.call(card_id="c99").content == "No memory card 'c99' in this session."
+
+
+def test_a_store_that_fails_gives_the_agent_an_answer_not_an_exception():
+    memory = damc()
+    memory.observe({"role": "user", "content": "hello"})
+    memory.store.close()
+
+    answer = recall_tool(memory).call(card_id="c0").content
+
+    assert answer.startswith("Could not recall 'c0': ")
