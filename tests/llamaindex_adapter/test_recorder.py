@@ -22,6 +22,7 @@ def test_public_names():
         "DamcMemoryBlock",
         "DamcSpanHandler",
         "offline_tokenizer",
+        "recall_tool",
     }
 
 
