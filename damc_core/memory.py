@@ -1086,9 +1086,14 @@ class DecisionMemory:
         return body
 
     def handle_recall(self, arguments: Mapping[str, Any] | str) -> str:
-        """Answer a ``recall`` tool call (see :data:`RECALL_TOOL`) with the raw content as text."""
+        """Answer a ``recall`` tool call (see :data:`RECALL_TOOL`) with the raw content as text; a
+        store that cannot be read gives the agent an answer saying so, not an exception."""
         card_id = str(parse_arguments(arguments).get("card_id", "")).strip().strip("[]")
-        raw = self.recall(card_id)
+        try:
+            raw = self.recall(card_id)
+        except Exception as exc:
+            logger.exception("damc: recall of %r failed", card_id)
+            return f"Could not recall {card_id!r}: {type(exc).__name__}: {exc}"
         if raw is None:
             return f"No memory card {card_id!r} in this session."
         content = raw.get("content")

@@ -6,16 +6,13 @@ tool the agent gets the record behind it, verbatim, instead of calling the origi
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 
 from langchain_core.tools import BaseTool, StructuredTool
 
 from damc_core import RECALL_TOOL, DecisionMemory
 
-from ._recorder import Conversations
-
-logger = logging.getLogger("damc.langchain")
+from ._recorder import Conversations, running_thread_id
 
 
 def recall_tool(memory: DecisionMemory) -> BaseTool:
@@ -27,7 +24,12 @@ def recall_tool(memory: DecisionMemory) -> BaseTool:
     registers it by itself.
     """
     conversations = Conversations(memory)
-    return tool_answered_by(lambda: conversations.current().memory)
+
+    def memory_of_run() -> DecisionMemory:
+        thread_id = running_thread_id()
+        return memory if thread_id is None else conversations.recorder_for(thread_id).memory
+
+    return tool_answered_by(memory_of_run)
 
 
 def tool_answered_by(memory_of_run: Callable[[], DecisionMemory]) -> BaseTool:
@@ -35,11 +37,7 @@ def tool_answered_by(memory_of_run: Callable[[], DecisionMemory]) -> BaseTool:
     spec = RECALL_TOOL["function"]
 
     def recall(card_id: str) -> str:
-        try:
-            return memory_of_run().handle_recall({"card_id": card_id})
-        except Exception as exc:  # a store that cannot be read must not stop the agent
-            logger.exception("damc: recall of %r failed", card_id)
-            return f"Could not recall {card_id!r}: {type(exc).__name__}: {exc}"
+        return memory_of_run().handle_recall({"card_id": card_id})
 
     return StructuredTool.from_function(
         recall, name=spec["name"], description=spec["description"], args_schema=spec["parameters"]

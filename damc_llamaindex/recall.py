@@ -6,14 +6,11 @@ tool the agent gets the record behind it, verbatim, instead of calling the origi
 
 from __future__ import annotations
 
-import logging
-
 from llama_index.core.bridge.pydantic import BaseModel, Field
 from llama_index.core.tools import FunctionTool
 
 from damc_core import RECALL_TOOL, DecisionMemory
 
-logger = logging.getLogger("damc.llamaindex")
 _SPEC = RECALL_TOOL["function"]
 
 
@@ -26,11 +23,7 @@ def recall_tool(memory: DecisionMemory) -> FunctionTool:
     agent's tools beside ``DamcMemory`` / ``DamcLLM`` on the same memory."""
 
     def recall(card_id: str) -> str:
-        try:
-            return memory.handle_recall({"card_id": card_id})
-        except Exception as exc:  # a store that cannot be read must not stop the agent
-            logger.exception("damc: recall of %r failed", card_id)
-            return f"Could not recall {card_id!r}: {type(exc).__name__}: {exc}"
+        return memory.handle_recall({"card_id": card_id})
 
     return FunctionTool.from_defaults(
         recall, name=_SPEC["name"], description=_SPEC["description"], fn_schema=RecallArguments

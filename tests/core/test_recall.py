@@ -116,3 +116,11 @@ def test_a_recalled_record_reaches_the_model_as_it_is(make_memory, msg):
         "content": answer,
     }
     assert json.loads(answer) == rows  # verbatim, as the model asked
+
+
+def test_a_recall_from_a_store_that_fails_is_an_answer_not_an_exception(make_memory, msg):
+    memory = make_memory()
+    memory.observe(msg.user("hello"))
+    memory.store.close()
+
+    assert memory.handle_recall({"card_id": "c0"}).startswith("Could not recall 'c0': ")
