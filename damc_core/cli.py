@@ -264,10 +264,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if isinstance(args.budget, list):
+        args.budget = list(dict.fromkeys(args.budget))  # a budget named twice is one row, not two
     console = Console()
     try:
         return int(args.run(args, console))
-    except DamcError as exc:
+    except (DamcError, OSError) as exc:  # OSError: an input or output path that cannot be used
         Console(stderr=True).print(f"damc: error: {exc}", markup=False)
         return 2
 

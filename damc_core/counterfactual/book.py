@@ -116,10 +116,11 @@ class ValueBook:
 
     # -- files -----------------------------------------------------------------------------------
     def write_jsonl(self, path: str | Path) -> None:
+        with self._lock:  # a snapshot: valuation may go on adding while the file is written
+            decisions = [d for held in self._by_namespace.values() for d in held]
         with Path(path).open("w", encoding="utf-8") as handle:
-            for decisions in self._by_namespace.values():
-                for d in decisions:
-                    handle.write(json.dumps(decision_line(d), ensure_ascii=False) + "\n")
+            for d in decisions:
+                handle.write(json.dumps(decision_line(d), ensure_ascii=False) + "\n")
 
     @classmethod
     def read_jsonl(

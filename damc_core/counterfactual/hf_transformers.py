@@ -8,6 +8,7 @@ request and evaluates only what a new request does not share with it.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -57,6 +58,7 @@ class TransformersScorer:
         self.reuse_prefix = reuse_prefix
         self.evaluated_tokens = 0
         """Tokens run through the model so far."""
+        self._lock = threading.Lock()
         self._cache: Any = None
         self._cached: list[int] = []
 
@@ -81,9 +83,13 @@ class TransformersScorer:
             if limit is not None and len(tokens) > limit:
                 raise ValueError(f"a request of {len(tokens)} tokens exceeds the model's {limit} positions")
         out = [0.0] * len(encoded)
-        with self._torch.inference_mode():
+        with self._lock, self._torch.inference_mode():  # one KV cache: one pass at a time
             for i in sorted(range(len(encoded)), key=lambda i: encoded[i][0]):
-                out[i] = self._score_tokens(*encoded[i])
+                try:
+                    out[i] = self._score_tokens(*encoded[i])
+                except BaseException:
+                    self._cache, self._cached = None, []  # a failed pass leaves the cache unknown
+                    raise
         return out
 
     def _score_tokens(self, tokens: list[int], start: int) -> float:

@@ -172,7 +172,7 @@ class ChromaStore:
         if version > CARD_FORMAT_VERSION:
             raise SchemaVersionError(f"record {doc_id!r} has format v{version}; upgrade damc")
         return RawRecord(
-            id=doc_id.split("|", 1)[1],
+            id=doc_id.rsplit("|", 1)[1],  # a namespace key may hold "|"; a record id does not
             namespace=namespace,
             seq=int(meta["seq"]),
             created_at=float(meta["created_at"]),

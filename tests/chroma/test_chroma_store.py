@@ -104,3 +104,13 @@ def test_eight_writer_processes_on_one_server_lose_no_card(chroma_server: Chroma
         last_call = memory.recall(f"c{2 * EVENTS_PER_WRITER - 2}")
         assert last_call is not None
         assert f"R{worker}X{EVENTS_PER_WRITER - 1}" in last_call["tool_calls"][0]["function"]["arguments"]
+
+
+def test_a_namespace_holding_a_pipe_keeps_its_record_ids(chroma_config: ChromaConfig) -> None:
+    namespace = Namespace(user="bob", session="s1|x")
+    with ChromaStore(chroma_config) as store:
+        memory = DecisionMemory(namespace=namespace, store=store)
+        memory.observe({"role": "user", "content": "Book HAT069"})
+
+        assert [r.id for r in store.records(namespace)] == ["r0"]
+        assert memory.handle_recall({"card_id": "c0"}) == "Book HAT069"

@@ -199,3 +199,20 @@ def test_replay_writes_the_same_contexts_whatever_the_hash_seed(tmp_path):
         outputs.append(out.read_text())
 
     assert outputs[0] == outputs[1]
+
+
+def test_a_budget_named_twice_is_one_row(trace, capsys):
+    path, _ = trace
+
+    assert main(["eval", str(path), "--budget", "500", "500"]) == 0
+
+    assert capsys.readouterr().out.count("damc @500") == 1
+
+
+def test_an_output_path_that_cannot_be_written_is_a_clear_error(trace, tmp_path, capsys):
+    path, _ = trace
+
+    code = main(["replay", str(path), "--budget", "500", "--out", str(tmp_path)])  # a folder
+
+    assert code == 2
+    assert capsys.readouterr().err.startswith("damc: error: ")

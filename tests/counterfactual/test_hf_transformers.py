@@ -59,3 +59,35 @@ def test_a_path_that_is_not_a_model_directory_is_refused(tmp_path):
         TransformersScorer(tmp_path / "missing")
     with pytest.raises(ConfigError, match="no GGUF file"):
         TransformersScorer(tmp_path, gguf_file="missing.gguf")
+
+
+def test_threads_sharing_a_scorer_get_the_figures_one_thread_gets(scorer):
+    import concurrent.futures
+
+    requests = [PROBLEM.request([True, True]), PROBLEM.request([False, True])]
+    alone = scorer.score(requests)
+
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        shared = list(pool.map(lambda _: scorer.score(requests), range(8)))
+
+    for figures in shared:
+        assert figures == pytest.approx(alone, abs=1e-3)
+
+
+def test_a_failed_pass_leaves_the_scorer_usable(scorer):
+    request = PROBLEM.request([True, True])
+    expected = scorer.score([request])
+    model = scorer.model
+
+    class FailingModel:
+        config = model.config
+
+        def __call__(self, **inputs):
+            raise RuntimeError("out of memory")
+
+    scorer.model = FailingModel()
+    with pytest.raises(RuntimeError):
+        scorer.score([PROBLEM.request([True, False])])
+    scorer.model = model
+
+    assert scorer.score([request]) == pytest.approx(expected, abs=1e-3)

@@ -189,3 +189,27 @@ def test_settings_are_checked_when_made():
         CounterfactualValuator(batch_every=0)
     with pytest.raises(ConfigError, match="max_share"):
         Blend(max_share=1.5)
+
+
+def test_a_book_is_written_while_valuation_goes_on_adding(tmp_path):
+    import threading
+
+    book = ValueBook()
+    done = threading.Event()
+
+    def add():
+        for seq in range(20_000):
+            book.add(valued(seq, {"hat069"}, c1=1.0))
+        done.set()
+
+    writer = threading.Thread(target=add)
+    writer.start()
+    written = 0
+    while not done.is_set():
+        book.write_jsonl(tmp_path / "values.jsonl")  # raised "dictionary changed size" before
+        written += 1
+    writer.join()
+    book.write_jsonl(tmp_path / "values.jsonl")
+
+    assert written > 0
+    assert len((tmp_path / "values.jsonl").read_text().splitlines()) == 20_000
