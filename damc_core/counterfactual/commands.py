@@ -67,7 +67,9 @@ def value_trajectories(
         first = messages[0] if messages else {}
         system = str(first.get("content") or "") if with_system and first.get("role") == "system" else None
         if gold is not None:
-            problem = problem_from_history(point.history, gold, system=system)
+            # every message the replay numbered, later system messages too, so card ids match it
+            history = messages[1 : point.step] if first.get("role") == "system" else messages[: point.step]
+            problem = problem_from_history(history, gold, system=system)
             if problem.card_ids:
                 values = estimator.estimate(problem, scorer)
                 if not with_system and first.get("role") == "system":  # ids as the replay numbers them
