@@ -64,15 +64,15 @@ def value_trajectories(
     for point in replay(trajectories, settings=settings, counter=counter):
         messages = trajectories[point.traj]
         gold = gold_action(messages, point.step)
-        first = messages[0] if messages else {}
-        system = str(first.get("content") or "") if with_system and first.get("role") == "system" else None
+        opens_with_system = bool(messages) and messages[0].get("role") == "system"
+        system = str(messages[0].get("content") or "") if with_system and opens_with_system else None
         if gold is not None:
             # every message the replay numbered, later system messages too, so card ids match it
-            history = messages[1 : point.step] if first.get("role") == "system" else messages[: point.step]
+            history = messages[int(opens_with_system) : point.step]
             problem = problem_from_history(history, gold, system=system)
             if problem.card_ids:
                 values = estimator.estimate(problem, scorer)
-                if not with_system and first.get("role") == "system":  # ids as the replay numbers them
+                if not with_system and opens_with_system:  # ids as the replay numbers them
                     values = _after_system(values)
                 namespace = replay_namespace({"traj": point.traj})
                 terms = point.built.focus.terms
