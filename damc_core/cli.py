@@ -48,7 +48,8 @@ def _settings(args: argparse.Namespace) -> MemorySettings:
 
 def _stages(args: argparse.Namespace) -> Callable[[Namespace], Mapping[str, Any]] | Mapping[str, Any] | None:
     """Stages of the replayed memories: a retrieval valuator on a Chroma index with ``--chroma``
-    (one per conversation), counterfactual values from a file with ``--values`` (over the
+    (each replayed conversation starts on an empty index, so a folder used before gives the same
+    contexts as a new one), counterfactual values from a file with ``--values`` (over the
     retrieval valuator when both are given)."""
     values = getattr(args, "values", None)
     if not getattr(args, "chroma", None):
@@ -59,9 +60,12 @@ def _stages(args: argparse.Namespace) -> Callable[[Namespace], Mapping[str, Any]
     index = CardIndex(ChromaConfig(path=args.chroma), embedder=load_embedder(args.embedder))
     book = ValueBook.read_jsonl(values) if values else None  # read once, shared by every conversation
 
+    retrieval = RetrievalValuator(index)
+    valuator = CounterfactualValuator(base=retrieval, book=book) if book else retrieval
+
     def stages(namespace: Namespace) -> Mapping[str, Any]:
-        retrieval = RetrievalValuator(index, namespace=namespace)
-        return {"valuator": CounterfactualValuator(base=retrieval, book=book) if book else retrieval}
+        index.drop(namespace)
+        return {"valuator": valuator}
 
     return stages
 

@@ -933,7 +933,7 @@ class DecisionMemory:
         session = self._session
         limit = self.settings.max_candidates
         retrieved = (
-            self._source.candidates(session.cards, focus=focus, limit=limit // 2)
+            self._source.candidates(session.cards, focus=focus, limit=limit // 2, namespace=self.namespace)
             if self._source is not None
             else []
         )

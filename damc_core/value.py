@@ -63,8 +63,10 @@ class CandidateSource(Protocol):
     """A valuator that also proposes candidates (e.g. by semantic search) when a long memory is cut
     to a shortlist, so a card it finds is valued even if recency and priors would leave it out."""
 
-    def candidates(self, cards: Mapping[str, Card], *, focus: DecisionFocus, limit: int) -> list[str]:
-        """Ids of up to ``limit`` cards worth valuing for ``focus``, best first."""
+    def candidates(
+        self, cards: Mapping[str, Card], *, focus: DecisionFocus, limit: int, namespace: Namespace
+    ) -> list[str]:
+        """Ids of up to ``limit`` of ``namespace``'s cards worth valuing for ``focus``, best first."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -464,13 +466,15 @@ class WeightedValuators:
             out.append(ScoredCard(card, value, scores))
         return out
 
-    def candidates(self, cards: Mapping[str, Card], *, focus: DecisionFocus, limit: int) -> list[str]:
+    def candidates(
+        self, cards: Mapping[str, Card], *, focus: DecisionFocus, limit: int, namespace: Namespace
+    ) -> list[str]:
         """The parts' candidates, merged in part order, without repeats."""
         found = (
             card_id
             for valuator, _ in self.parts
             if isinstance(valuator, CandidateSource)
-            for card_id in valuator.candidates(cards, focus=focus, limit=limit)
+            for card_id in valuator.candidates(cards, focus=focus, limit=limit, namespace=namespace)
         )
         return list(dict.fromkeys(found))[:limit]
 

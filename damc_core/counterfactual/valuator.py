@@ -103,10 +103,12 @@ class CounterfactualValuator:
         self._cache: dict[_CacheKey, tuple[float, dict[str, Estimate]]] = {}
 
     # -- online ----------------------------------------------------------------------------------
-    def candidates(self, cards: Mapping[str, Card], *, focus: DecisionFocus, limit: int) -> list[str]:
+    def candidates(
+        self, cards: Mapping[str, Card], *, focus: DecisionFocus, limit: int, namespace: Namespace
+    ) -> list[str]:
         """The base valuator's candidates (e.g. retrieval's), so wrapping it keeps them; none otherwise."""
         if isinstance(self.base, CandidateSource):
-            return self.base.candidates(cards, focus=focus, limit=limit)
+            return self.base.candidates(cards, focus=focus, limit=limit, namespace=namespace)
         return []
 
     def value(self, cards: Sequence[Card], *, context: ValuationContext) -> list[ScoredCard]:

@@ -49,6 +49,8 @@ LOW_SINCE = "low_since"
 """Metadata key of a live entry: the event sequence number since which its card has been valued
 low (see :class:`~damc_core.retrieval.Lifecycle`). Kept with the vectors, so a process that takes
 the namespace over, on this machine or another, continues the count."""
+DIGEST = "digest"
+"""Metadata key of an entry: :func:`document_digest` of its document."""
 POSTINGS = 64
 """Card ids kept per identifier; a lookup wants at most ``k`` of them, so an identifier as common
 as a date is no longer written once it has this many (and retiring its first cards can hide the
@@ -94,6 +96,11 @@ def card_document(card: Card) -> str:
     matched case-blind and ``#`` stays with the id), without the ``[c12]`` tag (two cards that say
     the same thing must embed the same), cut to a length the model reads."""
     return _CARD_TAG.sub("", card.summary, count=1)[:DOCUMENT_CHARS].lower()
+
+
+def document_digest(document: str) -> str:
+    """A short fingerprint of an indexed text: the same id with another digest is another card."""
+    return hashlib.blake2b(document.encode("utf-8"), digest_size=8).hexdigest()
 
 
 def identifier_terms(document: str) -> list[str]:
@@ -192,7 +199,9 @@ class CardIndex:
 
     # -- writing -------------------------------------------------------------------------------
     def add(self, namespace: Namespace, cards: Sequence[Card]) -> None:
-        """Embed and upsert cards (by id: adding a card twice replaces it)."""
+        """Embed and upsert cards (by id: adding a card twice replaces it). Each entry keeps the
+        digest of its text (:meth:`digests`), so a reader can tell a card it already indexed from
+        another card under the same id."""
         if not cards:
             return
         key = namespace.key
@@ -205,15 +214,19 @@ class CardIndex:
                 ids=[c.id for c in cards[chunk]],
                 documents=documents[chunk],
                 embeddings=vectors[chunk],
-                metadatas=[self._metadata(key, c) for c in cards[chunk]],
+                metadatas=[
+                    self._metadata(key, c, document)
+                    for c, document in zip(cards[chunk], documents[chunk], strict=True)
+                ],
             )
         _post(self.terms(namespace), _postings_of([c.id for c in cards], documents))
 
     @staticmethod
-    def _metadata(key: str, card: Card) -> dict[str, str | int | float | bool]:
+    def _metadata(key: str, card: Card, document: str) -> dict[str, str | int | float | bool]:
         return {
             "ns": key,
             "card": card.id,
+            DIGEST: document_digest(document),
             "seq": card.seq,
             "kind": card.kind.value,
             "tool": card.tool_name or "",
@@ -224,6 +237,36 @@ class CardIndex:
         """Card ids of the namespace in the live (or cold) index."""
         got = self.collection(namespace, cold=cold).get(include=[])
         return set(got["ids"])
+
+    def digests(self, namespace: Namespace, *, cold: bool = False) -> dict[str, str]:
+        """Card id -> :func:`document_digest` of the text it was indexed with, for the live (or
+        cold) index (``""`` for entries written before digests were kept)."""
+        got = self.collection(namespace, cold=cold).get(include=["metadatas"])
+        metas = got["metadatas"] or []
+        return {i: str(m.get(DIGEST) or "") for i, m in zip(got["ids"], metas, strict=True)}
+
+    def delete(self, namespace: Namespace, card_ids: Iterable[str], *, cold: bool = False) -> None:
+        """Remove cards from the live (or cold) index, identifier postings included."""
+        ids = list(card_ids)
+        if not ids:
+            return
+        collection = self.collection(namespace, cold=cold)
+        got = collection.get(ids=ids, include=["documents"])
+        if got["ids"]:
+            collection.delete(ids=got["ids"])
+            postings = _postings_of(got["ids"], [str(d) for d in got["documents"] or []])
+            _post(self.terms(namespace, cold=cold), postings, remove=True)
+
+    def drop(self, namespace: Namespace) -> None:
+        """Delete every collection of a namespace (live, cold and their identifier twins): its
+        cards are searched no more. Records and cards in the store are untouched."""
+        for cold in (False, True):
+            name = self.collection(namespace, cold=cold).name
+            if self.terms(namespace, cold=cold) is not None:
+                self._client.delete_collection(f"{name}_terms")
+            self._client.delete_collection(name)
+            self._collections.pop((namespace.key, cold), None)
+            self._terms.pop((namespace.key, cold), None)
 
     # -- searching -----------------------------------------------------------------------------
     def search(

@@ -1,25 +1,32 @@
 """Retrieval as a value signal and as candidate generation for :class:`~damc_core.DecisionMemory`.
 
-:class:`RetrievalValuator` wraps another valuator (the heuristics by default). Before a decision it
-indexes new cards, searches the index with the decision focus and the user's request, spreads
-each hit along the decision graph (card A informed call B, B produced result C: a hit on B lifts
-A and C), and lifts the wrapped value by the retrieval score. If the index cannot be reached the
-wrapped values are returned unchanged and a warning is logged: retrieval never stops the agent.
+:class:`RetrievalValuator` wraps another valuator (the heuristics by default). It serves every
+namespace it is asked about (``for_session`` memories share it), each in its own collection.
+Before a decision it indexes new cards, searches the index with the decision focus and the
+user's request, spreads each hit along the decision graph (card A informed call B, B produced
+result C: a hit on B lifts A and C), and lifts the wrapped value by the retrieval score. If the
+index cannot be reached the wrapped values are returned unchanged and a warning is logged:
+retrieval never stops the agent.
 """
 
 from __future__ import annotations
 
 import logging
-from collections import defaultdict
+import threading
+from collections import OrderedDict, defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ..errors import ConfigError
 from ..types import Card, CardKind, DecisionFocus, Namespace, Score, ScoredCard
 from ..value import HeuristicValuator, ValuationContext, Valuator
-from .index import CardIndex, Hit, focus_query
+from .index import CardIndex, Hit, card_document, document_digest, focus_query
 
 logger = logging.getLogger("damc")
+
+KEPT_NAMESPACES = 1024
+"""Namespaces whose upkeep state one valuator keeps in memory; the least recently used beyond
+this are re-read from the index when they return."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,8 +54,13 @@ class Lifecycle:
 
 @dataclass(slots=True)
 class _State:
-    indexed: set[str] | None = None
-    """Card ids already in the index (read from it on first use, so a reopened memory re-embeds nothing)."""
+    indexed: set[str] = field(default_factory=set)
+    """Card ids this valuator knows to be in the index with their current text."""
+    found: dict[str, str] | None = None
+    """Card id -> digest of the entries the index held when the namespace was first seen, not yet
+    matched to a card: a card whose text has the same digest is not embedded again (a reopened
+    memory re-embeds nothing), one with another digest (another conversation written under the
+    same ids) is."""
     decisions: int = 0
     low_since: dict[str, int] | None = None
     """Card id -> event sequence number since which it has been valued low (read from the index)."""
@@ -65,7 +77,6 @@ class RetrievalValuator:
         self,
         index: CardIndex,
         *,
-        namespace: Namespace,
         base: Valuator | None = None,
         weight: float = 0.3,
         k: int = 16,
@@ -77,20 +88,31 @@ class RetrievalValuator:
         if k <= 0:
             raise ConfigError(f"k must be > 0, got {k}")
         self.index = index
-        self.namespace = namespace
         self.base: Valuator = base or HeuristicValuator()
         self.weight = weight
         self.k = k
         self.graph = graph
         self.lifecycle = lifecycle
-        self._state = _State()
+        self._states: OrderedDict[str, _State] = OrderedDict()
+        self._states_lock = threading.Lock()
+
+    def _state(self, namespace: Namespace) -> _State:
+        with self._states_lock:
+            state = self._states.pop(namespace.key, None) or _State()
+            self._states[namespace.key] = state
+            if len(self._states) > KEPT_NAMESPACES:
+                self._states.popitem(last=False)
+            return state
 
     # -- candidate generation -------------------------------------------------------------------
-    def candidates(self, cards: Mapping[str, Card], *, focus: DecisionFocus, limit: int) -> list[str]:
+    def candidates(
+        self, cards: Mapping[str, Card], *, focus: DecisionFocus, limit: int, namespace: Namespace
+    ) -> list[str]:
         """Ids of the cards retrieval finds for this focus (hits and their graph neighbours)."""
         try:
-            self._sync(cards)
-            hits = self._search(focus)
+            state = self._state(namespace)
+            self._sync(state, namespace, cards)
+            hits = self._search(state, namespace, focus)
         except Exception as exc:  # an unreachable index must not stop the agent
             logger.warning("damc: retrieval unavailable (%s); using heuristics only", exc)
             return []
@@ -106,9 +128,11 @@ class RetrievalValuator:
     # -- valuation ------------------------------------------------------------------------------
     def value(self, cards: Sequence[Card], *, context: ValuationContext) -> list[ScoredCard]:
         valued = self.base.value(cards, context=context)
+        namespace = context.namespace or Namespace()
+        state = self._state(namespace)
         try:
-            self._sync({c.id: c for c in cards})
-            hits = self._search(context.focus)
+            self._sync(state, namespace, {c.id: c for c in cards})
+            hits = self._search(state, namespace, context.focus)
         except Exception as exc:
             logger.warning("damc: retrieval unavailable (%s); using heuristics only", exc)
             return valued
@@ -122,7 +146,7 @@ class RetrievalValuator:
             lift, why = found
             value = 1.0 - (1.0 - item.value) * (1.0 - self.weight * lift)
             out.append(ScoredCard(item.card, value, (*item.scores, Score("retrieval", lift, why))))
-        self._age(out, context.current_seq)
+        self._age(state, namespace, out, context.current_seq)
         return out
 
     def _scores(self, hits: list[Hit], cards: Sequence[Card]) -> dict[str, tuple[float, str]]:
@@ -159,40 +183,53 @@ class RetrievalValuator:
         return scores
 
     # -- index upkeep ---------------------------------------------------------------------------
-    def _sync(self, cards: Mapping[str, Card]) -> None:
-        state = self._state
-        if state.indexed is None:
-            state.cold = self.index.ids(self.namespace, cold=True)
-            state.indexed = self.index.ids(self.namespace) | state.cold
-        new = [cards[i] for i in cards.keys() - state.indexed if cards[i].summary]
+    def _sync(self, state: _State, namespace: Namespace, cards: Mapping[str, Card]) -> None:
+        """Index the cards the index lacks or holds with other text."""
+        if state.found is None:
+            cold = self.index.digests(namespace, cold=True)
+            state.found = self.index.digests(namespace) | cold
+            state.cold = set(cold)
+        new, moved = [], []
+        for card_id in cards.keys() - state.indexed:
+            card = cards[card_id]
+            if not card.summary:
+                continue
+            held = state.found.pop(card_id, None)
+            if held == document_digest(card_document(card)):
+                state.indexed.add(card_id)
+                continue
+            new.append(card)
+            if card_id in state.cold:
+                moved.append(card_id)
+        if moved:  # an older text under this id: gone from cold storage, the new one goes live
+            self.index.delete(namespace, moved, cold=True)
+            state.cold.difference_update(moved)
         if new:
-            self.index.add(self.namespace, sorted(new, key=lambda c: c.seq))
+            self.index.add(namespace, sorted(new, key=lambda c: c.seq))
             state.indexed.update(c.id for c in new)
 
-    def _search(self, focus: DecisionFocus) -> list[Hit]:
+    def _search(self, state: _State, namespace: Namespace, focus: DecisionFocus) -> list[Hit]:
         """Hits for the focus; one search per decision even when candidates and values both ask."""
-        state = self._state
         if state.focus != focus:
-            hits = self.index.search(self.namespace, focus_query(focus), terms=focus.terms, k=self.k)
+            query = focus_query(focus)
+            hits = self.index.search(namespace, query, terms=focus.terms, k=self.k)
             if state.cold:
-                hits += self.index.search(
-                    self.namespace, focus_query(focus), terms=focus.terms, k=self.k, cold=True
-                )
+                hits += self.index.search(namespace, query, terms=focus.terms, k=self.k, cold=True)
             state.focus, state.hits = focus, hits
         return state.hits
 
-    def _age(self, valued: list[ScoredCard], now: int) -> None:
+    def _age(self, state: _State, namespace: Namespace, valued: list[ScoredCard], now: int) -> None:
         """Track since when each card has stayed below the cold threshold (in the index, where any
         process continues it); every few decisions retire the long-low cards and merge
         near-duplicates."""
-        lifecycle, state = self.lifecycle, self._state
+        lifecycle = self.lifecycle
         state.decisions += 1
         state.focus = None  # the next decision searches afresh
         if lifecycle is None:
             return
         try:
             if state.low_since is None:
-                state.low_since = self.index.low_since(self.namespace)
+                state.low_since = self.index.low_since(namespace)
             low, changes = state.low_since, dict[str, int | None]()
             for item in valued:
                 card_id = item.card.id
@@ -203,15 +240,15 @@ class RetrievalValuator:
                         low[card_id] = changes[card_id] = now
                 elif low.pop(card_id, None) is not None:
                     changes[card_id] = None
-            self.index.mark_low(self.namespace, changes)
+            self.index.mark_low(namespace, changes)
             if state.decisions % lifecycle.every:
                 return
             stale = [i for i, since in low.items() if now - since >= lifecycle.cold_after]
-            self.index.retire(self.namespace, stale)
+            self.index.retire(namespace, stale)
             state.cold.update(stale)
             for card_id in stale:
                 del low[card_id]
-            merged = self.index.merge_near_duplicates(self.namespace, threshold=lifecycle.merge_threshold)
+            merged = self.index.merge_near_duplicates(namespace, threshold=lifecycle.merge_threshold)
             state.cold.update(member for m in merged for member in m.members)
         except Exception as exc:
             state.low_since = None  # re-read from the index next time

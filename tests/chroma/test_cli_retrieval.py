@@ -29,3 +29,16 @@ def test_replay_with_retrieval_writes_every_decision_point(tmp_path: Path) -> No
     # Cards are indexed when a decision asks for them; the second conversation calls no tool.
     assert {"c0", "c1"} <= index.ids(Namespace(user="replay", session="traj-0"))
     assert index.ids(Namespace(user="replay", session="traj-1")) == set()
+
+
+def test_a_folder_indexed_before_gives_the_contexts_of_a_new_one(tmp_path: Path) -> None:
+    demo = json.loads(DEMO.read_text())
+    first, second = tmp_path / "first.json", tmp_path / "second.json"
+    first.write_text(json.dumps(demo[2:4]))
+    second.write_text(json.dumps(demo[:2]))
+    index, fresh, reused = tmp_path / "index", tmp_path / "fresh.jsonl", tmp_path / "reused.jsonl"
+    common = ["--budget", "300", "--embedder", "hashing"]
+    assert main(["replay", str(first), "--out", str(tmp_path / "x"), "--chroma", str(index), *common]) == 0
+    assert main(["replay", str(second), "--out", str(reused), "--chroma", str(index), *common]) == 0
+    assert main(["replay", str(second), "--out", str(fresh), "--chroma", str(tmp_path / "new"), *common]) == 0
+    assert reused.read_text() == fresh.read_text()

@@ -189,7 +189,7 @@ def test_retrieval_lifts_the_card_the_decision_is_about(
     chroma_config: ChromaConfig, minilm: MiniLMEmbedder
 ) -> None:
     index = CardIndex(chroma_config, embedder=minilm)
-    with_retrieval = _hotel_memory(RetrievalValuator(index, namespace=ALICE), ALICE)
+    with_retrieval = _hotel_memory(RetrievalValuator(index), ALICE)
     heuristic = _hotel_memory(None, ALICE)
 
     def hotel_value(memory: DecisionMemory) -> float:
@@ -205,7 +205,7 @@ def test_graph_lifts_what_informed_a_matching_decision_and_what_it_produced(
     chroma_config: ChromaConfig, minilm: MiniLMEmbedder
 ) -> None:
     index = CardIndex(chroma_config, embedder=minilm)
-    valuator = RetrievalValuator(index, namespace=ALICE)
+    valuator = RetrievalValuator(index)
     memory = DecisionMemory(namespace=ALICE, store=InMemoryStore(), valuator=valuator)
     memory.observe_tool("get_user_details", {"user_id": "mia_li_3668"}, {"payment": "credit_card_4421486"})
     memory.observe_tool(
@@ -236,13 +236,14 @@ def _context(memory: DecisionMemory, query: str) -> object:
         focus=DecisionFocus(query=query, tools=frozenset({"book_reservation"})),
         current_seq=len(memory.cards()),
         now=0.0,
+        namespace=memory.namespace,
     )
 
 
 def test_lifecycle_retires_long_low_cards(chroma_config: ChromaConfig) -> None:
     index = CardIndex(chroma_config, embedder=HashingEmbedder())
     valuator = RetrievalValuator(
-        index, namespace=ALICE, lifecycle=Lifecycle(cold_below=0.99, cold_after=2, every=1)
+        index, lifecycle=Lifecycle(cold_below=0.99, cold_after=2, every=1)
     )
     memory = DecisionMemory(
         namespace=ALICE,
@@ -270,7 +271,7 @@ def test_another_process_continues_the_lifecycle_count(chroma_config: ChromaConf
 
     def process() -> tuple[DecisionMemory, CardIndex]:
         index = CardIndex(chroma_config, embedder=HashingEmbedder())
-        valuator = RetrievalValuator(index, namespace=ALICE, lifecycle=lifecycle)
+        valuator = RetrievalValuator(index, lifecycle=lifecycle)
         memory = DecisionMemory(
             namespace=ALICE, store=store, valuator=valuator, settings=MemorySettings(recent_messages=0)
         )
@@ -297,7 +298,7 @@ def test_unreachable_index_falls_back_to_heuristics(tmp_path: Path, caplog: pyte
     try:
         index = CardIndex(config, embedder=HashingEmbedder())
         memory = DecisionMemory(
-            store=InMemoryStore(), valuator=RetrievalValuator(index, namespace=Namespace())
+            store=InMemoryStore(), valuator=RetrievalValuator(index)
         )
         memory.observe({"role": "user", "content": "Book HAT069"})
         assert "HAT069" in str(memory.build(budget=300).messages)
@@ -326,15 +327,15 @@ def test_counterfactual_values_over_retrieval_keep_its_candidates(
     from damc_core.counterfactual import CounterfactualValuator
     from damc_core.value import CandidateSource
 
-    retrieval = RetrievalValuator(CardIndex(chroma_config, embedder=minilm), namespace=ALICE)
+    retrieval = RetrievalValuator(CardIndex(chroma_config, embedder=minilm))
     memory = _hotel_memory(CounterfactualValuator(base=retrieval), ALICE)
     memory.build(budget=2000)  # indexes the cards
     cards = {c.id: c for c in memory.cards()}
     focus = DecisionFocus(query="book the hotel on the check-in date")
 
     assert isinstance(memory.valuator, CandidateSource)
-    found = memory.valuator.candidates(cards, focus=focus, limit=4)
-    assert found == retrieval.candidates(cards, focus=focus, limit=4) and "c2" in found
+    found = memory.valuator.candidates(cards, focus=focus, limit=4, namespace=ALICE)
+    assert found == retrieval.candidates(cards, focus=focus, limit=4, namespace=ALICE) and "c2" in found
 
 
 def test_retrieval_in_a_weighted_mix_keeps_feeding_candidates(
@@ -342,11 +343,64 @@ def test_retrieval_in_a_weighted_mix_keeps_feeding_candidates(
 ) -> None:
     from damc_core import HeuristicValuator, WeightedValuators
 
-    retrieval = RetrievalValuator(CardIndex(chroma_config, embedder=minilm), namespace=ALICE)
+    retrieval = RetrievalValuator(CardIndex(chroma_config, embedder=minilm))
     memory = _hotel_memory(WeightedValuators(((retrieval, 1.0), (HeuristicValuator(), 1.0))), ALICE)
     memory.build(budget=2000)  # indexes the cards
     cards = {c.id: c for c in memory.cards()}
     focus = DecisionFocus(query="book the hotel on the check-in date")
 
-    found = memory.valuator.candidates(cards, focus=focus, limit=4)
-    assert found == retrieval.candidates(cards, focus=focus, limit=4) and "c2" in found
+    found = memory.valuator.candidates(cards, focus=focus, limit=4, namespace=ALICE)
+    assert found == retrieval.candidates(cards, focus=focus, limit=4, namespace=ALICE) and "c2" in found
+
+
+def test_sessions_of_one_memory_share_the_valuator_and_keep_their_own_index(
+    chroma_config: ChromaConfig,
+) -> None:
+    index = CardIndex(chroma_config, embedder=HashingEmbedder())
+    trip = DecisionMemory(
+        namespace=ALICE,
+        store=InMemoryStore(),
+        valuator=RetrievalValuator(index),
+        settings=MemorySettings(recent_messages=0),
+    )
+    trip.observe({"role": "user", "content": "Cancel reservation ZFA04Y, the Paris trip"})
+    trip.build(budget=500)
+    other = trip.for_session("baggage")
+    other.observe({"role": "user", "content": "What is the baggage allowance for gold members"})
+    other.observe({"role": "user", "content": "and for silver members"})
+    built = other.build(query="baggage allowance gold")
+
+    assert index.ids(ALICE) == {"c0"}
+    assert index.ids(other.namespace) == {"c0", "c1"}
+    documents = index.collection(other.namespace).get(ids=["c0"], include=["documents"])["documents"]
+    assert documents is not None and "baggage allowance for gold" in documents[0]
+    lifted = {d.card_id: s.value for d in built.decisions for s in d.scores if s.name == "retrieval"}
+    assert lifted["c0"] > lifted["c1"]  # ranked by its own cards, not by the first session's c0
+
+
+def test_an_id_indexed_with_other_text_is_embedded_again(chroma_config: ChromaConfig) -> None:
+    """A namespace reused for another conversation (a fresh store, the old index) holds other cards
+    under the same ids: those are embedded again, the ones with the same text are not."""
+
+    def conversation(*turns: str) -> CardIndex:
+        index = CardIndex(chroma_config, embedder=HashingEmbedder())  # a new process each time
+        memory = DecisionMemory(
+            namespace=ALICE,
+            store=InMemoryStore(),
+            valuator=RetrievalValuator(index),
+            settings=MemorySettings(recent_messages=0),
+        )
+        for turn in turns:
+            memory.observe({"role": "user", "content": turn})
+        memory.build(budget=500)
+        return index
+
+    index = conversation("hello", "hi again", "where is my order #W111")
+    index.retire(ALICE, ["c0", "c1"])  # as the lifecycle retires long-low cards
+    index = conversation("book a hotel", "hi again", "my flight HAT069 is late")
+
+    assert index.ids(ALICE) == {"c0", "c2"} and index.ids(ALICE, cold=True) == {"c1"}
+    got = index.collection(ALICE).get(ids=["c0", "c2"], include=["documents"])
+    live = dict(zip(got["ids"], got["documents"] or [], strict=True))
+    assert "book a hotel" in live["c0"] and "my flight hat069 is late" in live["c2"]
+    assert not [h for h in index.search(ALICE, "order", terms=["#w111"], k=2) if h.exact]
