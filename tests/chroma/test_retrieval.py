@@ -242,9 +242,7 @@ def _context(memory: DecisionMemory, query: str) -> object:
 
 def test_lifecycle_retires_long_low_cards(chroma_config: ChromaConfig) -> None:
     index = CardIndex(chroma_config, embedder=HashingEmbedder())
-    valuator = RetrievalValuator(
-        index, lifecycle=Lifecycle(cold_below=0.99, cold_after=2, every=1)
-    )
+    valuator = RetrievalValuator(index, lifecycle=Lifecycle(cold_below=0.99, cold_after=2, every=1))
     memory = DecisionMemory(
         namespace=ALICE,
         store=InMemoryStore(),
@@ -297,9 +295,7 @@ def test_unreachable_index_falls_back_to_heuristics(tmp_path: Path, caplog: pyte
     server, config = start_chroma_server(tmp_path / "server")
     try:
         index = CardIndex(config, embedder=HashingEmbedder())
-        memory = DecisionMemory(
-            store=InMemoryStore(), valuator=RetrievalValuator(index)
-        )
+        memory = DecisionMemory(store=InMemoryStore(), valuator=RetrievalValuator(index))
         memory.observe({"role": "user", "content": "Book HAT069"})
         assert "HAT069" in str(memory.build(budget=300).messages)
     finally:
