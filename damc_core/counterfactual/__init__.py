@@ -26,7 +26,7 @@ from .llama_cpp import LlamaCppScorer, bundled_model_path
 from .openai_endpoint import OpenAICompatibleScorer
 from .problem import AblationProblem, CardValues, ScoreRequest
 from .problems import action_succeeded, action_text, problem_from_history, problem_from_replay
-from .scorer import LogProbScorer
+from .scorer import ContextTooLong, LogProbScorer
 from .valuator import CounterfactualValuator
 
 __all__ = [
@@ -34,6 +34,7 @@ __all__ = [
     "AblationSurrogate",
     "CardValues",
     "CoarseToFine",
+    "ContextTooLong",
     "CounterfactualValuator",
     "Estimator",
     "JudgeModel",

@@ -25,7 +25,7 @@ from .gold import gold_action
 from .likelihood import LikelihoodReport
 from .problem import CardValues
 from .problems import problem_from_history
-from .scorer import LogProbScorer
+from .scorer import ContextTooLong, LogProbScorer
 from .valuator import CounterfactualValuator
 
 ESTIMATORS: dict[str, Callable[[], Estimator]] = {
@@ -55,35 +55,40 @@ def value_trajectories(
     counter: TokenCounter,
     with_system: bool = True,
     on_point: Callable[[], None] | None = None,
+    on_too_long: Callable[[int, int], None] | None = None,
 ) -> Iterator[dict[str, Any]]:
     """One values line per decision point with a gold action: every card's value there.
 
     ``with_system=False`` leaves the trajectory's system prompt out of the scored contexts (much
-    faster with long policies; small scoring models make little use of them).
+    faster with long policies; small scoring models make little use of them). A point whose
+    context the scorer cannot take is skipped and handed to ``on_too_long`` as (trajectory, step).
     """
     for point in replay(trajectories, settings=settings, counter=counter):
         messages = trajectories[point.traj]
         gold = gold_action(messages, point.step)
         opens_with_system = bool(messages) and messages[0].get("role") == "system"
         system = str(messages[0].get("content") or "") if with_system and opens_with_system else None
-        if gold is not None:
-            # every message the replay numbered, later system messages too, so card ids match it
-            history = messages[int(opens_with_system) : point.step]
-            problem = problem_from_history(history, gold, system=system)
-            if problem.card_ids:
-                values = estimator.estimate(problem, scorer)
-                if not with_system and opens_with_system:  # ids as the replay numbers them
-                    values = _after_system(values)
-                namespace = replay_namespace({"traj": point.traj})
-                terms = point.built.focus.terms
-                decision = ValuedDecision.of(namespace, point.step, terms, values, scorer.name)
-                yield {
-                    "traj": point.traj,
-                    "step": point.step,
-                    **decision_line(decision),
-                    "full": values.full,
-                    "passes": values.passes,
-                }
+        # every message the replay numbered, later system messages too, so card ids match it
+        history = messages[int(opens_with_system) : point.step]
+        problem = problem_from_history(history, gold, system=system) if gold is not None else None
+        try:
+            values = estimator.estimate(problem, scorer) if problem is not None and problem.card_ids else None
+        except ContextTooLong:
+            values = None
+            if on_too_long is not None:
+                on_too_long(point.traj, point.step)
+        if values is not None:
+            if not with_system and opens_with_system:  # ids as the replay numbers them
+                values = _after_system(values)
+            namespace = replay_namespace({"traj": point.traj})
+            decision = ValuedDecision.of(namespace, point.step, point.built.focus.terms, values, scorer.name)
+            yield {
+                "traj": point.traj,
+                "step": point.step,
+                **decision_line(decision),
+                "full": values.full,
+                "passes": values.passes,
+            }
         if on_point is not None:
             on_point()
 
@@ -103,6 +108,7 @@ def value_command(
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     written = passes = 0
+    too_long: list[tuple[int, int]] = []
     with out.open("w", encoding="utf-8") as handle, progress as bar:
         task = bar.add_task(f"valuing ({args.estimator})", total=points)
         for line in value_trajectories(
@@ -113,12 +119,15 @@ def value_command(
             counter=TiktokenCounter(),
             with_system=not args.without_system,
             on_point=lambda: bar.advance(task),
+            on_too_long=lambda traj, step: too_long.append((traj, step)),
         ):
             handle.write(json.dumps(line, ensure_ascii=False) + "\n")
             handle.flush()  # a long run can be stopped and its values used
             written += 1
             passes += int(line["passes"])
     console.print(f"wrote values of {written} decision points ({passes} scorer passes) to {out}")
+    if too_long:
+        console.print(f"skipped {len(too_long)} decision points longer than the scorer's context")
     return 0
 
 

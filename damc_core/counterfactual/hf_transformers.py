@@ -15,7 +15,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from .problem import ScoreRequest
-from .scorer import common_prefix
+from .scorer import ContextTooLong, common_prefix
 
 _INSTALL_HINT = "install them with: pip install 'damc[transformers]'"
 
@@ -81,7 +81,9 @@ class TransformersScorer:
         limit = getattr(self.model.config, "max_position_embeddings", None)
         for tokens, _ in encoded:
             if limit is not None and len(tokens) > limit:
-                raise ValueError(f"a request of {len(tokens)} tokens exceeds the model's {limit} positions")
+                raise ContextTooLong(
+                    f"a request of {len(tokens)} tokens exceeds the model's {limit} positions"
+                )
         out = [0.0] * len(encoded)
         with self._lock, self._torch.inference_mode():  # one KV cache: one pass at a time
             for i in sorted(range(len(encoded)), key=lambda i: encoded[i][0]):

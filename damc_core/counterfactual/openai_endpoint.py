@@ -13,6 +13,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from .problem import ScoreRequest
+from .scorer import ContextTooLong
 
 
 class OpenAICompatibleScorer:
@@ -57,9 +58,14 @@ class OpenAICompatibleScorer:
         if not request.continuation:
             raise ValueError("ScoreRequest.continuation is empty: there is nothing to score")
         prompt = request.context + request.continuation
-        response = self.client.completions.create(
-            model=self.model, prompt=prompt, echo=True, logprobs=0, max_tokens=1, temperature=0.0
-        )
+        try:
+            response = self.client.completions.create(
+                model=self.model, prompt=prompt, echo=True, logprobs=0, max_tokens=1, temperature=0.0
+            )
+        except Exception as exc:
+            if _context_length_exceeded(exc):
+                raise ContextTooLong(f"{self.name}: {exc}") from exc
+            raise
         logprobs = response.choices[0].logprobs if response.choices else None
         if logprobs is None or not logprobs.tokens or logprobs.token_logprobs is None:
             raise RuntimeError(
@@ -70,6 +76,14 @@ class OpenAICompatibleScorer:
         return continuation_log_prob(
             list(logprobs.tokens), list(logprobs.token_logprobs), len(request.continuation), generated
         )
+
+
+def _context_length_exceeded(exc: Exception) -> bool:
+    """Whether a request error is the server refusing a prompt longer than its context (OpenAI,
+    vLLM and llama.cpp's server answer 400 with this code or wording)."""
+    if getattr(exc, "status_code", None) != 400:
+        return False
+    return getattr(exc, "code", None) == "context_length_exceeded" or "maximum context length" in str(exc)
 
 
 def continuation_log_prob(

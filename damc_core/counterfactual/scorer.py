@@ -24,6 +24,11 @@ class LogProbScorer(Protocol):
     def score(self, requests: Sequence[ScoreRequest]) -> list[float]: ...
 
 
+class ContextTooLong(ValueError):
+    """A request is longer than the scorer's model or context window takes. Callers that score
+    many decision points skip that point and count it; any other error stops them."""
+
+
 def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
     """Length of the token prefix two requests share: the part of a KV cache a scorer can keep."""
     n = min(len(a), len(b))

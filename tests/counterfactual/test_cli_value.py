@@ -111,3 +111,26 @@ def test_unknown_scorer_and_broken_values_file_are_clear_errors(valued_trace, tm
     err = capsys.readouterr().err
     assert "unknown scorer 'gpt-9'" in err
     assert "values.jsonl:1: not a values line" in err
+
+
+def test_points_longer_than_the_scorer_takes_are_skipped_and_named(airline_messages):
+    from damc_core.counterfactual import LeaveOneOut, LlamaCppScorer
+    from damc_core.counterfactual.commands import value_trajectories
+
+    too_long: list[tuple[int, int]] = []
+    # step 4 scores one card in under 64 tokens; step 8 four cards in over 400
+    with LlamaCppScorer(n_ctx=256) as short:
+        lines = list(
+            value_trajectories(
+                [airline_messages],
+                estimator=LeaveOneOut(),
+                scorer=short,
+                settings=MemorySettings(budget=500, recent_messages=0),
+                counter=TiktokenCounter(),
+                with_system=False,
+                on_too_long=lambda traj, step: too_long.append((traj, step)),
+            )
+        )
+
+    assert [(line["traj"], line["step"]) for line in lines] == [(0, 4)]
+    assert too_long == [(0, 8)]

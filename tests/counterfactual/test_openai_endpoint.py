@@ -65,3 +65,11 @@ def test_settings_are_checked_when_the_scorer_is_made():
         OpenAICompatibleScorer("smollm2")
     with pytest.raises(ConfigError, match="model"):
         OpenAICompatibleScorer("", base_url="http://127.0.0.1:9/v1")
+
+
+def test_a_prompt_longer_than_the_server_context_is_context_too_long(completion_server):
+    from damc_core.counterfactual import ContextTooLong
+
+    endpoint = OpenAICompatibleScorer("smollm2", base_url=completion_server)  # n_ctx 512
+    with pytest.raises(ContextTooLong, match="maximum context length"):
+        endpoint.score([ScoreRequest("hello world " * 400, " ok")])
