@@ -31,7 +31,7 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..extract import IDENTIFIER_TERM
-from ..stores.chroma import ChromaConfig
+from ..stores.chroma import ChromaConfig, release
 from ..types import Card, DecisionFocus, Namespace
 from .embed import MINILM, Embedder, load_embedder
 
@@ -157,10 +157,25 @@ class CardIndex:
     ) -> None:
         self.config = config or ChromaConfig()
         self.embedder = embedder or load_embedder(MINILM)
+        self._owns_client = client is None
         self._client = client or self.config.client()
         self._function = _embedding_function(self.embedder)
         self._collections: dict[tuple[str, bool], Collection] = {}
         self._terms: dict[tuple[str, bool], Collection | None] = {}
+
+    def close(self) -> None:
+        """Close the client this index made (see :meth:`ChromaStore.close`); a client passed in is
+        left to its owner."""
+        self._collections.clear()
+        self._terms.clear()
+        if self._owns_client:
+            release(self._client)
+
+    def __enter__(self) -> CardIndex:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def collection(self, namespace: Namespace, *, cold: bool = False) -> Collection:
         """The live (or cold) collection of a namespace, created on first use."""

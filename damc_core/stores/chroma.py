@@ -101,6 +101,14 @@ class ChromaConfig:
         return client
 
 
+def release(client: ClientAPI) -> None:
+    """Close a client Chroma can close (1.5 and later; shared systems are reference-counted, so
+    other clients on the same folder keep working)."""
+    close = getattr(client, "close", None)
+    if callable(close):
+        close()
+
+
 def placeholder_vectors(seqs: Sequence[int]) -> np.ndarray:
     """Records and cards are found by namespace and id, never by vector; Chroma needs one anyway.
     Distinct points keep its HNSW graph well formed."""
@@ -119,6 +127,7 @@ class ChromaStore:
     ) -> None:
         self.config = config or ChromaConfig()
         self._serde = serde or JsonCardSerializer()
+        self._owns_client = client is None
         self._client: ClientAPI | None = client or self.config.client()
         prefix = self.config.prefix
         self._records = self._call(
@@ -230,4 +239,9 @@ class ChromaStore:
                 return rows
 
     def close(self) -> None:
-        self._client = None
+        """Stop using the client; one this store made is closed, which releases an embedded
+        folder's database (Chroma keeps it open until then, and a folder removed and made again
+        at the same path could not be written in this process)."""
+        client, self._client = self._client, None
+        if client is not None and self._owns_client:
+            release(client)

@@ -2,6 +2,8 @@ from __future__ import annotations
 
 import itertools
 import multiprocessing
+import shutil
+from pathlib import Path
 
 import pytest
 
@@ -114,3 +116,15 @@ def test_a_namespace_holding_a_pipe_keeps_its_record_ids(chroma_config: ChromaCo
 
         assert [r.id for r in store.records(namespace)] == ["r0"]
         assert memory.handle_recall({"card_id": "c0"}) == "Book HAT069"
+
+
+def test_a_closed_store_lets_its_folder_be_removed_and_made_again(tmp_path: Path) -> None:
+    """Closing releases the folder's database, so a store made anew at that path can write."""
+    folder = tmp_path / "chroma"
+    with ChromaStore(ChromaConfig(path=folder)) as store:
+        store.put_cards(Namespace(), [sample_card(0)])
+    shutil.rmtree(folder)
+
+    with ChromaStore(ChromaConfig(path=folder)) as store:
+        store.put_cards(Namespace(), [sample_card(1)])
+        assert [card.id for card in store.cards(Namespace())] == ["c1"]

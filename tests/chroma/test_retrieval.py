@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import logging
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -400,3 +401,14 @@ def test_an_id_indexed_with_other_text_is_embedded_again(chroma_config: ChromaCo
     live = dict(zip(got["ids"], got["documents"] or [], strict=True))
     assert "book a hotel" in live["c0"] and "my flight hat069 is late" in live["c2"]
     assert not [h for h in index.search(ALICE, "order", terms=["#w111"], k=2) if h.exact]
+
+
+def test_a_closed_index_lets_its_folder_be_made_again(tmp_path: Path) -> None:
+    config = ChromaConfig(path=tmp_path / "index")
+    with CardIndex(config, embedder=HashingEmbedder()) as index:
+        index.add(ALICE, [_card(0, "[c0] refund #W4923227 approved")])
+    shutil.rmtree(tmp_path / "index")
+
+    with CardIndex(config, embedder=HashingEmbedder()) as index:
+        index.add(ALICE, [_card(1, "[c1] flight HAT069 sold out")])
+        assert index.ids(ALICE) == {"c1"}
