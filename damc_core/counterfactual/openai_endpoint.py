@@ -73,8 +73,13 @@ class OpenAICompatibleScorer:
                 "echo=True with logprobs on /v1/completions (llama.cpp's server needs logits_all)"
             )
         generated = response.usage.completion_tokens if response.usage is not None else 1
+        offsets = list(logprobs.text_offset) if logprobs.text_offset else None
         return continuation_log_prob(
-            list(logprobs.tokens), list(logprobs.token_logprobs), len(request.continuation), generated
+            list(logprobs.tokens),
+            list(logprobs.token_logprobs),
+            len(request.continuation),
+            generated,
+            offsets,
         )
 
 
@@ -87,26 +92,41 @@ def _context_length_exceeded(exc: Exception) -> bool:
 
 
 def continuation_log_prob(
-    tokens: Sequence[str], log_probs: Sequence[float | None], continuation_chars: int, generated: int
+    tokens: Sequence[str],
+    log_probs: Sequence[float | None],
+    continuation_chars: int,
+    generated: int,
+    offsets: Sequence[int] | None = None,
 ) -> float:
     """Sum of the log-probabilities of the echoed prompt tokens that spell the continuation.
 
-    The echo is the prompt's tokens then ``generated`` new ones; the continuation is the shortest
-    run of prompt tokens, counted back from the prompt's end, whose text is at least as long as
-    it (a token that straddles the context's end counts with the continuation). Counting by token
-    text, not by ``text_offset``, holds when servers leave special tokens out of the offsets.
+    The echo is the prompt's tokens then ``generated`` new ones; the continuation is the prompt's
+    last ``continuation_chars`` characters, and a token that straddles the context's end counts
+    with it. With ``offsets`` (each token's ``text_offset``) the tokens are found by position,
+    counted back from where the prompt ends: servers leave special tokens out of the offsets (so
+    they are not counted from the start) and echo the byte pieces of a multi-byte character (é,
+    東, an emoji) as empty text at that character's offset (so token text alone undercounts).
+    Without offsets, token text is counted back from the end.
     """
     end = len(tokens) - generated
-    total = 0.0
-    chars = 0
-    index = end
-    while chars < continuation_chars:
-        index -= 1
-        if index < 0:
-            raise RuntimeError("the endpoint echoed fewer tokens than the continuation has")
-        value = log_probs[index]
-        if value is None:
-            raise RuntimeError("the endpoint gave no log-probability for a continuation token")
-        total += value
-        chars += len(tokens[index])
-    return total
+    if offsets is not None and len(offsets) == len(tokens) and end > 0:
+        stop = offsets[end] if generated else offsets[end - 1] + len(tokens[end - 1])
+        start = stop - continuation_chars
+        index = end
+        while index > 0 and (
+            offsets[index - 1] >= start or offsets[index - 1] + len(tokens[index - 1]) > start
+        ):
+            index -= 1
+    else:
+        index, chars = end, 0
+        while chars < continuation_chars:
+            index -= 1
+            if index < 0:
+                raise RuntimeError("the endpoint echoed fewer tokens than the continuation has")
+            chars += len(tokens[index])
+    if index == end:
+        raise RuntimeError("the endpoint echoed no token of the continuation")
+    values = log_probs[index:end]
+    if any(value is None for value in values):
+        raise RuntimeError("the endpoint gave no log-probability for a continuation token")
+    return sum(value for value in values if value is not None)

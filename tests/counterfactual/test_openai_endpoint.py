@@ -73,3 +73,28 @@ def test_a_prompt_longer_than_the_server_context_is_context_too_long(completion_
     endpoint = OpenAICompatibleScorer("smollm2", base_url=completion_server)  # n_ctx 512
     with pytest.raises(ContextTooLong, match="maximum context length"):
         endpoint.score([ScoreRequest("hello world " * 400, " ok")])
+
+
+def test_a_continuation_with_multibyte_characters_is_scored_as_the_in_process_scorer_does(
+    completion_server,
+):
+    """The server echoes the byte pieces of 東, é or an emoji as empty tokens; their offsets still
+    place them in the continuation."""
+    request = ScoreRequest(PROBLEM.head + "Next tool call:", " book(name=José Müller, city=東京, note=🙂)")
+    endpoint = OpenAICompatibleScorer("smollm2", base_url=completion_server)
+    with LlamaCppScorer(n_ctx=512) as local_scorer:
+        local = local_scorer.score([request])
+
+    assert endpoint.score([request]) == pytest.approx(local, abs=0.05)
+
+
+def test_offsets_place_empty_byte_tokens_and_ignore_special_tokens_left_out():
+    # as llama.cpp's server echoes "<|im_start|>call: 東)" (the special token has no offset)
+    tokens = ["call", ":", " ", "", "", ")", "\n"]
+    offsets = [0, 4, 5, 6, 6, 7, 8]
+    log_probs = [None, -1.0, -2.0, -3.0, -4.0, -5.0, -9.0]
+
+    by_offset = continuation_log_prob(tokens, log_probs, continuation_chars=3, generated=1, offsets=offsets)
+    assert by_offset == -14.0  # " ", the two pieces of 東, ")"
+    # by token text alone the pieces count nothing, and ":" of the context is taken in
+    assert continuation_log_prob(tokens, log_probs, continuation_chars=3, generated=1) == -15.0
