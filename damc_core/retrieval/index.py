@@ -15,7 +15,10 @@ identifier and whose metadata lists the first ``POSTINGS`` cards holding it; a l
 focus identifiers' entries, then those cards, and keeps the cards whose text holds the identifier.
 Collections made before the twin existed (no ``damc_terms`` in their metadata) are still searched
 by document substring: same hits, slower; re-adding their cards under another
-``ChromaConfig.prefix`` moves them to the fast lookup.
+``ChromaConfig.prefix`` moves them to the fast lookup. A posting is read, extended and written
+back (Chroma has no atomic append): two processes indexing cards with the same identifier at the
+same moment can lose one's posting, which hides that card from the exact lookup, never from the
+vector search.
 """
 
 from __future__ import annotations
