@@ -10,6 +10,7 @@ decision focus and the request, but they are never repeated in the section: ``Me
 from __future__ import annotations
 
 import logging
+from collections import OrderedDict
 from typing import Any
 
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
@@ -23,13 +24,16 @@ from ._recorder import message_text, recorder_for
 
 logger = logging.getLogger("damc.llamaindex")
 
+KEPT_SESSIONS = 256
+"""Sessions whose memories a block keeps open; the least recently used beyond this are reopened."""
+
 
 class DamcMemoryBlock(BaseMemoryBlock[str]):
     """``Memory.from_defaults(memory_blocks=[DamcMemoryBlock(memory=DecisionMemory(...))])``.
 
-    One block serves one conversation: ``memory`` holds the first ``Memory`` session it is given;
-    another session id gets its own session of the same user (``memory.for_session``), so a block
-    shared by several memories never shows one conversation's cards to another.
+    Each ``Memory`` session id is a session of ``memory``'s user (``memory.for_session(session_id)``;
+    ``memory`` itself for its own session id), so a block shared by several memories never shows
+    one conversation's cards to another, and a session reopened after a restart finds its own.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -39,16 +43,18 @@ class DamcMemoryBlock(BaseMemoryBlock[str]):
     budget: int | None = Field(
         default=None, description="Tokens of the memory section; the memory's own budget when None."
     )
-    _sessions: dict[str | None, DecisionMemory] = PrivateAttr(default_factory=dict)
+    _sessions: OrderedDict[str, DecisionMemory] = PrivateAttr(default_factory=OrderedDict)
     _last: tuple[str | None, list[ChatMessage]] = PrivateAttr(default=(None, []))
     """Session id and dialogue of the newest ``get``, which a truncation builds again."""
 
     def _memory_for(self, session_id: str | None) -> DecisionMemory:
-        if not self._sessions:
-            self._sessions[session_id] = self.memory
-        if session_id not in self._sessions:
-            self._sessions[session_id] = self.memory.for_session(str(session_id))
-        return self._sessions[session_id]
+        if session_id is None or session_id == self.memory.namespace.session:
+            return self.memory
+        found = self._sessions.pop(session_id, None) or self.memory.for_session(session_id)
+        self._sessions[session_id] = found
+        if len(self._sessions) > KEPT_SESSIONS:
+            self._sessions.popitem(last=False)  # reopened from the store when it comes back
+        return found
 
     async def _aput(self, messages: list[ChatMessage]) -> None:
         """Messages flushed from the queue: recorded unless an earlier ``get`` recorded them."""
@@ -78,7 +84,9 @@ class DamcMemoryBlock(BaseMemoryBlock[str]):
             memory = self._memory_for(session_id)
             recorder = recorder_for(memory)
             recorder.observe_view(view, confirm=True)
-            built = memory.build(budget=budget, exclude=recorder.cards_of(view), recent_messages=0)
+            # the running task's results reach the model as messages: never in the section too
+            exclude = recorder.cards_of(view) | recorder.pending
+            built = memory.build(budget=budget, exclude=exclude, recent_messages=0)
             # Memory wraps the text in <memory><name>: tool text must not close <name> either
             return neutralise_tags(built.memory, self.name)
         except Exception:  # the agent goes on with Memory's own queue

@@ -51,8 +51,9 @@ def conversation() -> list[ChatMessage]:
     ]
 
 
-def memory_with(block: DamcMemoryBlock, session_id: str = "trip-1", **options) -> Memory:
-    """A small short-term queue, so the tool results are flushed to the block."""
+def memory_with(block: DamcMemoryBlock, session_id: str = "default", **options) -> Memory:
+    """A small short-term queue, so the tool results are flushed to the block. The session id is
+    the ``DecisionMemory``'s own (``default``), so its cards are the session's."""
     settings = {"token_limit": 600, "chat_history_token_ratio": 0.2, "token_flush_size": 50, **options}
     return Memory.from_defaults(
         session_id=session_id, memory_blocks=[block], tokenizer_fn=offline_tokenizer(), **settings
@@ -137,8 +138,47 @@ def test_one_block_keeps_each_memory_session_apart():
     )
 
     assert "credit_card_4421486" not in text(other)
-    assert len(damc.cards()) == len(conversation())
+    assert len(damc.for_session("trip-1").cards()) == len(conversation())
     assert len(damc.for_session("trip-2").cards()) == 3
+    assert damc.cards() == []  # each Memory session is a session of its own
+
+
+def test_a_session_reopened_after_a_restart_finds_its_own_cards(tmp_path):
+    def block() -> DamcMemoryBlock:  # a new process: a new block over the same file
+        return DamcMemoryBlock(memory=DecisionMemory(store=SQLiteStore(tmp_path / "memory.sqlite3")))
+
+    first = block()
+    put_all(memory_with(first, "alice"), conversation())
+    put_all(memory_with(first, "bob"), [ChatMessage(role="user", content="Any flight to Paris tomorrow?")])
+
+    reopened = block()  # bob comes back first this time
+    bob = put_all(memory_with(reopened, "bob"), [ChatMessage(role="user", content="And to Rome?")])
+    alice = put_all(memory_with(reopened, "alice"), [ChatMessage(role="user", content="Which card?")])
+
+    assert "Paris" in text(bob) and "credit_card_4421486" not in text(bob)
+    assert "credit_card_4421486" in text(alice) and "Paris" not in text(alice)
+
+
+def test_the_running_tasks_results_are_not_repeated_in_the_section(recording_llm):
+    def get_order(order_id: str) -> dict:
+        """Look up an order."""
+        return {"order_id": order_id, "status": "shipped", "tracking": "JD0148812"}
+
+    llm = recording_llm(
+        call("get_order", {"order_id": "A-77"}, "c1"), ChatMessage(role="assistant", content="Shipped.")
+    )
+    damc = DecisionMemory(store=InMemoryStore())
+    memory = memory_with(DamcMemoryBlock(memory=damc), token_limit=2000)
+    agent = FunctionAgent(tools=[FunctionTool.from_defaults(get_order)], llm=llm, system_prompt="Help.")
+    DamcSpanHandler.attach(damc, agent)
+
+    async def go():
+        await agent.run("Where is order A-77?", memory=memory)
+
+    asyncio.run(go())
+
+    after_the_call = llm.received[-1]
+    assert text(after_the_call).count("JD0148812") == 1  # the tool message, not the section too
 
 
 def test_truncation_builds_the_section_again_with_fewer_tokens():
