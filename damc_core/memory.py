@@ -719,6 +719,9 @@ class DecisionMemory:
                 break
             entries = rest
             recent = [send(e) for e in entries]
+        if entries and entries[0].message.get("role") != "user":
+            entries = self._led_by_user(entries, excluded)
+            recent = [send(e) for e in entries]
         if self._renderer.count_messages(recent) > budget // 2:  # leave room for the memory section
             recent = [send(e, focus if self._names_rows(e, focus) else None, detail="key") for e in entries]
         request = self._session.cards.get(self._session.newest.get("user") or "")
@@ -729,7 +732,9 @@ class DecisionMemory:
             share = result_share
             if self._answers_recall(entry.card_id):  # all the rest of the window and the request leave
                 others = self._renderer.count_messages(recent) - self._renderer.count_messages([message])
-                share = self._recall_share(budget - others - self._header_tokens(), asked)
+                in_window = request is not None and any(e.card_id == request.id for e in entries)
+                left = budget - others - self._header_tokens()
+                share = self._recall_share(left, None if in_window else asked)
             if message.get("role") == "tool" and self._renderer.count_messages([message]) > share:
                 whole[index] = message
                 recent[index] = send(entry, focus, detail="key", cut=share)
@@ -740,6 +745,21 @@ class DecisionMemory:
                 recent = [send(e, focus, detail="key", limit=share) for e in entries]
             whole = {}
         return entries, recent, whole
+
+    def _led_by_user(self, entries: list[_Entry], excluded: frozenset[str]) -> list[_Entry]:
+        """The window from its first user turn; with none in it, led by the user's newest turn
+        (the request this decision serves) unless the caller sends that turn itself. Anthropic's
+        and Gemini's APIs reject a dialogue that opens with the assistant, such as a function call
+        right after the system prompt."""
+        first_user = next((i for i, e in enumerate(entries) if e.message.get("role") == "user"), None)
+        if first_user is not None:
+            return entries[first_user:]
+        request = self._session.newest.get("user")
+        if request is None or request in excluded:
+            return entries
+        history = self._session.history
+        at = bisect.bisect_left(history, _seq_of(request), key=lambda entry: _seq_of(entry.card_id))
+        return [history[at], *entries] if at < len(history) and history[at].card_id == request else entries
 
     def _recent_yielding(
         self,

@@ -245,11 +245,18 @@ KNOWN_ROLES = {"system", "developer", "user", "assistant", "tool"}
 def check_context(messages: Sequence[dict[str, Any]], *, content: bool = True) -> None:
     """Raise AssertionError when an OpenAI-style chat API would reject ``messages``.
 
-    Always checked: known roles; every tool message answers an open call of the assistant message
-    right before it (only tool messages in between); every tool call gets its result.
+    Always checked: known roles; a dialogue with a user turn opens with one (Anthropic's and
+    Gemini's APIs reject a dialogue that opens with the assistant); every tool message
+    answers an open call of the assistant message right before it (only tool messages in between);
+    every tool call gets its result.
     With ``content=True`` also: no null content except on an assistant message that calls tools.
     """
     assert isinstance(messages, list), f"messages must be a list, got {type(messages).__name__}"
+    dialogue = [m for m in messages if m.get("role") not in ("system", "developer")]
+    user_turns = any(m.get("role") == "user" for m in dialogue)
+    assert not user_turns or dialogue[0].get("role") == "user", (
+        f"the dialogue opens with {dialogue[0].get('role')!r}, not a user turn"
+    )
     open_calls: list[str] = []
     in_tool_block = False
     for index, message in enumerate(messages):

@@ -29,7 +29,7 @@ def test_the_quickstart_runs_as_written(tmp_path, monkeypatch, capsys):
     names = run(example("from damc_core import DecisionMemory, Namespace, SQLiteStore, explain"))
 
     printed = capsys.readouterr().out
-    assert "kept: request" in printed and "HAT083" in printed
+    assert "kept: recent dialogue, sent as a message" in printed and "HAT083" in printed
     assert names["memory"].recall("c2")["content"].count("HAT069") == 1
     assert (tmp_path / "memory.sqlite3").exists()
 

@@ -300,7 +300,8 @@ def test_a_newest_step_over_the_budget_is_sent_shrunk_never_dropped(make_memory,
 
     built = memory.build()
 
-    assert [m["role"] for m in built.messages] == ["system", "assistant", "tool", "tool", "tool"]
+    # the request leads the window; the memory section has nothing left to say
+    assert [m["role"] for m in built.messages] == ["user", "assistant", "tool", "tool", "tool"]
     assert_valid_context(built.messages)
     assert built.total_tokens <= 1500
 
@@ -455,3 +456,31 @@ def test_an_earlier_turn_does_not_stand_in_for_the_request_sent_as_a_message(mak
     earlier = next(d for d in built.decisions if d.card_id == "c0")
     assert "request" not in {s.name for s in earlier.scores}
     assert earlier.value < 1.0
+
+
+def test_the_dialogue_opens_with_the_request_when_the_window_holds_none(make_memory, msg):
+    """The window of the two newest messages is a call and its result; the request before them
+    leads it, so no provider sees a dialogue that opens with a function call."""
+    memory = make_memory(settings=MemorySettings(budget=800, recent_messages=2))
+    memory.observe(msg.user("Where is order #W4923227?"))
+    memory.observe(msg.call("call_1", "get_order_details", {"order_id": "#W4923227"}))
+    memory.observe(msg.result("call_1", "get_order_details", {"order_id": "#W4923227", "status": "shipped"}))
+
+    built = memory.build(system="You help with orders.")
+
+    assert [m["role"] for m in built.messages] == ["system", "user", "assistant", "tool"]
+    assert built.messages[1]["content"] == "Where is order #W4923227?"
+    assert "Where is order" not in built.memory  # sent once, as the message
+
+
+def test_a_window_that_opens_with_the_assistant_starts_at_its_user_turn(make_memory, msg):
+    memory = make_memory(settings=MemorySettings(budget=800, recent_messages=4))
+    memory.observe(msg.user("Hi"))
+    memory.observe(msg.assistant("Hello! How can I help?"))
+    memory.observe(msg.user("Cancel order #W4923227."))
+    memory.observe(msg.call("call_1", "cancel_order", {"order_id": "#W4923227"}))
+    memory.observe(msg.result("call_1", "cancel_order", {"status": "cancelled"}))
+
+    built = memory.build()
+
+    assert [m["role"] for m in built.messages if m["role"] != "system"] == ["user", "assistant", "tool"]

@@ -86,7 +86,8 @@ def test_a_call_whose_arguments_did_not_parse_reaches_the_model_with_its_error(r
         ],
     )
     model = recording_model(truncated, AIMessage("It did not go through."))
-    damc = memory()
+    # a window of four: the first question, the broken call, its error and the new question
+    damc = DecisionMemory(store=InMemoryStore(), settings=MemorySettings(budget=400, recent_messages=4))
     agent = create_agent(
         model, [make_tool("found")], middleware=[DamcMiddleware(damc)], checkpointer=InMemorySaver()
     )

@@ -91,8 +91,10 @@ def test_a_real_endpoint_accepts_every_context_damc_assembles(
     for sent in recorded_http.requests:
         assert_valid_context(sent["messages"])
         assert sent["messages"][0]["content"].startswith("You book flights.")
-    later = recorded_http.requests[1:]
-    assert all("<memory>" in sent["messages"][0]["content"] for sent in later)
+    # the request leads the newest call and result; what came before them is in the memory section
+    second = recorded_http.requests[1]["messages"]
+    assert [m["role"] for m in second] == ["system", "user", "assistant", "tool"]
+    assert "<memory>" in recorded_http.requests[2]["messages"][0]["content"]
     # the newest result reaches the model as its card, shorter than the raw output the state keeps
     newest = recorded_http.requests[2]["messages"][-1]
     assert newest["role"] == "tool" and newest["content"].startswith("[c4]")

@@ -80,7 +80,10 @@ def test_a_real_endpoint_accepts_every_context_damc_assembles(
     for sent in recorded_http.requests:
         assert_valid_context(sent["messages"])
         assert sent["messages"][0]["content"].startswith("You book flights.")
-    assert all("<memory>" in sent["messages"][0]["content"] for sent in recorded_http.requests[1:])
+    # the request leads the newest call and result; what came before them is in the memory section
+    second = recorded_http.requests[1]["messages"]
+    assert [m["role"] for m in second] == ["system", "user", "assistant", "tool"]
+    assert "<memory>" in recorded_http.requests[2]["messages"][0]["content"]
     # the flight list reaches the model as its card; the caller's history keeps it whole
     newest = recorded_http.requests[2]["messages"][-1]
     assert newest["role"] == "tool" and newest["content"].startswith("[c4]")
@@ -112,7 +115,7 @@ def test_a_function_agent_runs_on_a_real_model_through_damc(
     for sent in requests:
         assert_valid_context(sent["messages"])
         assert sent["messages"][0]["content"].startswith("You book flights.")
-    assert all("<memory>" in sent["messages"][0]["content"] for sent in requests[1:])
+    assert [m["role"] for m in requests[1]["messages"]] == ["system", "user", "assistant", "tool"]
     # the user's profile reaches the model as its card, and the memory keeps the tool's output whole
     looked_up = requests[1]["messages"][-1]
     assert looked_up["role"] == "tool" and looked_up["content"].startswith("[c2]")
@@ -163,4 +166,5 @@ def test_memory_with_a_damc_block_runs_on_a_real_model(chat_server, recorded_htt
     assert "credit_card_4421486" in section  # the profile, flushed from Memory's queue, as its card
     assert sent[-1] == {"role": "user", "content": "Which card is on my profile?"}
     assert "Which card is on my profile?" not in section
-    assert [damc.recall(c.id)["content"] for c in damc.cards()][2] == earlier[2].content
+    session = damc.for_session(chat_memory.session_id)  # Memory's session is one of the user's
+    assert [session.recall(c.id)["content"] for c in session.cards()][2] == earlier[2].content

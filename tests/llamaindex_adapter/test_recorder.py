@@ -102,8 +102,8 @@ def test_parallel_calls_stay_together_with_their_results():
     # with too small a budget the newest call still goes with all its results, shrunk
     small = DamcMemory(memory=damc(budget=150))
     small.put_messages(memory.get_all())
-    call, *results = small.get()
-    assert call is both
+    request, call, *results = small.get()
+    assert request.role.value == "user" and call is both  # the request leads the newest step
     assert [r.additional_kwargs["tool_call_id"] for r in results] == ["p1", "p2"]
     assert "HAT100" in results[0].content and "credit_card_4421486" in results[1].content
 
@@ -137,7 +137,8 @@ def test_results_under_one_reused_call_id_each_stay_with_their_own_call():
         ]
     )
 
-    section, call, result = memory.get()
+    section, request, call, result = memory.get()
+    assert request.content == "Status of O-1 and O-2?"
 
     assert [
         (c.tool_call_id, c.arguments) for c in memory.memory.cards() if c.kind.value == "tool_result"
