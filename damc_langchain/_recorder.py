@@ -89,7 +89,10 @@ class Conversations:
     def current(self) -> MessageRecorder:
         return self.recorder_for(running_thread_id())
 
-    def recorder_for(self, thread_id: str | None) -> MessageRecorder:
+    def recorder_for(self, thread_id: object) -> MessageRecorder:
+        """The recorder of a checkpointer thread (any id, as its text); ``None`` or an empty id:
+        the memory given."""
+        thread_id = None if thread_id is None or thread_id == "" else str(thread_id)
         with self._lock:
             if thread_id is None:
                 if self._default is None:

@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import HumanMessage
+from langchain_core.runnables import Runnable
 
 
 class ChatModelJudge:
     """Sends the judge prompt as one human message and returns the reply's text."""
 
-    def __init__(self, model: BaseChatModel) -> None:
+    def __init__(self, model: BaseChatModel | Runnable[Any, Any]) -> None:
         self.model = model
 
     @property
     def name(self) -> str:
-        return f"langchain:{self.model._llm_type}"
+        # a wrapped model (``model.with_retry()``) is a Runnable without ``_llm_type``
+        return f"langchain:{getattr(self.model, '_llm_type', type(self.model).__name__)}"
 
     def complete(self, prompt: str) -> str:
         return str(self.model.invoke([HumanMessage(content=prompt)]).text)

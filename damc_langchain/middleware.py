@@ -75,7 +75,11 @@ class DamcMiddleware(AgentMiddleware):
     def _record(self, request: ToolCallRequest, result: Any) -> None:
         """Record the assistant message that made the call first, so the result pairs with it."""
         state = request.state if isinstance(request.state, dict) else {}
-        recorder = self.conversations.current()
+        try:
+            recorder = self.conversations.current()
+        except Exception:
+            logger.exception("damc: opening the thread's memory failed; the agent goes on")
+            return
         try:
             recorder.observe(state.get("messages", ()))
         except Exception:

@@ -30,3 +30,16 @@ def test_chat_model_judge_sends_one_human_message_and_parses_the_reply(
     (prompt,) = model.received
     assert len(prompt) == 1 and isinstance(prompt[0], HumanMessage)
     assert card.summary in prompt[0].content
+
+
+def test_a_wrapped_chat_model_judges_too(recording_model, airline_messages, make_memory):
+    model = recording_model(AIMessage("SCORE: 3 - not needed"))
+    memory = make_memory()
+    memory.observe(airline_messages[1])
+
+    judge = ChatModelJudge(model.with_retry(stop_after_attempt=2))
+    scored = LLMJudgeValuator(judge).value(
+        memory.cards(), context=ValuationContext(DecisionFocus(query="Book HAT069"), 2, 0.0)
+    )
+
+    assert judge.name == "langchain:RunnableRetry" and scored[0].value == 0.3

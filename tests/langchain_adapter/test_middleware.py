@@ -286,3 +286,19 @@ def test_async_and_streamed_threads_stay_apart(recording_model):
         "tool_result",
     ]
     assert [c.text for c in middleware.memory_for("bob").cards()] == ["Hello, I am Bob"]
+
+
+def test_any_thread_id_works_an_empty_one_is_the_memorys_own(recording_model):
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    model = recording_model(call("get_user_details", {"user_id": "mia_li_3668"}, "c1"), AIMessage("Found."))
+    middleware = DamcMiddleware(memory())
+    agent = create_agent(model, [get_user_details], middleware=[middleware], checkpointer=InMemorySaver())
+
+    empty = {"configurable": {"thread_id": ""}}
+    state = agent.invoke({"messages": [HumanMessage("I am mia_li_3668")]}, empty)
+
+    assert state["messages"][-1].content == "Found."
+    kinds = [c.kind.value for c in middleware.memory.cards()]
+    assert kinds == ["user_instruction", "tool_call", "tool_result"]
+    assert middleware.memory_for(42).namespace.session == "42"  # an int id, as its text
