@@ -206,7 +206,8 @@ class DefaultEncoder:
             name = str(function.get("name") or "unknown_tool")
             args = parse_arguments(function.get("arguments"))
             names.append(name)
-            arguments[name] = args
+            repeat = names.count(name)  # two calls of one tool in a message keep both their arguments
+            arguments[name if repeat == 1 else f"{name} #{repeat}"] = args
             terms.update(v.lower() for v in argument_values(args))
         text, unread = self._read(text, base["id"])
         extract = extractive_summary(text, self.max_text_chars // 3) + unread if text.strip() else ""

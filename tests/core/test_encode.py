@@ -311,3 +311,12 @@ def test_an_amount_split_by_a_line_break_is_still_listed_after_a_summary(memory,
 
     assert "$\n42.10" in card.text.partition(" | also: ")[2]
     assert "$\n42.10" in {f.value for f in card.facts}
+
+
+def test_two_calls_of_one_tool_in_a_message_keep_both_their_arguments(memory, msg):
+    card = memory.observe(
+        msg.calls([("w1", "get_weather", {"city": "Oslo"}), ("w2", "get_weather", {"city": "Rome"})])
+    )
+
+    assert dict(card.arguments) == {"get_weather": {"city": "Oslo"}, "get_weather #2": {"city": "Rome"}}
+    assert {"oslo", "rome"} <= card.terms
