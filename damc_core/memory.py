@@ -101,6 +101,10 @@ REQUEST_SHARE = 0.5
 """Most of the memory budget the user's newest turn takes: a longer one (a pasted document) is
 sent at key detail, cut to its first lines with a hint to recall the rest if still too long, so
 the request is never left out."""
+LEAD_SHARE = 0.25
+"""Most of the budget a user turn leading the recent window takes (see ``_user_before``): the
+dialogue must open with the user, but the turn it opens with is usually the long task statement,
+and the window's messages cannot give way to the cards as the memory section's lines do."""
 NEWEST_YIELDS_TO = 0.6
 """Value from which a card's room is kept from the newest tool result. The newest result is cut
 to ``newest_share`` only as far as such cards need the room: a greeting or a restated plan does
@@ -709,7 +713,7 @@ class DecisionMemory:
         a system message is rejected by some providers."""
         entries = self._recent_window(excluded, size)
         shown = self._calls_shown(entries)
-        send = functools.partial(self._recent_message, calls_shown=shown)
+        send: Callable[..., Message] = functools.partial(self._recent_message, calls_shown=shown)
         recent = [send(e) for e in entries]
         while recent and self._renderer.count_messages(recent) > budget * self.settings.recent_share:
             rest = entries[1:]
@@ -720,8 +724,16 @@ class DecisionMemory:
             entries = rest
             recent = [send(e) for e in entries]
         if entries and entries[0].message.get("role") != "user":
-            entries = self._led_by_user(entries, excluded)
-            recent = [send(e) for e in entries]
+            lead = self._user_before(entries, excluded)
+            if lead is not None:  # sent as the request would be in the memory section
+                entries = [lead, *entries]
+                plain = send
+                led = self._lead_message(lead, budget)
+
+                def send(entry: _Entry, *args: Any, **kwargs: Any) -> Message:
+                    return led if entry is lead else plain(entry, *args, **kwargs)
+
+                recent = [send(e) for e in entries]
         if self._renderer.count_messages(recent) > budget // 2:  # leave room for the memory section
             recent = [send(e, focus if self._names_rows(e, focus) else None, detail="key") for e in entries]
         request = self._session.cards.get(self._session.newest.get("user") or "")
@@ -746,20 +758,31 @@ class DecisionMemory:
             whole = {}
         return entries, recent, whole
 
-    def _led_by_user(self, entries: list[_Entry], excluded: frozenset[str]) -> list[_Entry]:
-        """The window from its first user turn; with none in it, led by the user's newest turn
-        (the request this decision serves) unless the caller sends that turn itself. Anthropic's
-        and Gemini's APIs reject a dialogue that opens with the assistant, such as a function call
-        right after the system prompt."""
-        first_user = next((i for i, e in enumerate(entries) if e.message.get("role") == "user"), None)
-        if first_user is not None:
-            return entries[first_user:]
-        request = self._session.newest.get("user")
-        if request is None or request in excluded:
-            return entries
-        history = self._session.history
-        at = bisect.bisect_left(history, _seq_of(request), key=lambda entry: _seq_of(entry.card_id))
-        return [history[at], *entries] if at < len(history) and history[at].card_id == request else entries
+    def _user_before(self, entries: list[_Entry], excluded: frozenset[str]) -> _Entry | None:
+        """The user's newest turn before the window, to lead a window that opens with the
+        assistant (Anthropic's and Gemini's APIs reject a dialogue that opens with the assistant,
+        such as a function call right after the system prompt); ``None`` when there is none or the
+        caller sends it itself."""
+        history, newest = self._session.history, self._session.newest.get("user")
+        first = _seq_of(entries[0].card_id)
+        if newest is None:
+            return None
+        if _seq_of(newest) < first:  # the request itself: no user turn in the window
+            at = bisect.bisect_left(history, _seq_of(newest), key=lambda entry: _seq_of(entry.card_id)) + 1
+        else:
+            at = bisect.bisect_left(history, first, key=lambda entry: _seq_of(entry.card_id))
+        for index in range(at - 1, -1, -1):
+            if history[index].message.get("role") == "user":
+                return None if history[index].card_id in excluded else history[index]
+        return None
+
+    def _lead_message(self, entry: _Entry, budget: int) -> Message:
+        """A user turn leading the window: as it is when it fits ``LEAD_SHARE`` of the budget, else
+        its lines with values or restrictions, cut to that share (``_request_as_sent``)."""
+        if self._renderer.count_messages([entry.message]) <= budget * LEAD_SHARE:
+            return entry.message
+        card = self._session.cards[entry.card_id]
+        return {"role": "user", "content": self._request_as_sent(card, budget, LEAD_SHARE).summary}
 
     def _recent_yielding(
         self,
@@ -934,11 +957,11 @@ class DecisionMemory:
         request, as sent (``_request_as_sent``), leaves of ``budget``."""
         return int(max(0, budget - (asked.tokens if asked is not None else 0)) * self.settings.newest_share)
 
-    def _request_as_sent(self, request: Card, budget: int) -> Card:
+    def _request_as_sent(self, request: Card, budget: int, share: float = REQUEST_SHARE) -> Card:
         """The user's newest turn in full; past ``REQUEST_SHARE`` of ``budget``, its sentences
         with values or restrictions (key detail), cut to their first lines (or characters) that
         fit the share if still too long."""
-        limit = int(budget * REQUEST_SHARE)
+        limit = int(budget * share)
         full = self._renderer.render(request, None, "full")
         if full.tokens <= limit:
             return full

@@ -444,7 +444,7 @@ def test_with_no_recent_window_the_whole_history_is_in_the_memory_section(memory
 
 
 def test_an_earlier_turn_does_not_stand_in_for_the_request_sent_as_a_message(make_memory, msg):
-    memory = make_memory(settings=MemorySettings(budget=600, recent_messages=2))
+    memory = make_memory(settings=MemorySettings(budget=600, recent_messages=1))
     memory.observe(msg.user("Hi, I have a question about my trip next week, it is a long story."))
     memory.observe(msg.call("call_1", "get_user_details", {"user_id": "mia_li_3668"}))
     memory.observe(msg.result("call_1", "get_user_details", {"reservations": ["NO6JO3", "AIXC49"]}))
@@ -473,7 +473,7 @@ def test_the_dialogue_opens_with_the_request_when_the_window_holds_none(make_mem
     assert "Where is order" not in built.memory  # sent once, as the message
 
 
-def test_a_window_that_opens_with_the_assistant_starts_at_its_user_turn(make_memory, msg):
+def test_a_window_that_opens_with_the_assistant_is_led_by_the_user_turn_before_it(make_memory, msg):
     memory = make_memory(settings=MemorySettings(budget=800, recent_messages=4))
     memory.observe(msg.user("Hi"))
     memory.observe(msg.assistant("Hello! How can I help?"))
@@ -483,4 +483,22 @@ def test_a_window_that_opens_with_the_assistant_starts_at_its_user_turn(make_mem
 
     built = memory.build()
 
-    assert [m["role"] for m in built.messages if m["role"] != "system"] == ["user", "assistant", "tool"]
+    dialogue = [m for m in built.messages if m["role"] != "system"]
+    assert [m["role"] for m in dialogue] == ["user", "assistant", "user", "assistant", "tool"]
+    assert dialogue[0]["content"] == "Hi"
+
+
+def test_a_long_request_leading_the_window_keeps_its_values_within_a_quarter_of_the_budget(make_memory, msg):
+    memory = make_memory(settings=MemorySettings(budget=400, recent_messages=2))
+    story = "I have been travelling a lot this year and the trips were long and tiring. " * 20
+    memory.observe(msg.user(f"{story} Please cancel reservation NO6JO3."))
+    memory.observe(msg.call("call_1", "get_reservation_details", {"reservation_id": "NO6JO3"}))
+    memory.observe(
+        msg.result("call_1", "get_reservation_details", {"reservation_id": "NO6JO3", "cabin": "economy"})
+    )
+
+    built = memory.build()
+
+    lead = next(m for m in built.messages if m["role"] != "system")
+    assert lead["role"] == "user" and "NO6JO3" in lead["content"]
+    assert memory.counter.count(lead["content"]) <= 400 // 4
