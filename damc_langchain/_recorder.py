@@ -33,18 +33,29 @@ class MessageRecorder:
 
     ``resume``: the memory holds this same conversation from an earlier process (a checkpointed
     graph thread); what it already holds is not recorded again.
+
+    ``resent``: every run starts from the history the caller sends (a graph without a
+    checkpointer gives each message a new id at every run): a run's messages that repeat, in
+    order, what was recorded are known by their content and not recorded again.
     """
 
-    def __init__(self, memory: DecisionMemory, *, resume: bool = False) -> None:
+    def __init__(self, memory: DecisionMemory, *, resume: bool = False, resent: bool = False) -> None:
         self.memory = memory
         self._seen: set[str] = set()
         self._early_results: Counter[str] = Counter()
         """Call id -> tool results recorded as the tool returned, not yet seen in the state."""
+        self._resent = resent
+        self._recorded: list[str] = []
+        """With ``resent``: the content key of every event recorded, in order."""
+        self._matched = 0
+        """How far into ``_recorded`` the running run's resent history has been matched."""
         for event in memory.messages() if resume else ():
             if event.get("id"):
                 self._seen.add(f"id:{event['id']}")
             elif event.get("role") == "tool":
                 self._early_results[str(event.get("tool_call_id"))] += 1
+            if resent:
+                self._recorded.append(_content_key(event))
 
     def observe(self, messages: Sequence[BaseMessage]) -> None:
         """Record the messages not recorded yet (the agent resends its whole history each step)."""
@@ -56,7 +67,37 @@ class MessageRecorder:
             if isinstance(message, ToolMessage) and self._early_results[message.tool_call_id] > 0:
                 self._early_results[message.tool_call_id] -= 1
                 continue
-            self.memory.observe(to_event(message))
+            event = to_event(message)
+            if self._resent and self._known(event, first=index == 0):
+                continue
+            self._record(event)
+
+    def _known(self, event: dict[str, Any], *, first: bool) -> bool:
+        """Whether a message of a resent history was recorded before: found in the recorded
+        events after the ones the run's earlier messages matched (a run starts matching anew)."""
+        if first:
+            self._matched = 0
+        try:
+            found = self._recorded.index(_content_key(event), self._matched)
+        except ValueError:
+            self._matched = len(self._recorded) + 1  # new from here on: nothing later repeats
+            return False
+        self._matched = found + 1
+        return True
+
+    def _record(self, event: dict[str, Any]) -> None:
+        self.memory.observe(event)
+        if self._resent:
+            self._recorded.append(_content_key(event))
+            self._matched = len(self._recorded) + 1
+
+    def record_reply(self, message: BaseMessage) -> None:
+        """Record the model's reply as it comes, known by its id (a reply without one is recorded
+        with the history it joins)."""
+        if not message.id or f"id:{message.id}" in self._seen:
+            return
+        self._seen.add(f"id:{message.id}")
+        self._record(to_event(message))
 
     def record_tool_result(self, result: Any) -> None:
         """Record a tool's result as it returns; never raises into the agent."""
@@ -67,7 +108,7 @@ class MessageRecorder:
                 self._seen.add(f"id:{result.id}")
             else:
                 self._early_results[result.tool_call_id] += 1
-            self.memory.observe(to_event(result))
+            self._record(to_event(result))
         except Exception:
             logger.exception("damc: recording a tool result failed; the agent goes on")
 
@@ -96,7 +137,7 @@ class Conversations:
         with self._lock:
             if thread_id is None:
                 if self._default is None:
-                    self._default = MessageRecorder(self.memory, resume=True)
+                    self._default = MessageRecorder(self.memory, resume=True, resent=True)
                 return self._default
             recorder = self._threads.pop(thread_id, None)
             if recorder is None:
@@ -105,6 +146,20 @@ class Conversations:
             while len(self._threads) > self.max_threads:
                 self._threads.popitem(last=False)
             return recorder
+
+
+def _content_key(event: dict[str, Any]) -> str:
+    """What makes a resent message the same message: role, content, calls and the call answered."""
+    calls = [
+        (c.get("id"), (c.get("function") or {}).get("name"))
+        for c in event.get("tool_calls") or ()
+        if isinstance(c, dict)
+    ]
+    return json.dumps(
+        [event.get("role"), event.get("content"), calls, event.get("tool_call_id")],
+        default=str,
+        sort_keys=True,
+    )
 
 
 def running_thread_id() -> str | None:

@@ -7,13 +7,14 @@ With a checkpointer, each ``thread_id`` is its own session of the memory's user.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
 from langchain.agents.middleware.types import ToolCallRequest
-from langchain_core.messages import SystemMessage
+from langchain_core.messages import AIMessage, SystemMessage
 
 from damc_core import DecisionMemory
 
@@ -57,7 +58,26 @@ class DamcMiddleware(AgentMiddleware):
     async def awrap_model_call(
         self, request: ModelRequest, handler: Callable[[ModelRequest], Awaitable[ModelResponse]]
     ) -> ModelResponse:
-        return await handler(self._with_memory(request))
+        # recording and building read the store: off the event loop, so other runs go on meanwhile
+        return await handler(await asyncio.to_thread(self._with_memory, request))
+
+    def after_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        """Record the model's reply as it comes: a final answer is in memory even when nothing
+        later in this thread (or no checkpointer) would send it again."""
+        self._observe(state)
+        return None
+
+    async def aafter_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        await asyncio.to_thread(self._observe, state)
+        return None
+
+    def _observe(self, state: Any) -> None:
+        try:
+            messages = state.get("messages", ()) if isinstance(state, dict) else ()
+            if messages and isinstance(messages[-1], AIMessage):
+                self.conversations.current().record_reply(messages[-1])
+        except Exception:
+            logger.exception("damc: recording the model's reply failed; the agent goes on")
 
     # -- tool calls --------------------------------------------------------------------------
     def wrap_tool_call(self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], Any]) -> Any:
@@ -69,7 +89,7 @@ class DamcMiddleware(AgentMiddleware):
         self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], Awaitable[Any]]
     ) -> Any:
         result = await handler(request)
-        self._record(request, result)
+        await asyncio.to_thread(self._record, request, result)
         return result
 
     def _record(self, request: ToolCallRequest, result: Any) -> None:

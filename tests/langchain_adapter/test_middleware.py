@@ -180,8 +180,9 @@ def test_each_checkpointer_thread_is_its_own_session(recording_model):
         "user_instruction",
         "tool_call",
         "tool_result",
-    ]  # the final answer is recorded with the thread's next model call
-    assert [c.text for c in middleware.memory_for("bob").cards()] == ["Hello, I am Bob"]
+        "assistant_conclusion",  # the final answer, recorded as it comes
+    ]
+    assert [c.text for c in middleware.memory_for("bob").cards()] == ["Hello, I am Bob", "Hi!"]
     assert middleware.memory_for("mia").namespace.session == "mia"
     assert middleware.memory.cards() == []  # runs without a thread id would go here
 
@@ -215,6 +216,7 @@ def test_a_thread_resumed_by_a_new_process_is_not_recorded_twice(recording_model
         "tool_result",
         "assistant_conclusion",
         "user_instruction",
+        "assistant_conclusion",
     ]
     assert text(model.received[0]).count("I am mia_li_3668") == 1
 
@@ -284,8 +286,9 @@ def test_async_and_streamed_threads_stay_apart(recording_model):
         "user_instruction",
         "tool_call",
         "tool_result",
+        "assistant_conclusion",
     ]
-    assert [c.text for c in middleware.memory_for("bob").cards()] == ["Hello, I am Bob"]
+    assert [c.text for c in middleware.memory_for("bob").cards()] == ["Hello, I am Bob", "Hi!"]
 
 
 def test_any_thread_id_works_an_empty_one_is_the_memorys_own(recording_model):
@@ -300,5 +303,32 @@ def test_any_thread_id_works_an_empty_one_is_the_memorys_own(recording_model):
 
     assert state["messages"][-1].content == "Found."
     kinds = [c.kind.value for c in middleware.memory.cards()]
-    assert kinds == ["user_instruction", "tool_call", "tool_result"]
+    assert kinds == ["user_instruction", "tool_call", "tool_result", "assistant_conclusion"]
     assert middleware.memory_for(42).namespace.session == "42"  # an int id, as its text
+
+
+def test_a_caller_resending_the_whole_chat_records_each_message_once(recording_model):
+    """Without a checkpointer every run gets the history the caller sends, with new ids."""
+    model = recording_model(*(AIMessage(f"answer {turn}") for turn in range(3)))
+    middleware = DamcMiddleware(memory())
+    agent = create_agent(model, [], middleware=[middleware])
+    chat: list[dict[str, str]] = []
+
+    for turn in range(3):
+        chat.append({"role": "user", "content": f"question {turn}"})
+        reply = agent.invoke({"messages": list(chat)})["messages"][-1]
+        chat.append({"role": "assistant", "content": reply.content})
+
+    recorded = [(m["role"], m["content"]) for m in middleware.memory.messages()]
+    assert recorded == [(m["role"], m["content"]) for m in chat]  # once each, answers included
+    assert text(model.received[-1]).count("question 0") == 1
+
+
+def test_a_final_answer_is_remembered_by_the_next_run_without_a_checkpointer(recording_model):
+    model = recording_model(AIMessage("Your order O-1 has shipped."), AIMessage("Tomorrow."))
+    agent = create_agent(model, [], middleware=[DamcMiddleware(memory())])
+
+    agent.invoke({"messages": [HumanMessage("Where is order O-1?")]})
+    agent.invoke({"messages": [HumanMessage("And when will it arrive?")]})
+
+    assert "Your order O-1 has shipped." in text(model.received[-1])
