@@ -66,6 +66,9 @@ class _Reply:
     event: dict[str, Any]
     card: str = ""
     """Its card id, once recorded."""
+    given_ids: tuple[str, ...] = ()
+    """The calls' ids as the model gave them, where an empty one was replaced by a made-up id:
+    the same message handed over later carries them."""
 
 
 def message_text(message: ChatMessage) -> str:
@@ -328,7 +331,10 @@ class Recorder:
                 made = [
                     _call(i, call.tool_name, call.tool_kwargs) for i, call in zip(ids, calls, strict=True)
                 ]
-                expected = _Reply({"role": "assistant", "content": text or None, "tool_calls": made})
+                expected = _Reply(
+                    {"role": "assistant", "content": text or None, "tool_calls": made},
+                    given_ids=tuple(call.tool_id or "" for call in calls),
+                )
                 for call_id, call in zip(ids, calls, strict=True):
                     key = _call_key(_call(call.tool_id, call.tool_name, call.tool_kwargs))
                     self._replies[key] = (expected, call_id)
@@ -347,7 +353,8 @@ class Recorder:
                 if self._outputs.get(id(output)) is output:
                     return
                 self._outputs[id(output)] = output
-                expected = self._replies.pop(_call_key(_call(call_id or "", name, arguments)), None)
+                given = call_id or ""
+                expected = self._replies.pop(_call_key(_call(given, name, arguments)), None)
                 if expected is not None:
                     reply, call_id = expected
                     call_card = self._record_reply(reply)
@@ -366,6 +373,8 @@ class Recorder:
                 if output.is_error:
                     event["status"] = "error"
                 result_card = self._observe(_result_key(call_id, output.blocks), event)
+                if given != call_id:  # the result message handed over later names the given id
+                    self._seen.setdefault(_result_key(given, output.blocks), []).append(result_card)
                 self.pending.update((call_card, result_card))
                 observation = str(output.content).strip()  # as a ReAct observation shows it
                 self._steps[(name, _args_key(arguments), observation)] = (call_id, call_card, result_card)
@@ -376,8 +385,11 @@ class Recorder:
         """The card of ``reply``'s assistant message, recorded when its first call returns."""
         if not reply.card:
             reply.card = self.memory.observe(reply.event).id
-            for call in reply.event["tool_calls"]:
+            calls = reply.event["tool_calls"]
+            for call, given in zip(calls, reply.given_ids or [c["id"] for c in calls], strict=True):
                 self._seen.setdefault(_call_key(call), []).append(reply.card)
+                if given != call["id"]:  # known by the id the model gave it too
+                    self._seen.setdefault(_call_key({**call, "id": given}), []).append(reply.card)
         return reply.card
 
     def _observe(self, key: str, event: Mapping[str, Any]) -> str:

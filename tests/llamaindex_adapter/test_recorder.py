@@ -10,7 +10,7 @@ import damc_llamaindex
 from damc_llamaindex import DamcMemory
 from damc_llamaindex._recorder import parse_react
 
-from .scenario import FLIGHTS, TOOLS, damc
+from .scenario import FLIGHTS, TOOLS, call, damc
 
 
 def test_public_names():
@@ -191,3 +191,31 @@ def test_a_call_rebuilt_from_the_store_keeps_the_arguments_the_model_sent():
 
     (newest_call,) = [b for m in sent for b in m.blocks if isinstance(b, ToolCallBlock)]
     assert newest_call.tool_call_id == "b2" and newest_call.tool_kwargs == "{bad"
+
+
+def test_a_call_without_an_id_is_recorded_once(recording_llm):
+    import asyncio
+
+    from llama_index.core.agent.workflow import FunctionAgent
+    from llama_index.core.tools import FunctionTool
+
+    def get_weather(city: str) -> dict:
+        """Weather for a city."""
+        return {"city": city, "temp_c": 21}
+
+    llm = recording_llm(
+        call("get_weather", {"city": "Oslo"}, ""),  # a provider that gives calls no id
+        ChatMessage(role="assistant", content="Oslo has 21C."),
+        ChatMessage(role="assistant", content="Still 21C."),
+    )
+    memory = DamcMemory(memory=damc())
+    agent = FunctionAgent(tools=[FunctionTool.from_defaults(get_weather)], llm=llm, system_prompt="Help.")
+
+    async def two_runs():
+        await agent.run("Weather in Oslo?", memory=memory)
+        await agent.run("And now?", memory=memory)
+
+    asyncio.run(two_runs())
+
+    kinds = [c.kind.value for c in memory.memory.cards()]
+    assert kinds.count("tool_call") == 1 and kinds.count("tool_result") == 1
