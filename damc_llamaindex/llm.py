@@ -79,6 +79,9 @@ class DamcLLM(FunctionCallingLLM):
             head += 1
         system = "\n\n".join(message_text(m) for m in messages[:head]) or None
         rest = messages[head:]
+        closing: list[ChatMessage] = []  # an instruction the agent appends for this call only
+        while rest and rest[-1].role == MessageRole.SYSTEM:  # ("You have reached the maximum ...")
+            closing.insert(0, rest.pop())
         start = _react_tail(rest, produced)
         self._recorder.observe_view(rest[:start])
         tail = rest[start:]
@@ -89,7 +92,7 @@ class DamcLLM(FunctionCallingLLM):
         for index, card in cards.items():
             if card.tokens < card.raw_tokens:
                 tail[index] = ChatMessage(role=tail[index].role, content=f"Observation: {card.summary}")
-        return [*converted, *tail]
+        return [*converted, *tail, *closing]
 
     def _with_tools_input(
         self, user_msg: str | ChatMessage | None, chat_history: list[ChatMessage] | None

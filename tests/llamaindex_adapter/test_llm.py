@@ -226,3 +226,27 @@ def test_a_tool_returning_data_is_recorded_as_data_without_a_span_handler(record
     assert result.tables  # encoded as rows, not as the Python repr FunctionTool makes of a list
     assert str(FLIGHTS[0]) not in text(model.received[1])
     assert "HAT100" in text(model.received[1])
+
+
+def test_an_instruction_the_agent_appends_for_one_call_reaches_the_model(recording_llm):
+    def get_weather(city: str) -> dict:
+        """Weather for a city."""
+        return {"city": city, "temp_c": 21}
+
+    llm = recording_llm(
+        call("get_weather", {"city": "Oslo"}, "w1"),
+        call("get_weather", {"city": "Oslo"}, "w2"),
+        ChatMessage(role="assistant", content="21C in Oslo."),
+    )
+    memory = damc()
+    tools = [FunctionTool.from_defaults(get_weather)]
+    agent = FunctionAgent(tools=tools, llm=DamcLLM(llm=llm, memory=memory), system_prompt="Help.")
+
+    async def go():
+        # past its iterations the agent asks for a final answer with a system message at the end
+        return await agent.run("Weather?", max_iterations=2, early_stopping_method="generate")
+
+    assert str(asyncio.run(go())) == "21C in Oslo."
+    last = llm.received[-1][-1]
+    assert last.role.value == "system" and "iterations" in str(last.content)
+    assert "iterations" not in " ".join(c.summary for c in memory.cards())  # for that call only
