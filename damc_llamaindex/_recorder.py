@@ -327,7 +327,9 @@ class Recorder:
                 steps = parse_react(text)
                 if steps and steps[-1].kind == "action":
                     text = steps[-1].text
-                ids = [call.tool_id or self._new_id() for call in calls]
+                ids: list[str] = []
+                for call in calls:  # an id missing or given twice (ollama names calls by tool): made up
+                    ids.append(call.tool_id if call.tool_id and call.tool_id not in ids else self._new_id())
                 made = [
                     _call(i, call.tool_name, call.tool_kwargs) for i, call in zip(ids, calls, strict=True)
                 ]

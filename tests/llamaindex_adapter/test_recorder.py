@@ -219,3 +219,36 @@ def test_a_call_without_an_id_is_recorded_once(recording_llm):
 
     kinds = [c.kind.value for c in memory.memory.cards()]
     assert kinds.count("tool_call") == 1 and kinds.count("tool_result") == 1
+
+
+def test_parallel_calls_sharing_one_id_keep_their_own_results_whichever_returns_first(recording_llm):
+    import asyncio
+    import time
+
+    from llama_index.core.agent.workflow import FunctionAgent
+    from llama_index.core.tools import FunctionTool
+
+    def get_weather(city: str) -> dict:
+        """Weather for a city."""
+        time.sleep({"Oslo": 0.2, "Rome": 0.0}[city])  # Oslo's result comes back second
+        return {"city": city, "temp_c": {"Oslo": 3, "Rome": 25}[city]}
+
+    both = ChatMessage(
+        role="assistant",
+        blocks=[  # as llama-index-llms-ollama names every call by its tool
+            ToolCallBlock(tool_call_id="get_weather", tool_name="get_weather", tool_kwargs={"city": city})
+            for city in ("Oslo", "Rome")
+        ],
+    )
+    llm = recording_llm(both, ChatMessage(role="assistant", content="Oslo 3C, Rome 25C."))
+    memory = DamcMemory(memory=damc())
+    agent = FunctionAgent(tools=[FunctionTool.from_defaults(get_weather)], llm=llm, system_prompt="Help.")
+
+    async def go():
+        await agent.run("Weather in Oslo and Rome?", memory=memory)
+
+    asyncio.run(go())
+
+    results = [c for c in memory.memory.cards() if c.kind.value == "tool_result"]
+    temperature = {c.arguments["city"]: next(f.value for f in c.facts if f.path == "temp_c") for c in results}
+    assert temperature == {"Oslo": "3", "Rome": "25"}
