@@ -34,6 +34,7 @@ from llama_index.core.llms.utils import parse_partial_json
 from llama_index.core.tools import ToolOutput
 
 from damc_core import Card, DecisionMemory
+from damc_core.tokens import content_text
 
 logger = logging.getLogger("damc.llamaindex")
 
@@ -213,7 +214,11 @@ def _call_key(call: Mapping[str, Any]) -> str:
 
 def _result_key(call_id: str, blocks: Sequence[ContentBlock]) -> str:
     """A tool result by call id and content: some providers give every call of a tool one id."""
-    digest = hashlib.blake2b(_blocks_text(blocks).encode(errors="replace"), digest_size=16).hexdigest()
+    return _result_key_of(call_id, _blocks_text(blocks))
+
+
+def _result_key_of(call_id: str, text: str) -> str:
+    digest = hashlib.blake2b(text.encode(errors="replace"), digest_size=16).hexdigest()
     return json.dumps(["result", call_id, digest])
 
 
@@ -226,6 +231,7 @@ class Recorder:
         self.memory_created = False
         """Whether a ``DamcMemory`` over this memory exists (runs without it are then warned about)."""
         self._start()
+        self._resume(memory)
 
     @property
     def memory(self) -> DecisionMemory:
@@ -256,7 +262,30 @@ class Recorder:
         self._produced: deque[list[ChatMessage]] = deque(maxlen=8)
         self._synthetic = 0
         self._replies: dict[str, tuple[_Reply, str]] = {}
+        self._resumed_results: Counter[str] = Counter()
+        """Call id -> results a reopened memory held, matched by call id when the text differs."""
         """Key of a tool call as the agent runs it -> the reply that made it, and its id there."""
+
+    def _resume(self, memory: DecisionMemory) -> None:
+        """Know what a reopened memory holds, so a history handed over again (an app passing its
+        saved chat back after a restart) is not recorded twice."""
+        try:
+            for card in memory.cards():
+                event = memory.recall(card.id) or {}
+                role, text = event.get("role"), content_text(event.get("content"))
+                if role == "tool":
+                    call_id = str(event.get("tool_call_id"))
+                    self._seen.setdefault(_result_key_of(call_id, text), []).append(card.id)
+                    self._resumed_results[call_id] += 1  # a tool's data, handed back as its text
+                elif event.get("tool_calls"):
+                    for call in event["tool_calls"]:
+                        if isinstance(call, dict) and isinstance(call.get("function"), dict):
+                            self._seen.setdefault(_call_key(call), []).append(card.id)
+                elif role in ("user", "assistant"):
+                    self._texts[(role, text)] += 1
+                    self._text_cards.setdefault((role, text), []).append([card.id])
+        except Exception:  # the conversation goes on; at worst a resent message is a card twice
+            logger.exception("damc: reading what the reopened memory holds failed")
 
     # -- recording -------------------------------------------------------------------------
     def put(self, message: ChatMessage) -> None:
@@ -414,7 +443,10 @@ class Recorder:
         if role == "tool":
             call_id = event["tool_call_id"]
             result = _result_key(call_id, message.blocks)
-            if not self._confirm_if_known(result, confirm):
+            known = self._confirm_if_known(result, confirm)
+            if not known and self._resumed_results[call_id] > 0:
+                self._resumed_results[call_id] -= 1
+            elif not known:
                 self._track(self._observe(result, event), confirm)
                 self._originals[f"tool:{call_id}"] = message
             return

@@ -252,3 +252,46 @@ def test_parallel_calls_sharing_one_id_keep_their_own_results_whichever_returns_
     results = [c for c in memory.memory.cards() if c.kind.value == "tool_result"]
     temperature = {c.arguments["city"]: next(f.value for f in c.facts if f.path == "temp_c") for c in results}
     assert temperature == {"Oslo": "3", "Rome": "25"}
+
+
+def test_a_history_handed_back_after_a_restart_is_not_recorded_again(recording_llm, tmp_path):
+    import asyncio
+
+    from llama_index.core.agent.workflow import FunctionAgent
+
+    from damc_core import DecisionMemory, SQLiteStore
+
+    def get_user(user_id: str) -> dict:
+        """Look up a user."""
+        return {"user_id": user_id, "payment": "credit_card_4421486"}
+
+    from llama_index.core.tools import FunctionTool
+
+    tools = [FunctionTool.from_defaults(get_user)]
+    first = DamcMemory(memory=DecisionMemory(store=SQLiteStore(tmp_path / "m.sqlite3")))
+    agent = FunctionAgent(
+        tools=tools,
+        llm=recording_llm(
+            call("get_user", {"user_id": "mia"}, "u1"), ChatMessage(role="assistant", content="Found.")
+        ),
+    )
+
+    async def go(agent, memory, question, **kwargs):
+        await agent.run(question, memory=memory, **kwargs)
+
+    asyncio.run(go(agent, first, "Who am I? I am mia."))
+    saved = first.get_all()  # the app keeps the chat and passes it back after a restart
+
+    reopened = DecisionMemory(store=SQLiteStore(tmp_path / "m.sqlite3"))  # a new process
+    agent = FunctionAgent(tools=tools, llm=recording_llm(ChatMessage(role="assistant", content="Yes.")))
+    asyncio.run(go(agent, DamcMemory(memory=reopened), "Still there?", chat_history=saved))
+
+    kinds = [c.kind.value for c in reopened.cards()]
+    assert kinds == [
+        "user_instruction",
+        "tool_call",
+        "tool_result",
+        "assistant_conclusion",
+        "user_instruction",
+        "assistant_conclusion",
+    ]
