@@ -258,14 +258,13 @@ def test_a_history_handed_back_after_a_restart_is_not_recorded_again(recording_l
     import asyncio
 
     from llama_index.core.agent.workflow import FunctionAgent
+    from llama_index.core.tools import FunctionTool
 
     from damc_core import DecisionMemory, SQLiteStore
 
     def get_user(user_id: str) -> dict:
         """Look up a user."""
         return {"user_id": user_id, "payment": "credit_card_4421486"}
-
-    from llama_index.core.tools import FunctionTool
 
     tools = [FunctionTool.from_defaults(get_user)]
     first = DamcMemory(memory=DecisionMemory(store=SQLiteStore(tmp_path / "m.sqlite3")))
