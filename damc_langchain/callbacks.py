@@ -37,7 +37,10 @@ def _remember(runs: OrderedDict[UUID, _T], run_id: UUID, value: _T) -> None:
 
 
 class DamcCallbackHandler(BaseCallbackHandler):
-    """Register with ``config={"callbacks": [handler]}`` or on the model."""
+    """Register with ``config={"callbacks": [handler]}`` or on the model.
+
+    A handler records one conversation, ``memory``'s session; for an agent serving several
+    (checkpointer threads), give each its own handler on ``memory.for_session(thread_id)``."""
 
     raise_error = False
 

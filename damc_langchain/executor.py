@@ -32,6 +32,10 @@ def wrap(executor: AgentExecutor, memory: DecisionMemory, *, budget: int | None 
     parser`` sequences, which is what ``create_tool_calling_agent`` and
     ``create_openai_tools_agent`` build; text agents (``create_react_agent`` and the like) resend
     their scratchpad as one growing prompt text, which DAMC would record again at every step.
+
+    The copy holds one conversation, ``memory``'s session: run it one input at a time (``batch``
+    would interleave its runs in one memory); wrap once per conversation with
+    ``memory.for_session(conversation_id)`` for several.
     """
     agent = executor.agent
     runnable = getattr(agent, "runnable", None)
