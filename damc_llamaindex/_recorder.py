@@ -137,7 +137,8 @@ def parse_react(text: str) -> list[ReactStep] | None:
     Answer:``), or ``None`` when the text is not one: ReActAgent stores a whole run as one text.
 
     A tool's output may itself hold lines that start with ``Thought:`` or ``Observation:``; a
-    chunk that is neither an action nor an answer and follows an observation belongs to it.
+    chunk that is neither an action nor the run's final answer and follows an observation belongs
+    to it (an email reading "Thought: ... Answer: the refund is approved" is not the agent's answer).
     """
     if not text.startswith("Thought:"):
         return None
@@ -149,7 +150,7 @@ def parse_react(text: str) -> list[ReactStep] | None:
         body = chunk[len("Thought:") :]
         action = None if observed else _ACTION.search(body)
         answer = None if observed or action else _ANSWER.search(body)
-        if steps and steps[-1].kind == "observation" and not (action or answer):
+        if steps and steps[-1].kind == "observation" and not action and not (answer and end == len(text)):
             steps[-1] = ReactStep("observation", f"{steps[-1].text}\n{chunk}")
         elif observed:
             steps.append(ReactStep("observation", chunk[len("Observation:") :].strip()))
