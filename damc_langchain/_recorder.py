@@ -64,6 +64,8 @@ class MessageRecorder:
             if key in self._seen:
                 continue
             self._seen.add(key)
+            if message.additional_kwargs.get("lc_source") == "summarization":
+                continue  # SummarizationMiddleware's digest of turns DAMC holds whole: not a user turn
             if isinstance(message, ToolMessage) and self._early_results[message.tool_call_id] > 0:
                 self._early_results[message.tool_call_id] -= 1
                 continue

@@ -332,3 +332,18 @@ def test_a_final_answer_is_remembered_by_the_next_run_without_a_checkpointer(rec
     agent.invoke({"messages": [HumanMessage("And when will it arrive?")]})
 
     assert "Your order O-1 has shipped." in text(model.received[-1])
+
+
+def test_a_summary_of_the_conversation_is_not_recorded_as_a_user_turn():
+    from damc_langchain._recorder import MessageRecorder
+
+    recorder = MessageRecorder(memory())
+    summary = HumanMessage(  # as langchain's SummarizationMiddleware puts it in the state
+        "Here is a summary of the conversation to date:\n\nMia booked HAT107.",
+        additional_kwargs={"lc_source": "summarization"},
+        id="s1",
+    )
+
+    recorder.observe([summary, HumanMessage("And a hotel?", id="h2")])
+
+    assert [m["content"] for m in recorder.memory.messages()] == ["And a hotel?"]
