@@ -313,6 +313,11 @@ class DecisionMemory:
         """Call id -> the decision that made it, until its result tells whether it succeeded."""
         self._reload()
 
+    def __deepcopy__(self, memo: dict[int, Any]) -> DecisionMemory:
+        """A memory is a handle on its store's conversation, like a client: a deep copy of what
+        holds it (a framework's memory object) shares it."""
+        return self
+
     @property
     def valuator(self) -> Valuator:
         return self._valuator

@@ -234,6 +234,10 @@ class Recorder:
         self._start()
         self._resume(memory)
 
+    def __deepcopy__(self, memo: dict[int, Any]) -> Recorder:
+        """One recorder per memory (see :func:`recorder_for`): a copy of what holds it shares it."""
+        return self
+
     @property
     def memory(self) -> DecisionMemory:
         """Held weakly: the registry keeps one recorder per live memory, and a recorder holding its
@@ -296,6 +300,11 @@ class Recorder:
             if message.role == MessageRole.USER:
                 self.pending.clear()  # a new user turn: the previous run's scratchpad is history now
             self._record(message, confirm=True)
+
+    def holds_text(self, message: ChatMessage) -> bool:
+        """Whether a message with this role and text was recorded already."""
+        with self._lock:
+            return self._texts[(to_event(message)["role"], message_text(message))] > 0
 
     def produced_ids(self) -> set[int]:
         """Identities of the messages DAMC returned lately (they are its output, not new input)."""

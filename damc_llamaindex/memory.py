@@ -118,9 +118,9 @@ class DamcMemory(BaseMemory):
         else:
             self._all = list(messages)
         try:
-            system = [m for m in messages if m.role == MessageRole.SYSTEM]
-            for message in system:
-                self._recorder.put(message)
+            for message in messages:  # a prompt passed with every run's history is one note
+                if message.role == MessageRole.SYSTEM and not self._recorder.holds_text(message):
+                    self._recorder.put(message)
             self._recorder.observe_view([m for m in messages if m.role != MessageRole.SYSTEM])
             self._recorder.pending.clear()
         except Exception:

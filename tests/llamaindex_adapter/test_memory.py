@@ -255,3 +255,28 @@ def test_a_failing_tool_is_remembered_as_an_error(recording_llm, agent_class, wr
     assert "cancel(reservation_id=4WQ150) FAILED -> reservation 4WQ150 is not cancellable" in text(
         model.received[-1]
     )  # what the model is told on the next turn
+
+
+def test_a_system_prompt_passed_with_every_runs_history_is_recorded_once(recording_llm):
+    llm = recording_llm(*(ChatMessage(role="assistant", content=f"a{n}") for n in range(3)))
+    memory = DamcMemory(memory=damc())
+    agent = FunctionAgent(tools=[], llm=llm)
+    history = [ChatMessage(role="system", content="You are a travel agent for ACME.")]
+
+    async def three_runs():
+        for n in range(3):
+            await agent.run(f"q{n}", chat_history=list(history), memory=memory)
+            history.extend(
+                [ChatMessage(role="user", content=f"q{n}"), ChatMessage(role="assistant", content=f"a{n}")]
+            )
+
+    asyncio.run(three_runs())
+
+    kinds = [c.kind.value for c in memory.memory.cards()]
+    assert kinds.count("system_note") == 1 and kinds.count("user_instruction") == 3
+
+
+def test_a_deep_copy_shares_the_conversation():
+    memory = DamcMemory(memory=damc())
+
+    assert memory.model_copy(deep=True).memory is memory.memory  # a handle on the store, like a client
