@@ -18,7 +18,7 @@ from llama_index.core.bridge.pydantic import ConfigDict, Field, PrivateAttr
 from llama_index.core.memory.memory import BaseMemoryBlock
 
 from damc_core import DecisionMemory
-from damc_core.assemble import neutralise_tags
+from damc_core.assemble import MEMORY_CLOSE, MEMORY_OPEN, neutralise_tags
 
 from ._recorder import message_text, recorder_for
 
@@ -87,8 +87,10 @@ class DamcMemoryBlock(BaseMemoryBlock[str]):
             # the running task's results reach the model as messages: never in the section too
             exclude = recorder.cards_of(view) | recorder.pending
             built = memory.build(budget=budget, exclude=exclude, recent_messages=0)
-            # Memory wraps the text in <memory><name>: tool text must not close <name> either
-            return neutralise_tags(built.memory, self.name)
+            # Memory wraps the text in <memory><name>, DAMC's own fence would nest a second
+            # <memory> in it; tool text must not close <name> either
+            text = built.memory.removeprefix(f"{MEMORY_OPEN}\n").removesuffix(f"\n{MEMORY_CLOSE}")
+            return neutralise_tags(text, self.name) if text else ""
         except Exception:  # the agent goes on with Memory's own queue
             logger.exception("damc: building the memory section failed")
             return ""
