@@ -114,14 +114,15 @@ def valid_sequence(messages: Sequence[Message]) -> list[Message]:
             results.append(messages[index])
             index += 1
         open_calls = [c for c in calls if isinstance(c, dict)]
-        answered_calls, answers = [], []
+        paired: list[tuple[int, Message, Message]] = []
         for result in results:
             match = next((c for c in open_calls if c.get("id") == result.get("tool_call_id")), None)
             if match is None:
                 continue
             open_calls.remove(match)
-            answered_calls.append(match)
-            answers.append(_with_text(result))
+            paired.append((next(i for i, c in enumerate(calls) if c is match), match, _with_text(result)))
+        answers = [answer for _, _, answer in paired]  # as they came back
+        answered_calls = [call for _, call, _ in sorted(paired, key=lambda pair: pair[0])]  # as asked
         if answered_calls:
             out.append({**message, "tool_calls": answered_calls})
             out.extend(answers)

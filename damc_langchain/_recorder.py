@@ -102,17 +102,21 @@ class MessageRecorder:
         self._record(to_event(message))
 
     def record_tool_result(self, result: Any) -> None:
-        """Record a tool's result as it returns; never raises into the agent."""
-        if not isinstance(result, ToolMessage):
-            return
-        try:
-            if result.id:
-                self._seen.add(f"id:{result.id}")
-            else:
-                self._early_results[result.tool_call_id] += 1
-            self._record(to_event(result))
-        except Exception:
-            logger.exception("damc: recording a tool result failed; the agent goes on")
+        """Record a tool's result as it returns (a ``ToolMessage``, or those of a ``Command``'s
+        update, so parallel results keep their calls' order); never raises into the agent."""
+        update = getattr(result, "update", None)  # langgraph's Command
+        messages = update.get("messages", ()) if isinstance(update, dict) else (result,)
+        for message in messages if isinstance(messages, (list, tuple)) else ():
+            if not isinstance(message, ToolMessage):
+                continue
+            try:
+                if message.id:
+                    self._seen.add(f"id:{message.id}")
+                else:
+                    self._early_results[message.tool_call_id] += 1
+                self._record(to_event(message))
+            except Exception:
+                logger.exception("damc: recording a tool result failed; the agent goes on")
 
 
 class Conversations:

@@ -347,3 +347,17 @@ def test_a_summary_of_the_conversation_is_not_recorded_as_a_user_turn():
     recorder.observe([summary, HumanMessage("And a hotel?", id="h2")])
 
     assert [m["content"] for m in recorder.memory.messages()] == ["And a hotel?"]
+
+
+def test_a_tool_answering_with_a_command_is_recorded_as_it_returns():
+    from langgraph.types import Command
+
+    from damc_langchain._recorder import MessageRecorder
+
+    recorder = MessageRecorder(memory())
+    recorder.observe([HumanMessage("Refund O-1", id="h1"), call("refund", {"order_id": "O-1"}, "r1")])
+    result = ToolMessage("refunded", tool_call_id="r1")
+
+    recorder.record_tool_result(Command(update={"messages": [result], "refunded": True}))
+
+    assert [m["role"] for m in recorder.memory.messages()] == ["user", "assistant", "tool"]
