@@ -113,16 +113,17 @@ def valid_sequence(messages: Sequence[Message]) -> list[Message]:
         while index < len(messages) and messages[index].get("role") == "tool":
             results.append(messages[index])
             index += 1
-        open_calls = [c for c in calls if isinstance(c, dict)]
-        paired: list[tuple[int, Message, Message]] = []
+        open_calls = [(i, c) for i, c in enumerate(calls) if isinstance(c, dict)]
+        answered: list[tuple[int, Message]] = []
+        answers: list[Message] = []  # as they came back
         for result in results:
-            match = next((c for c in open_calls if c.get("id") == result.get("tool_call_id")), None)
+            match = next((p for p in open_calls if p[1].get("id") == result.get("tool_call_id")), None)
             if match is None:
                 continue
             open_calls.remove(match)
-            paired.append((next(i for i, c in enumerate(calls) if c is match), match, _with_text(result)))
-        answers = [answer for _, _, answer in paired]  # as they came back
-        answered_calls = [call for _, call, _ in sorted(paired, key=lambda pair: pair[0])]  # as asked
+            answered.append(match)
+            answers.append(_with_text(result))
+        answered_calls = [call for _, call in sorted(answered, key=lambda pair: pair[0])]  # as asked
         if answered_calls:
             out.append({**message, "tool_calls": answered_calls})
             out.extend(answers)

@@ -718,7 +718,14 @@ class DecisionMemory:
         a system message is rejected by some providers."""
         entries = self._recent_window(excluded, size)
         shown = self._calls_shown(entries)
-        send: Callable[..., Message] = functools.partial(self._recent_message, calls_shown=shown)
+        lead: _Entry | None = None  # a user turn put before a window that opens with the assistant
+        led: Message = {}
+
+        def send(entry: _Entry, *args: Any, **kwargs: Any) -> Message:
+            if entry is lead:
+                return led
+            return self._recent_message(entry, *args, calls_shown=shown, **kwargs)
+
         recent = [send(e) for e in entries]
         while recent and self._renderer.count_messages(recent) > budget * self.settings.recent_share:
             rest = entries[1:]
@@ -730,14 +737,9 @@ class DecisionMemory:
             recent = [send(e) for e in entries]
         if entries and entries[0].message.get("role") != "user":
             lead = self._user_before(entries, excluded)
-            if lead is not None:  # sent as the request would be in the memory section
-                entries = [lead, *entries]
-                plain = send
+            if lead is not None:
                 led = self._lead_message(lead, budget)
-
-                def send(entry: _Entry, *args: Any, **kwargs: Any) -> Message:
-                    return led if entry is lead else plain(entry, *args, **kwargs)
-
+                entries = [lead, *entries]
                 recent = [send(e) for e in entries]
         if self._renderer.count_messages(recent) > budget // 2:  # leave room for the memory section
             recent = [send(e, focus if self._names_rows(e, focus) else None, detail="key") for e in entries]

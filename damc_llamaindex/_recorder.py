@@ -65,11 +65,11 @@ class _Reply:
     """A model reply that asked for tool calls, recorded as one message when the first returns."""
 
     event: dict[str, Any]
+    given_ids: tuple[str, ...]
+    """The calls' ids as the model gave them, where a missing or repeated one was replaced by a
+    made-up id in ``event``: the same message handed over later carries them."""
     card: str = ""
     """Its card id, once recorded."""
-    given_ids: tuple[str, ...] = ()
-    """The calls' ids as the model gave them, where an empty one was replaced by a made-up id:
-    the same message handed over later carries them."""
 
 
 def message_text(message: ChatMessage) -> str:
@@ -267,9 +267,9 @@ class Recorder:
         self._produced: deque[list[ChatMessage]] = deque(maxlen=8)
         self._synthetic = 0
         self._replies: dict[str, tuple[_Reply, str]] = {}
+        """Key of a tool call as the agent runs it -> the reply that made it, and its id there."""
         self._resumed_results: Counter[str] = Counter()
         """Call id -> results a reopened memory held, matched by call id when the text differs."""
-        """Key of a tool call as the agent runs it -> the reply that made it, and its id there."""
 
     def _resume(self, memory: DecisionMemory) -> None:
         """Know what a reopened memory holds, so a history handed over again (an app passing its
@@ -426,8 +426,7 @@ class Recorder:
         """The card of ``reply``'s assistant message, recorded when its first call returns."""
         if not reply.card:
             reply.card = self.memory.observe(reply.event).id
-            calls = reply.event["tool_calls"]
-            for call, given in zip(calls, reply.given_ids or [c["id"] for c in calls], strict=True):
+            for call, given in zip(reply.event["tool_calls"], reply.given_ids, strict=True):
                 self._seen.setdefault(_call_key(call), []).append(reply.card)
                 if given != call["id"]:  # known by the id the model gave it too
                     self._seen.setdefault(_call_key({**call, "id": given}), []).append(reply.card)
