@@ -5,15 +5,15 @@ running task never pass through memory, so only a wrapper around the model can c
 Function-calling input (``FunctionAgent``) is replaced as a whole by DAMC's context (system prompt
 and memory section, then the recent dialogue). ReAct input keeps its header and its scratchpad of
 ``Thought / Action / Observation`` turns, with each observation replaced by its memory card when
-that is shorter; the history before it comes from DAMC. Tool-call parsing, metadata and
-completions are the wrapped model's own.
+that is shorter; the history before it comes from DAMC. Tool-call parsing, metadata, structured
+output and completions are the wrapped model's own.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import AsyncGenerator, Generator, Sequence
+from typing import TYPE_CHECKING, Any, cast
 
 from llama_index.core.base.llms.types import (
     ChatMessage,
@@ -29,11 +29,16 @@ from llama_index.core.base.llms.types import (
 from llama_index.core.bridge.pydantic import ConfigDict, Field, PrivateAttr
 from llama_index.core.llms.function_calling import FunctionCallingLLM
 from llama_index.core.llms.llm import LLM, ToolSelection
+from llama_index.core.prompts import PromptTemplate
 from llama_index.core.tools import BaseTool
+from llama_index.core.types import Model
 
 from damc_core import DecisionMemory
 
 from ._recorder import Recorder, message_text, parse_react, recorder_for
+
+if TYPE_CHECKING:
+    from llama_index.core.program.utils import FlexibleModel
 
 logger = logging.getLogger("damc.llamaindex")
 
@@ -228,6 +233,46 @@ class DamcLLM(FunctionCallingLLM):
                 "use it with ReActAgent, or wrap a function-calling model"
             )
         return self.llm
+
+    # -- structured output (a prompt the caller formatted: passed through) -------------------
+    # ``FunctionAgent(output_cls=...)`` asks for its structured answer with a prompt that already
+    # holds the conversation; taken for a new turn, it was recorded as a user message and sent
+    # after DAMC's context, so the model read the conversation twice.
+    def structured_predict(
+        self,
+        output_cls: type[Model],
+        prompt: PromptTemplate,
+        llm_kwargs: dict[str, Any] | None = None,
+        **prompt_args: Any,
+    ) -> Model:
+        return cast(Model, self.llm.structured_predict(output_cls, prompt, llm_kwargs, **prompt_args))
+
+    async def astructured_predict(
+        self,
+        output_cls: type[Model],
+        prompt: PromptTemplate,
+        llm_kwargs: dict[str, Any] | None = None,
+        **prompt_args: Any,
+    ) -> Model:
+        return cast(Model, await self.llm.astructured_predict(output_cls, prompt, llm_kwargs, **prompt_args))
+
+    def stream_structured_predict(
+        self,
+        output_cls: type[Model],
+        prompt: PromptTemplate,
+        llm_kwargs: dict[str, Any] | None = None,
+        **prompt_args: Any,
+    ) -> Generator[Model | FlexibleModel, None, None]:
+        return self.llm.stream_structured_predict(output_cls, prompt, llm_kwargs, **prompt_args)
+
+    async def astream_structured_predict(
+        self,
+        output_cls: type[Model],
+        prompt: PromptTemplate,
+        llm_kwargs: dict[str, Any] | None = None,
+        **prompt_args: Any,
+    ) -> AsyncGenerator[Model | FlexibleModel, None]:
+        return await self.llm.astream_structured_predict(output_cls, prompt, llm_kwargs, **prompt_args)
 
     # -- completion (prompts are single strings: passed through) -----------------------------
     def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:

@@ -9,6 +9,7 @@ import pytest
 from llama_index.core.agent.workflow import AgentWorkflow, FunctionAgent, ReActAgent
 from llama_index.core.base.llms.types import ChatMessage, ToolCallBlock
 from llama_index.core.tools import FunctionTool
+from pydantic import BaseModel
 
 from damc_llamaindex import DamcLLM, DamcMemory
 
@@ -250,3 +251,28 @@ def test_an_instruction_the_agent_appends_for_one_call_reaches_the_model(recordi
     last = llm.received[-1][-1]
     assert last.role.value == "system" and "iterations" in str(last.content)
     assert "iterations" not in " ".join(c.summary for c in memory.cards())  # for that call only
+
+
+def test_a_structured_answer_is_asked_of_the_model_with_the_agent_s_prompt_as_it_is(recording_llm):
+    class Weather(BaseModel):
+        city: str
+        temp_c: int
+
+    llm = recording_llm(
+        ChatMessage(role="assistant", content="Oslo is 21C."),
+        call("Weather", {"city": "Oslo", "temp_c": 21}, "s1"),  # the structured answer, as a call
+    )
+    memory = damc()
+    wrapped = DamcLLM(llm=llm, memory=memory)
+    agent = FunctionAgent(tools=[], llm=wrapped, system_prompt="Help.", output_cls=Weather)
+
+    result = run(agent, "Weather in Oslo?", memory=DamcMemory(memory=memory))
+
+    assert result.structured_response == {"city": "Oslo", "temp_c": 21}
+    system, prompt = llm.received[1]  # LlamaIndex's own prompt, holding the conversation once
+    assert system.content == "Help."
+    assert "<current_conversation>" in prompt.content and "Weather in Oslo?" in prompt.content
+    assert [c.summary for c in memory.cards()] == [
+        "[c0] user: Weather in Oslo?",
+        "[c1] assistant: Oslo is 21C.",
+    ]
