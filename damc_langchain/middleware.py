@@ -14,7 +14,7 @@ from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
 from langchain.agents.middleware.types import ToolCallRequest
-from langchain_core.messages import AIMessage, SystemMessage
+from langchain_core.messages import AIMessage, AnyMessage, SystemMessage, ToolMessage
 
 from damc_core import DecisionMemory
 
@@ -36,6 +36,9 @@ class DamcMiddleware(AgentMiddleware):
     The agent also gets the ``recall`` tool (``damc_core.RECALL_TOOL``): a card that leaves
     something out says so, and the model can read the raw record behind it, from its own thread's
     session. ``recall=False`` leaves the agent's tools as they are.
+
+    List it before middleware that rewrite tool results (``HumanInTheLoopMiddleware`` notes an
+    edited call in its result): a result is recorded as the wrappers listed after DAMC return it.
     """
 
     def __init__(self, memory: DecisionMemory, *, budget: int | None = None, recall: bool = True) -> None:
@@ -110,11 +113,12 @@ class DamcMiddleware(AgentMiddleware):
     def _with_memory(self, request: ModelRequest) -> ModelRequest:
         """The same request with DAMC's messages; the request is left as it was on any failure."""
         try:
+            conversation, leading, trailing = split_per_call(request)
             recorder = self.conversations.current()
-            recorder.observe(request.messages)
+            recorder.observe(conversation)
             built = recorder.memory.build(budget=self.budget)
             system, dialogue = split_system(built.messages)
-            messages = to_messages(dialogue)
+            messages = [*leading, *to_messages(dialogue), *trailing]
         except Exception:  # the agent must keep running without memory rather than fail
             logger.exception("damc: building the context failed; sending the request unchanged")
             return request
@@ -122,6 +126,31 @@ class DamcMiddleware(AgentMiddleware):
             messages=messages,  # type: ignore[arg-type]
             system_message=with_memory_section(request.system_message, system),
         )
+
+
+def split_per_call(request: ModelRequest) -> tuple[list[AnyMessage], list[AnyMessage], list[AnyMessage]]:
+    """The request's messages as (the conversation, per-call messages before it, the others).
+
+    The conversation is what the agent's state holds, known by message id (a middleware listed
+    before DAMC may copy messages to edit them), plus the error results LangChain adds for
+    malformed calls. A message another middleware adds for this call only (a reminder, retrieved
+    context) is sent where it was, before or after DAMC's dialogue, but is not recorded: it would
+    come back as a new user turn at every call."""
+    state = request.state if isinstance(request.state, dict) else {}
+    held = state.get("messages")
+    if not isinstance(held, list):
+        return list(request.messages), [], []
+    ids = {m.id for m in held if getattr(m, "id", None)}
+    objects = {id(m) for m in held}
+    conversation: list[AnyMessage] = []
+    leading: list[AnyMessage] = []
+    trailing: list[AnyMessage] = []
+    for message in request.messages:
+        if isinstance(message, ToolMessage) or id(message) in objects or (message.id and message.id in ids):
+            conversation.append(message)
+        else:
+            (trailing if conversation else leading).append(message)
+    return conversation, leading, trailing
 
 
 def with_memory_section(prompt: SystemMessage | None, memory: str | None) -> SystemMessage | None:

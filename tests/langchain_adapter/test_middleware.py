@@ -361,3 +361,20 @@ def test_a_tool_answering_with_a_command_is_recorded_as_it_returns():
     recorder.record_tool_result(Command(update={"messages": [result], "refunded": True}))
 
     assert [m["role"] for m in recorder.memory.messages()] == ["user", "assistant", "tool"]
+
+
+def test_a_message_another_middleware_adds_for_one_call_is_sent_but_not_remembered(recording_model):
+    from langchain.agents.middleware import wrap_model_call
+
+    @wrap_model_call
+    def remind(request, handler):  # dynamic context, for this call only
+        return handler(request.override(messages=[*request.messages, HumanMessage("Reminder: be brief.")]))
+
+    model = recording_model(*SCRIPT)
+    damc = DamcMiddleware(memory())
+    agent_with(model, [remind, damc]).invoke({"messages": [HumanMessage("Book HAT107 for mia_li_3668")]})
+
+    assert all(prompt[-1].content == "Reminder: be brief." for prompt in model.received)
+    assert all(text(prompt).count("Reminder") == 1 for prompt in model.received)
+    recorded = [m["content"] for m in damc.memory.messages() if m["role"] == "user"]
+    assert recorded == ["Book HAT107 for mia_li_3668"]
