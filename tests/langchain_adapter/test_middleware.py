@@ -378,3 +378,29 @@ def test_a_message_another_middleware_adds_for_one_call_is_sent_but_not_remember
     assert all(text(prompt).count("Reminder") == 1 for prompt in model.received)
     recorded = [m["content"] for m in damc.memory.messages() if m["role"] == "user"]
     assert recorded == ["Book HAT107 for mia_li_3668"]
+
+
+def test_listed_before_human_review_damc_records_the_result_of_the_edited_call(recording_model):
+    from langchain.agents.middleware import HumanInTheLoopMiddleware
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.types import Command
+
+    @tool
+    def refund(order_id: str, amount: int) -> str:
+        """Refund an order."""
+        return f"refunded {amount} on {order_id}"
+
+    model = recording_model(call("refund", {"order_id": "O-1", "amount": 500}, "r1"), AIMessage("Done."))
+    damc = DamcMiddleware(memory())
+    review = HumanInTheLoopMiddleware(interrupt_on={"refund": True})
+    agent = create_agent(model, [refund], middleware=[damc, review], checkpointer=InMemorySaver())
+    thread = {"configurable": {"thread_id": "t1"}}
+    agent.invoke({"messages": [HumanMessage("Refund O-1")]}, thread)
+
+    edit = {"type": "edit", "edited_action": {"name": "refund", "args": {"order_id": "O-1", "amount": 5}}}
+    agent.invoke(Command(resume={"decisions": [edit]}), thread)
+
+    result = damc.memory_for("t1").messages()[2]
+    assert result["role"] == "tool" and "refunded 5 on O-1" in result["content"]
+    assert '"amount": 5' in result["content"]  # the reviewer's note: not the call the model made
+    assert '"amount": 5' in text(model.received[1])
