@@ -61,6 +61,29 @@ _T = TypeVar("_T")
 DEFAULT_TRUST: Mapping[str, float] = {"user": 0.9, "tool": 0.8, "system": 0.7, "assistant": 0.4}
 
 
+_ESCAPED_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")
+SURROGATE = re.compile("[\ud800-\udfff]")
+"""Half of a UTF-16 pair: text cut inside an emoji."""
+
+
+def parse_json(text: str) -> Any:
+    """``json.loads``, with a half emoji escaped in the text (``"\\ud83d"``, what JavaScript writes
+    for a string cut inside one) replaced by U+FFFD: parsed as it is, it is not UTF-8, and no store
+    or tokenizer takes it. Raises what ``json.loads`` raises."""
+    parsed = json.loads(text)
+    return _without_surrogates(parsed) if _ESCAPED_SURROGATE.search(text) else parsed
+
+
+def _without_surrogates(value: Any) -> Any:
+    if isinstance(value, str):
+        return SURROGATE.sub("\ufffd", value)
+    if isinstance(value, dict):
+        return {_without_surrogates(key): _without_surrogates(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_without_surrogates(item) for item in value]
+    return value
+
+
 def parse_arguments(raw: object) -> dict[str, Any]:
     """Tool-call arguments as a dict; invalid JSON is kept as ``{"_raw": text}``, never raised."""
     if isinstance(raw, Mapping):
@@ -68,7 +91,7 @@ def parse_arguments(raw: object) -> dict[str, Any]:
     if raw is None or raw == "":
         return {}
     try:
-        parsed = json.loads(str(raw))
+        parsed = parse_json(str(raw))
     except (ValueError, RecursionError):
         return {"_raw": str(raw)}
     return parsed if isinstance(parsed, dict) else {"_value": parsed}
@@ -241,7 +264,7 @@ class DefaultEncoder:
         stripped = text.strip()
         if stripped[:1] in ("{", "[") and len(stripped) <= self.max_parse_chars:
             try:
-                parsed, is_json = json.loads(stripped), True
+                parsed, is_json = parse_json(stripped), True
             except (ValueError, RecursionError):
                 parsed = None
         facts: list[Fact] = []
@@ -418,7 +441,7 @@ def is_error_result(message: Message) -> bool:
     parsed: object = None
     if text[:1] == "{":
         try:
-            parsed = json.loads(text)
+            parsed = parse_json(text)
         except (ValueError, RecursionError):
             parsed = None
     return _is_error(message, text, parsed)

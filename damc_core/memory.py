@@ -33,6 +33,7 @@ from .compress import (
     row_names,
 )
 from .encode import (
+    SURROGATE,
     DefaultEncoder,
     Encoder,
     ToolCall,
@@ -1365,16 +1366,14 @@ def normalize_event(event: Mapping[str, Any] | Any) -> tuple[Message, str]:
         body = json.dumps({"role": message["role"], "content": _safe_repr(message.get("content"))})
     if "tool_calls" in message and not isinstance(message["tool_calls"], (list, tuple)):
         del message["tool_calls"]  # not calls a model could have made; the record keeps them as sent
-    if _SURROGATE.search(body):  # text cut inside an emoji: not UTF-8, so no store or tokenizer takes it
-        message = json.loads(_SURROGATE.sub("\ufffd", body))
-        body = _SURROGATE.sub(lambda half: f"\\u{ord(half.group()):04x}", body)  # escaped: still verbatim
+    if SURROGATE.search(body):  # text cut inside an emoji: not UTF-8, so no store or tokenizer takes it
+        message = json.loads(SURROGATE.sub("\ufffd", body))
+        body = SURROGATE.sub(lambda half: f"\\u{ord(half.group()):04x}", body)  # escaped: still verbatim
     return message, body
 
 
 _CLEARED = json.dumps({"role": "damc", "event": "clear"})
 """The record ``clear()`` stores: the conversation starts again after it."""
-
-_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _stored_message(body: str) -> Message:

@@ -200,6 +200,29 @@ def test_text_cut_inside_an_emoji_is_stored_verbatim_and_sent_as_valid_text(
         assert DecisionMemory(store=store, counter=counter, clock=clock).card(card.id).summary == card.summary
 
 
+def test_json_text_with_an_escaped_half_emoji_is_stored_and_reopened(db_path, counter, clock, msg):
+    """What JavaScript's JSON.stringify writes for a string cut inside an emoji is ASCII text whose
+    parsed value is not UTF-8: in a result or in call arguments, it makes a card all the same."""
+    review = '{"review": "Great stay \\ud83d", "confirmation": "CONF-777"}'
+    with SQLiteStore(db_path) as store:
+        memory = DecisionMemory(store=store, counter=counter, clock=clock)
+        memory.observe(msg.user("Get the review of H1"))
+        arguments = '{"q": "stay \\ud83d"}'
+        memory.observe({"role": "assistant", "content": None, "tool_calls": [_call("r1", arguments)]})
+        card = memory.observe({"role": "tool", "tool_call_id": "r1", "content": review})
+
+        assert memory.recall(card.id)["content"] == review
+        assert "CONF-777" in card.summary and "\ufffd" in card.summary
+        assert "stay \ufffd" in memory.build(recent_messages=0).messages[0]["content"]
+
+    with SQLiteStore(db_path) as store:
+        assert DecisionMemory(store=store, counter=counter, clock=clock).card(card.id).summary == card.summary
+
+
+def _call(call_id: str, arguments: str) -> dict:
+    return {"id": call_id, "type": "function", "function": {"name": "get_review", "arguments": arguments}}
+
+
 def test_tool_calls_that_are_not_a_list_are_kept_in_the_record_only(memory, assert_valid_context):
     event = {"role": "assistant", "content": "Checking.", "tool_calls": 5}
 
