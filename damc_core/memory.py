@@ -1080,17 +1080,23 @@ class DecisionMemory:
     ) -> Message:
         """A recent message as sent: tool results as their card, at ``detail`` when given (long
         tables cut to ``focus`` when given, else whole), without the call header when the call
-        message before shows it (``calls_shown``). A user or assistant text over ``limit`` tokens
-        (a pasted document) is sent as its card cut to the limit."""
+        message before shows it (``calls_shown``). A message over ``limit`` tokens (a pasted
+        document, a tool's output on one long line) is sent as its card, cut to the limit."""
         message = entry.message
         card = self._session.cards[entry.card_id]
-        if limit is not None and message.get("role") in ("user", "assistant") and card.raw_tokens > limit:
-            lean_card = self._renderer.render(card, focus, "key")
+        call = entry.card_id not in calls_shown
+        if (
+            limit is not None
+            and message.get("role") in ("user", "assistant", "tool")
+            and card.raw_tokens > limit
+        ):
+            lean_card = self._renderer.render(card, focus, "key", call=call)
+            if message.get("role") == "tool" and lean_card.tokens <= limit:
+                return {**message, "content": lean_card.summary}
             return {**message, "content": self._renderer.cut(lean_card, limit, clip=True).summary}
         if message.get("role") == "tool" and self.settings.compress_recent_tool_results:
             if detail is None and self._answers_recall(entry.card_id):
                 return message  # the record the model asked for, as it is
-            call = entry.card_id not in calls_shown
             if detail is not None or not call:
                 card = self._renderer.render(card, focus, detail or "full", call=call, cut_in_focus_order=cut)
             return {**message, "content": card.summary}

@@ -318,6 +318,24 @@ def test_a_megabyte_user_turn_is_stored_whole_and_sent_within_budget(make_memory
     assert built.total_tokens < 3_000  # not the 260k tokens of the turn itself
 
 
+@pytest.mark.parametrize(
+    "output",
+    [json.dumps({f"field_{i}": f"value_{i}" for i in range(2_000)}), "A" * 1_000_000],
+    ids=["2,000 fields", "a megabyte without a break"],
+)
+def test_a_tool_output_on_one_long_line_is_sent_within_budget(make_memory, msg, assert_valid_context, output):
+    memory: DecisionMemory = make_memory(settings=MemorySettings(budget=500, recent_messages=2))
+    memory.observe(msg.user("Dump the config."))
+    memory.observe(msg.call("call_1", "dump_config", {}))
+    memory.observe({"role": "tool", "tool_call_id": "call_1", "content": output})
+
+    built = memory.build()
+
+    assert_valid_context(built.messages)
+    assert built.messages[-1]["role"] == "tool" and "(cut" in built.messages[-1]["content"]
+    assert built.total_tokens <= 500
+
+
 def test_ten_megabyte_plain_text_is_read_at_its_start_and_end_and_stored_whole(
     make_memory, msg, assert_valid_context
 ):
