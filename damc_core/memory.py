@@ -14,6 +14,8 @@ import inspect
 import itertools
 import json
 import logging
+import math
+import numbers
 import re
 import threading
 import time
@@ -174,6 +176,11 @@ class MemorySettings:
         return min(budget, self.min_budget + int(self.budget_ratio * history_tokens))
 
     def __post_init__(self) -> None:
+        for name, kind in _SETTING_KINDS.items():
+            value = getattr(self, name)
+            if not (value is None and name in _OPTIONAL_SETTINGS) and not _is_a(value, kind):
+                expected = _KIND_NAMES.get(kind, "a string")
+                raise ConfigError(f"MemorySettings.{name} must be {expected}, got {value!r}")
         if self.budget <= 0:
             raise ConfigError(f"MemorySettings.budget must be > 0 tokens, got {self.budget}")
         if self.recent_messages < 0:
@@ -186,8 +193,38 @@ class MemorySettings:
             raise ConfigError(f"MemorySettings.budget_ratio must be in (0, 1], got {self.budget_ratio}")
         if self.min_budget <= 0:
             raise ConfigError(f"MemorySettings.min_budget must be > 0 tokens, got {self.min_budget}")
+        if self.max_candidates <= 0:
+            raise ConfigError(f"MemorySettings.max_candidates must be > 0, got {self.max_candidates}")
+        if self.as_of_after < 0:
+            raise ConfigError(f"MemorySettings.as_of_after must be >= 0 seconds, got {self.as_of_after}")
         if self.superseded not in ("drop", "mark"):
             raise ConfigError(f"MemorySettings.superseded must be 'drop' or 'mark', got {self.superseded!r}")
+
+
+_SETTING_KINDS: dict[str, type] = {
+    "budget": numbers.Integral,
+    "budget_ratio": numbers.Real,
+    "min_budget": numbers.Integral,
+    "recent_messages": numbers.Integral,
+    "recent_share": numbers.Real,
+    "newest_share": numbers.Real,
+    "compress_recent_tool_results": bool,
+    "as_of_after": numbers.Real,
+    "max_candidates": numbers.Integral,
+    "superseded": str,
+}
+_OPTIONAL_SETTINGS = frozenset({"budget_ratio"})
+_KIND_NAMES = {numbers.Integral: "a whole number", numbers.Real: "a finite number", bool: "True or False"}
+
+
+def _is_a(value: object, kind: type) -> bool:
+    """Whether ``value`` is a ``kind`` a setting can hold: a bool is not a number, and a number
+    must be finite (``nan`` passes every comparison a range check makes)."""
+    if kind is bool or isinstance(value, bool):
+        return kind is bool and isinstance(value, bool)
+    if kind is numbers.Real:
+        return isinstance(value, numbers.Real) and math.isfinite(value)
+    return isinstance(value, kind)
 
 
 @dataclass(slots=True)
@@ -702,8 +739,8 @@ class DecisionMemory:
 
     def _budget(self, budget: int | None) -> int:
         budget = self.settings.budget if budget is None else budget
-        if budget <= 0:
-            raise ConfigError(f"budget must be > 0 tokens, got {budget}")
+        if not _is_a(budget, numbers.Integral) or budget <= 0:
+            raise ConfigError(f"budget must be a whole number of tokens > 0, got {budget!r}")
         return self.settings.budget_for(self._session.raw_tokens, budget)
 
     def _recent(

@@ -164,6 +164,10 @@ def test_negative_budget_is_a_config_error(selector):
         (lambda: MemorySettings(budget=-100), "MemorySettings.budget must be > 0"),
         (lambda: MemorySettings(recent_messages=-1), "MemorySettings.recent_messages must be >= 0"),
         (lambda: MemorySettings(superseded="keep"), "MemorySettings.superseded must be 'drop' or 'mark'"),
+        (lambda: MemorySettings(budget="1000"), "MemorySettings.budget must be a whole number, got '1000'"),
+        (lambda: MemorySettings(recent_messages=1.5), "recent_messages must be a whole number"),
+        (lambda: MemorySettings(budget_ratio=float("nan")), "MemorySettings.budget_ratio must be a finite"),
+        (lambda: MemorySettings(max_candidates=0), "MemorySettings.max_candidates must be > 0"),
         (lambda: Decay(lam=-0.1), "Decay.lam must be >= 0"),
         (lambda: Decay(unit="days"), "Decay.unit"),
     ],
@@ -178,6 +182,10 @@ def test_negative_budget_is_a_config_error(selector):
         "budget<0",
         "recent<0",
         "superseded=keep",
+        "budget as text",
+        "recent as a fraction",
+        "ratio nan",
+        "no candidates",
         "decay lam<0",
         "decay unit",
     ],
@@ -195,8 +203,10 @@ def test_config_error_is_a_value_error():
 def test_build_with_a_non_positive_budget_is_a_config_error(memory, msg):
     memory.observe(msg.user("Hello"))
 
-    with pytest.raises(ConfigError, match="budget must be > 0"):
+    with pytest.raises(ConfigError, match="budget must be a whole number of tokens > 0"):
         memory.build(budget=0)
+    with pytest.raises(ConfigError, match="got inf"):
+        memory.build(budget=float("inf"))
 
 
 def long_conversation(airline_messages, msg):
