@@ -541,11 +541,16 @@ class DecisionMemory:
         return waiting.popleft() if waiting else None
 
     def _register_calls(self, message: Message, card_id: str) -> list[ToolCall]:
-        """Remember each call of an assistant message until its result arrives."""
+        """Remember each call of an assistant message until its result arrives. An earlier
+        message's call still waiting under a reused id (a provider that names calls after their
+        tool) was never answered: the result that comes now is the new call's."""
         calls = []
         for raw in message.get("tool_calls") or ():
-            function = call_function(raw)
             call_id = str(raw.get("id", "")) if isinstance(raw, dict) else ""
+            waiting = self._session.pending.get(call_id)
+            if waiting and waiting[0].card_id != card_id:
+                waiting.clear()
+            function = call_function(raw)
             call = ToolCall(
                 call_id,
                 str(function.get("name") or "unknown_tool"),
@@ -799,7 +804,7 @@ class DecisionMemory:
             recent = [send(e, focus, detail="key") for e in entries]
             if self._renderer.count_messages(recent) > budget:  # a message alone is over the budget
                 share = max(1, budget // (2 * len(entries)))
-                recent = [send(e, focus, detail="key", limit=share) for e in entries]
+                recent = [send(e, focus, detail="key", limit=share, over=budget) for e in entries]
             whole = {}
         return entries, recent, whole
 
@@ -1112,25 +1117,25 @@ class DecisionMemory:
         *,
         detail: Detail | None = None,
         limit: int | None = None,
+        over: int | None = None,
         cut: int | None = None,
         calls_shown: frozenset[str] = frozenset(),
     ) -> Message:
         """A recent message as sent: tool results as their card, at ``detail`` when given (long
         tables cut to ``focus`` when given, else whole), without the call header when the call
-        message before shows it (``calls_shown``). A message over ``limit`` tokens (a pasted
-        document, a tool's output on one long line) is sent as its card, cut to the limit."""
+        message before shows it (``calls_shown``). A user or assistant text over ``limit`` tokens
+        (a pasted document) is sent as its card cut to the limit, and so is a tool result whose
+        key lines alone take more than ``over`` tokens (an output on one long line)."""
         message = entry.message
         card = self._session.cards[entry.card_id]
         call = entry.card_id not in calls_shown
-        if (
-            limit is not None
-            and message.get("role") in ("user", "assistant", "tool")
-            and card.raw_tokens > limit
-        ):
-            lean_card = self._renderer.render(card, focus, "key", call=call)
-            if message.get("role") == "tool" and lean_card.tokens <= limit:
-                return {**message, "content": lean_card.summary}
+        if limit is not None and message.get("role") in ("user", "assistant") and card.raw_tokens > limit:
+            lean_card = self._renderer.render(card, focus, "key")
             return {**message, "content": self._renderer.cut(lean_card, limit, clip=True).summary}
+        if over is not None and message.get("role") == "tool":
+            lean_card = self._renderer.render(card, focus, "key", call=call)
+            if lean_card.tokens > over:  # its key lines alone are over the budget: one long line
+                return {**message, "content": self._renderer.cut(lean_card, limit or over, clip=True).summary}
         if message.get("role") == "tool" and self.settings.compress_recent_tool_results:
             if detail is None and self._answers_recall(entry.card_id):
                 return message  # the record the model asked for, as it is

@@ -289,6 +289,19 @@ def test_repeated_call_ids_pair_results_with_calls_in_order(memory, msg):
     )
 
 
+def test_a_call_id_reused_after_a_call_that_was_never_answered_pairs_with_the_new_call(memory, msg):
+    memory.observe(msg.user("Check order #W1111."))
+    memory.observe(msg.call("get_order", "get_order", {"order_id": "#W1111"}))  # its tool crashed
+    memory.observe(msg.user("Forget it, check #W2222 instead."))
+    memory.observe(msg.call("get_order", "get_order", {"order_id": "#W2222"}))
+    delivered = {"order_id": "#W2222", "status": "delivered"}
+
+    result = memory.observe(msg.result("get_order", "get_order", delivered))
+
+    assert dict(result.arguments) == {"order_id": "#W2222"}
+    assert "#W1111" not in result.summary
+
+
 def test_a_newest_step_over_the_budget_is_sent_shrunk_never_dropped(make_memory, msg, assert_valid_context):
     memory = make_memory(settings=MemorySettings(budget=1500))
     memory.observe(msg.user("Read the incident reports INC-4411 to INC-4413 and find the root cause."))
