@@ -256,6 +256,8 @@ class _Session:
     said_by: defaultdict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
     """Word (or two words joined by ``_``) of a user turn -> ids of the user cards saying it."""
     system_prompt: str | None = None
+    system_card: str | None = None
+    """Id of the card whose text is ``system_prompt``: the newest system or developer message."""
     seq: int = 0
     raw_tokens: int = 0
     """Tokens of the dialogue history sent verbatim, kept as a running sum."""
@@ -377,6 +379,8 @@ class DecisionMemory:
         the record, and the error is logged, never raised into the agent. When another memory on
         the same session (a second worker on the store) has taken the next sequence number, its
         records are read in first, so neither overwrites the other and both see every event.
+        A system or developer message is the system prompt ``build`` sends; a newer one replaces
+        it (an agent that rewrites its prompt does not send every version).
         """
         message, body = normalize_event(event)
         record = self._append(body)
@@ -465,8 +469,9 @@ class DecisionMemory:
             session.put(replace(other, stale_rows=(*other.stale_rows, (name, card.id))))
         session.put(card)
         self._index(card)
-        if message.get("role") in ("system", "developer"):
+        if message.get("role") in ("system", "developer"):  # the newest replaces the one before
             session.system_prompt = content_text(message.get("content"))
+            session.system_card = card.id
         else:
             session.history.append(_Entry(message, card.id))
             session.newest[str(message.get("role"))] = card.id
@@ -681,6 +686,7 @@ class DecisionMemory:
         """
         session = self._session
         budget = self._budget(budget)
+        sent_system = session.system_card if system is None else None
         system = session.system_prompt if system is None else system
         focus = self._focus(query)
         wide = replace(focus, terms=focus.terms | session.goal_terms)
@@ -688,7 +694,9 @@ class DecisionMemory:
         window = self.settings.recent_messages if recent_messages is None else recent_messages
         recent_entries, recent, whole = self._recent(budget, wide, excluded, window)
         shortlist = self._candidates(focus)
-        candidates, decisions = self._triage(shortlist, {e.card_id for e in recent_entries}, excluded)
+        candidates, decisions = self._triage(
+            shortlist, {e.card_id for e in recent_entries}, excluded, sent_system
+        )
         request = session.cards.get(session.newest.get("user", ""))
         context = ValuationContext(
             focus=focus,
@@ -874,18 +882,24 @@ class DecisionMemory:
         return lean if any(a is not b for a, b in zip(lean, recent, strict=True)) else None
 
     def _triage(
-        self, shortlist: list[Card], recent_ids: set[str], excluded: frozenset[str]
+        self, shortlist: list[Card], recent_ids: set[str], excluded: frozenset[str], sent_system: str | None
     ) -> tuple[list[Card], list[Decision]]:
-        """Cards that compete for the memory section, and a decision for each card that does not."""
+        """Cards that compete for the memory section, and a decision for each card that does not
+        (``sent_system``: the system card sent, ``None`` when the caller passed its own prompt)."""
         candidates: list[Card] = []
         decisions: list[Decision] = []
         for card in shortlist:
             if card.id in excluded:
                 decisions.append(Decision(card.id, True, "kept: sent by the caller", 1.0, 0, card.raw_tokens))
             elif card.source in ("system", "developer"):
-                decisions.append(
-                    Decision(card.id, True, "kept: system prompt, sent as it is", 1.0, 0, card.raw_tokens)
-                )
+                if card.id == sent_system:
+                    reason = "kept: system prompt, sent as it is"
+                elif sent_system is None:
+                    reason = "dropped: the system prompt passed to build() is sent instead"
+                else:
+                    reason = f"dropped: system prompt replaced by the newer {sent_system}"
+                kept = card.id == sent_system
+                decisions.append(Decision(card.id, kept, reason, 1.0 if kept else 0.0, 0, card.raw_tokens))
             elif card.id in recent_ids:
                 decisions.append(
                     Decision(

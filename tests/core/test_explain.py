@@ -98,3 +98,16 @@ def test_every_card_of_the_memory_is_accounted_for(built_and_memory):
 
     listed = set(re.findall(r"^\s*(c\d+)\s+(?:yes|no)\s", text, re.M))
     assert listed == {card.id for card in memory.cards()}
+
+
+def test_a_system_prompt_that_is_not_sent_is_reported_dropped(memory, msg):
+    first = memory.observe({"role": "system", "content": "You are AcmeAir's agent."})
+    newer = memory.observe({"role": "developer", "content": "Always answer in French."})
+    memory.observe(msg.user("Hi, order #W123"))
+
+    reasons = {d.card_id: (d.kept, d.reason) for d in memory.build().decisions}
+    assert reasons[newer.id] == (True, "kept: system prompt, sent as it is")
+    assert reasons[first.id] == (False, f"dropped: system prompt replaced by the newer {newer.id}")
+
+    passed = {d.card_id: d.kept for d in memory.build(system="You are a travel agent.").decisions}
+    assert passed[first.id] is passed[newer.id] is False
