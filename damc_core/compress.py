@@ -348,7 +348,7 @@ class TemplateCompressor:
             i for i in shown if len(table.rows) > 1 and all(row[i] == table.rows[0][i] for row in table.rows)
         ]
         shown = [i for i in shown if i not in constant]
-        header = f" {table.path or 'rows'} ({len(table.rows)})"
+        header = f" {table.path or 'rows'} ({table.size})"
         if constant:
             header += " all " + ", ".join(
                 f"{table.columns[i]}={table.rows[0][i]}" for i in constant if table.rows[0][i]
@@ -366,8 +366,8 @@ class TemplateCompressor:
         else:
             lines.append(header + ": " + _cells(table.columns[i] for i in shown))
             lines.extend(" " + _cells(row[i] for i in shown) for row in rows)
-        if len(rows) < len(table.rows):
-            lines.append(f" (+{len(table.rows) - len(rows)} more rows)")
+        if len(rows) < table.size:
+            lines.append(f" (+{table.size - len(rows)} more rows)")
         return "\n".join(lines)
 
 

@@ -355,7 +355,8 @@ class DefaultEncoder:
             rows = tuple(tuple([key] + [flat.get(c, "") for c in column_list[1:]]) for key, flat in flat_rows)
         else:
             rows = tuple(tuple(flat.get(c, "") for c in column_list) for _, flat in flat_rows)
-        return Table(path=path, columns=tuple(column_list), rows=rows)
+        left_out = max(0, len(items) - self.max_rows)
+        return Table(path=path, columns=tuple(column_list), rows=rows, left_out=left_out)
 
     def _terms(self, facts: Iterable[Fact], tables: Iterable[Table], extract: TextScan) -> set[str]:
         terms: set[str] = set()

@@ -28,7 +28,7 @@ class JsonCardSerializer:
                 "kind": card.kind.value,
                 "summary": card.summary,
                 "facts": [[f.path, f.value, f.kind] for f in card.facts],
-                "tables": [[t.path, list(t.columns), [list(r) for r in t.rows]] for t in card.tables],
+                "tables": [_table_fields(t) for t in card.tables],
                 "text": card.text,
                 "tool_name": card.tool_name,
                 "tool_call_id": card.tool_call_id,
@@ -69,7 +69,10 @@ class JsonCardSerializer:
             kind=CardKind(raw["kind"]),
             summary=raw["summary"],
             facts=tuple(Fact(*f) for f in raw["facts"]),
-            tables=tuple(Table(p, tuple(c), tuple(tuple(r) for r in rows)) for p, c, rows in raw["tables"]),
+            tables=tuple(
+                Table(p, tuple(c), tuple(tuple(r) for r in rows), *left_out)
+                for p, c, rows, *left_out in raw["tables"]
+            ),
             text=raw["text"],
             tool_name=raw["tool_name"],
             tool_call_id=raw["tool_call_id"],
@@ -92,3 +95,9 @@ class JsonCardSerializer:
             terms=frozenset(raw["terms"]),
             v=raw["v"],
         )
+
+
+def _table_fields(table: Table) -> list[Any]:
+    """A table as ``[path, columns, rows]``, and the count of rows left out when there are any."""
+    fields: list[Any] = [table.path, list(table.columns), [list(r) for r in table.rows]]
+    return [*fields, table.left_out] if table.left_out else fields

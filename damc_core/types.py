@@ -97,6 +97,13 @@ class Table:
     """Flattened column names, e.g. ``prices.economy``."""
     rows: tuple[tuple[str, ...], ...]
     """Cell values verbatim; ``""`` where a record has no such field."""
+    left_out: int = 0
+    """Records of the list past the rows kept (the raw record holds them)."""
+
+    @property
+    def size(self) -> int:
+        """Records in the list, kept or not."""
+        return len(self.rows) + self.left_out
 
 
 class Score(NamedTuple):

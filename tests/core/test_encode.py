@@ -91,6 +91,16 @@ def test_long_table_shows_some_rows_and_says_how_to_recall_the_rest(memory, msg)
     assert json.loads(memory.handle_recall({"card_id": card.id})) == rows
 
 
+def test_a_list_longer_than_a_card_holds_is_counted_whole(make_memory, msg):
+    rows = [{"id": f"ID{i:06d}", "status": "ok"} for i in range(1_200)]
+
+    card = observe_result(make_memory(), msg, "list_items", rows)
+
+    assert card.tables[0].size == 1_200  # 500 rows kept, the raw record holds the rest
+    assert " rows (1200)" in card.summary and "(+1140 more rows)" in card.summary
+    assert make_memory().card(card.id).tables[0].size == 1_200  # reopened from the store
+
+
 @pytest.mark.parametrize(
     "payload",
     ["Error: order #W4923227 not found", "Traceback (most recent call last): KeyError: '#W4923227'"],
