@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +25,7 @@ def load_trajectories(path: str | Path) -> list[list[Message]]:
     try:
         return parse_trajectories(json.loads(text), source=str(path))
     except json.JSONDecodeError as whole_error:
-        items = []
+        items, numbers = [], []
         for number, line in enumerate(text.splitlines(), start=1):
             if not line.strip():
                 continue
@@ -35,31 +35,44 @@ def load_trajectories(path: str | Path) -> list[list[Message]]:
                 if number == 1:
                     raise TraceError(f"{path} is neither JSON nor JSONL: {whole_error}") from exc
                 raise TraceError(f"{path}:{number}: invalid JSON line (truncated trace?): {exc}") from exc
-        if items and all(isinstance(i, dict) and "role" in i for i in items):
-            return [_messages(items, f"{path}")]
-        return parse_trajectories(items, source=str(path))
+            numbers.append(number)
+        return parse_trajectories(items, source=str(path), line_numbers=numbers)
 
 
-def parse_trajectories(data: Any, *, source: str = "trace") -> list[list[Message]]:
+def parse_trajectories(
+    data: Any, *, source: str = "trace", line_numbers: Sequence[int] | None = None
+) -> list[list[Message]]:
+    """Trajectories from parsed JSON: a list of messages (one trajectory) when its first item is
+    a message, else a list of trajectories. ``line_numbers``: the JSONL line of each item, for
+    errors."""
     if isinstance(data, dict) and "traj" in data:
         data = [data]
     if not isinstance(data, list) or not data:
         raise TraceError(f"{source}: expected a non-empty list of messages or of {{'traj': [...]}} items")
-    if all(isinstance(m, dict) and "role" in m for m in data):
-        return [_messages(data, source)]
+
+    def where(index: int) -> str:
+        return f"{source}:{line_numbers[index]}" if line_numbers else f"{source}: item {index}"
+
+    if _is_message(data[0]):
+        return [_messages(data, where)]
     out = []
     for index, item in enumerate(data):
         messages = item.get("traj") if isinstance(item, dict) else item
         if not isinstance(messages, list):
-            raise TraceError(f"{source}: item {index} has no message list (expected 'traj': [...])")
-        out.append(_messages(messages, f"{source}[{index}]"))
+            raise TraceError(f"{where(index)}: no message list (expected 'traj': [...] or messages)")
+        out.append(_messages(messages, lambda i, index=index: f"{where(index)}: message {i}"))
     return out
 
 
-def _messages(items: Sequence[Any], source: str) -> list[Message]:
-    out = []
+def _is_message(item: Any) -> bool:
+    return isinstance(item, dict) and "role" in item and "traj" not in item
+
+
+def _messages(items: Sequence[Any], where: Callable[[int], str]) -> list[Message]:
+    """The items, each checked to be a message; ``where(i)`` names item ``i`` in an error."""
     for index, message in enumerate(items):
         if not isinstance(message, dict):
-            raise TraceError(f"{source}: message {index} is {type(message).__name__}, expected an object")
-        out.append(message)
-    return out
+            raise TraceError(f"{where(index)}: {type(message).__name__}, expected a message object")
+        if "role" not in message:
+            raise TraceError(f"{where(index)}: a message without 'role'")
+    return list(items)

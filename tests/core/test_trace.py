@@ -81,16 +81,31 @@ def test_dict_without_traj_is_rejected(tmp_path):
         load_trajectories(path)
 
 
+HI = {"role": "user", "content": "hi"}
+
+
 @pytest.mark.parametrize(
     ("content", "match"),
     [
         ("", "non-empty list"),
         ("[]", "non-empty list"),
         ("not json at all", "neither JSON nor JSONL"),
-        (json.dumps([{"traj": "not a list"}]), "item 0 has no message list"),
-        (json.dumps([[{"role": "user", "content": "hi"}, "oops"]]), "message 1 is str"),
+        (json.dumps([{"traj": "not a list"}]), "item 0: no message list"),
+        (json.dumps([[HI, "oops"]]), "item 0: message 1: str, expected a message"),
+        (json.dumps([HI, {"content": "?"}]), "item 1: a message without 'role'"),
+        (json.dumps([HI, None]), "item 1: NoneType, expected a message"),
+        (f"{json.dumps(HI)}\n5\n", r"\.json:2: int, expected a message"),
     ],
-    ids=["empty file", "empty list", "not JSON", "traj not a list", "non-object message"],
+    ids=[
+        "empty file",
+        "empty list",
+        "not JSON",
+        "traj not a list",
+        "non-object message",
+        "message without a role",
+        "trailing null",
+        "JSONL line not a message",
+    ],
 )
 def test_malformed_traces_raise_trace_error(tmp_path, content, match):
     path = tmp_path / "bad.json"
