@@ -85,7 +85,7 @@ logger = logging.getLogger("damc")
 P = ParamSpec("P")
 R = TypeVar("R")
 
-KNOWN_ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
+KNOWN_ROLES = frozenset({"system", "developer", "user", "assistant", "tool"})
 
 SHORTLIST_BUDGETS = 4
 """Cards are rendered for a decision only while their standing cost, in value order, stays within
@@ -1156,11 +1156,7 @@ class DecisionMemory:
             if detail is not None or not call:
                 card = self._renderer.render(card, focus, detail or "full", call=call, cut_in_focus_order=cut)
             return {**message, "content": card.summary}
-        if message.get("role") not in KNOWN_ROLES or message.get("role") in (
-            "system",
-            "developer",
-            "function",
-        ):
+        if message.get("role") not in KNOWN_ROLES or message.get("role") in ("system", "developer"):
             return {"role": "user", "content": card.summary}
         return message
 
@@ -1431,7 +1427,24 @@ def normalize_event(event: Mapping[str, Any] | Any) -> tuple[Message, str]:
     if SURROGATE.search(body):  # text cut inside an emoji: not UTF-8, so no store or tokenizer takes it
         message = json.loads(SURROGATE.sub("\ufffd", body))
         body = SURROGATE.sub(lambda half: f"\\u{ord(half.group()):04x}", body)  # escaped: still verbatim
-    return message, body
+    return _with_tool_calls(message), body
+
+
+def _with_tool_calls(message: Message) -> Message:
+    """A message of OpenAI's legacy function calling (an assistant's ``function_call``, a
+    ``function`` result) as the tool call and tool result it is, paired by the function's name."""
+    role = message["role"]
+    call = message.get("function_call")
+    if role == "assistant" and isinstance(call, Mapping) and not message.get("tool_calls"):
+        name = str(call.get("name") or "unknown_tool")
+        function = {"name": name, "arguments": call.get("arguments") or "{}"}
+        tool_calls = [{"id": f"function:{name}", "type": "function", "function": function}]
+        rest = {key: value for key, value in message.items() if key != "function_call"}
+        return {**rest, "tool_calls": tool_calls}
+    if role == "function":
+        name = str(message.get("name") or "unknown_tool")
+        return {**message, "role": "tool", "tool_call_id": f"function:{name}"}
+    return message
 
 
 _CLEARED = json.dumps({"role": "damc", "event": "clear"})
@@ -1440,9 +1453,9 @@ _CLEARED = json.dumps({"role": "damc", "event": "clear"})
 
 def _stored_message(body: str) -> Message:
     """The message a stored body holds, as ``normalize_event`` made it (an escaped lone surrogate
-    comes back as one, and is replaced again)."""
+    comes back as one, and is replaced again; a legacy function call is read as a tool call)."""
     message: Message = json.loads(body)
-    return normalize_event(message)[0] if "\\ud" in body else message
+    return normalize_event(message)[0] if "\\ud" in body else _with_tool_calls(message)
 
 
 def _safe_repr(value: object) -> str:

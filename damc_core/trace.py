@@ -60,8 +60,12 @@ def parse_trajectories(
         messages = item.get("traj") if isinstance(item, dict) else item
         if not isinstance(messages, list):
             raise TraceError(f"{where(index)}: no message list (expected 'traj': [...] or messages)")
-        out.append(_messages(messages, lambda i, index=index: f"{where(index)}: message {i}"))
+        out.append(_messages(messages, _messages_of(where(index))))
     return out
+
+
+def _messages_of(item: str) -> Callable[[int], str]:
+    return lambda index: f"{item}: message {index}"
 
 
 def _is_message(item: Any) -> bool:

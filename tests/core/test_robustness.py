@@ -223,6 +223,27 @@ def _call(call_id: str, arguments: str) -> dict:
     return {"id": call_id, "type": "function", "function": {"name": "get_review", "arguments": arguments}}
 
 
+def test_legacy_function_calls_are_recorded_as_tool_calls(make_memory, msg, assert_valid_context):
+    """OpenAI's older function calling: an assistant's ``function_call``, then a ``function`` result."""
+    memory = make_memory()
+    memory.observe(msg.user("Where is order #W100?"))
+    asked = {
+        "role": "assistant",
+        "content": None,
+        "function_call": {"name": "get_order", "arguments": '{"order_id": "#W100"}'},
+    }
+    call = memory.observe(asked)
+    result = memory.observe({"role": "function", "name": "get_order", "content": '{"status": "delivered"}'})
+
+    assert call.summary == f"[{call.id}] assistant called get_order(order_id=#W100)"
+    assert result.summary == f"[{result.id}] get_order(order_id=#W100) -> status=delivered"
+    assert memory.recall(call.id) == asked  # the record keeps the message as sent
+    sent = memory.build(recent_messages=2).messages
+    assert_valid_context(sent)
+    assert sent[-1]["role"] == "tool" and "delivered" in sent[-1]["content"]
+    assert make_memory().build(recent_messages=2).messages == sent  # reopened: read the same way
+
+
 def test_tool_calls_that_are_not_a_list_are_kept_in_the_record_only(memory, assert_valid_context):
     event = {"role": "assistant", "content": "Checking.", "tool_calls": 5}
 
