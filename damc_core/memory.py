@@ -1189,7 +1189,7 @@ class DecisionMemory:
         """The raw event behind a card, exactly as observed, or ``None`` for an unknown id."""
         card = self._session.cards.get(card_id)
         record = self.store.record(self.namespace, card.record_id if card else card_id.replace("c", "r", 1))
-        if record is None:
+        if record is None or record.body == _CLEARED:  # clear()'s own mark is not an event
             return None
         body: Message = json.loads(record.body)
         return body

@@ -119,6 +119,7 @@ def test_a_cleared_conversation_stays_cleared_when_the_store_is_reopened(db_path
             "Book a new flight to SEA.",
         ]
         assert reopened.recall("c0") == msg.user("My reservation is ZFA04Y.")  # the record is kept
+        assert reopened.recall("c1") is None  # where the conversation was cleared: no event
 
 
 def test_in_memory_store_isolates_namespaces_too(counter, clock, msg):
