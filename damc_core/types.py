@@ -45,12 +45,22 @@ class Namespace:
             value = getattr(self, name)
             if not isinstance(value, str) or not value:
                 raise ConfigError(f"Namespace.{name} must be a non-empty string, got {value!r}")
+            if not value.isascii() and not _is_utf8(value):  # half of an emoji: no store takes it
+                raise ConfigError(f"Namespace.{name} must be valid text, got {value!r}")
 
     @property
     def key(self) -> str:
         """Stable storage key; ``%`` and ``/`` inside the parts are escaped (``%25``, ``%2F``), so
         two namespaces never collide (a part with neither keeps the key it always had)."""
         return f"{_escaped(self.user)}/{_escaped(self.session)}"
+
+
+def _is_utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _escaped(part: str) -> str:

@@ -139,6 +139,11 @@ def test_empty_namespace_parts_are_rejected(user, session):
         Namespace(user=user, session=session)  # type: ignore[arg-type]
 
 
+def test_a_namespace_part_cut_inside_an_emoji_is_rejected():
+    with pytest.raises(ConfigError, match=r"Namespace\.session must be valid text"):
+        Namespace(user="mia", session="trip \ud83d")
+
+
 def test_reopening_the_sqlite_file_restores_cards_and_history(db_path, counter, clock, airline_messages, msg):
     namespace = Namespace(user="mia_li_3668", session="trip-1")
     settings = MemorySettings(budget=900)
