@@ -255,10 +255,11 @@ class BuiltContext:
     """The fenced memory section as placed in ``messages`` ("" when no card was kept): for a
     caller that puts it into a prompt of its own."""
     memory_tokens: int
-    """Tokens of the memory section (counted line by line with a cache; within a few tokens of a
-    whole-text count)."""
+    """Tokens of the memory section, counted line by line with a cache: up to about one token a
+    line above a count of the whole text, so a budget counted this way errs on the safe side."""
     total_tokens: int
-    """Tokens of every message sent, system prompt included, counted the same way."""
+    """Tokens of every message sent, system prompt included, counted the same way (a long system
+    prompt of many short lines counts some percent above its whole-text count)."""
     raw_tokens: int
     """Tokens the same history would cost sent verbatim."""
     unconsidered: int = 0
