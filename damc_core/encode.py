@@ -598,7 +598,15 @@ def _extractive_summary(scan: TextScan, limit: int) -> str:
         chosen.append((index, sentence))
         used += len(sentence) + 1
     kept = " ".join(s for _, s in sorted(chosen))
-    missing = list(itertools.islice(_unique(v for _, v in _exact_values(scan) if v not in kept), ALSO_VALUES))
-    if missing:
-        kept += " | also: " + ", ".join(missing)
+    missing = itertools.islice(_unique(v for _, v in _exact_values(scan) if v not in kept), ALSO_VALUES)
+    also: list[str] = []
+    listed = 0
+    for value in missing:  # within the limit too: a run of 60,000 characters is one "identifier"
+        value = _clip(value, limit // 2)
+        if listed + len(value) + 2 > limit:
+            break
+        also.append(value)
+        listed += len(value) + 2
+    if also:
+        kept += " | also: " + ", ".join(also)
     return kept

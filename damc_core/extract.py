@@ -60,7 +60,9 @@ _strip_trailing_dashes = operator.methodcaller("rstrip", "-_")
 
 DATE = re.compile(r"\b\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2})?)?\b|\b\d{1,2}:\d{2}(?::\d{2})?\b")
 AMOUNT = re.compile(r"[$€£]\s?\d[\d,]*(?:\.\d+)?|\b\d[\d,]*(?:\.\d+)?\s?(?:USD|EUR|GBP|dollars?)\b", re.I)
-EMAIL = re.compile(r"\b[\w.+-]+@[\w-]+\.[\w.]+\b")
+EMAIL = re.compile(r"(?<![\w.+-])\w[\w.+-]{0,63}@[\w-]+\.[\w.]+\b")
+"""Tried only where a run of address characters starts, so a long run without ``@`` (a hash, a
+dump of ids) is scanned once, not once from every position in it."""
 CAPITALIZED = re.compile(r"\b[A-Z][a-z]{2,}\b")
 _FUNCTION_WORDS = """
 about after again all also and any are because been before but can could did does done each for
