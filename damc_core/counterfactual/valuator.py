@@ -100,7 +100,7 @@ class CounterfactualValuator:
         self.clock = clock
         self._pending: list[ObservedDecision] = []
         self._lock = threading.Lock()
-        self._cache: dict[_CacheKey, tuple[float, dict[str, Estimate]]] = {}
+        self._cache: dict[_CacheKey, tuple[float, dict[str, Estimate], frozenset[str]]] = {}
 
     # -- online ----------------------------------------------------------------------------------
     def candidates(
@@ -143,17 +143,19 @@ class CounterfactualValuator:
         ids = [card.id for card in cards]
         with self._lock:
             cached = self._cache.get(key)
-            if cached is not None and now - cached[0] <= self.ttl and all(i in cached[1] for i in ids):
+            fresh = cached is not None and now - cached[0] <= self.ttl
+            if cached is not None and fresh and cached[2].issuperset(ids):  # asked before: estimated or not
                 return cached[1]
             if len(self._cache) > 1024:
                 self._cache = {k: v for k, v in self._cache.items() if now - v[0] <= self.ttl}
         estimates = self.book.estimate(
             context.namespace, ids, terms=context.focus.terms, before=context.current_seq
         )
+        asked = frozenset(ids)
         with self._lock:
-            if cached is not None and now - cached[0] <= self.ttl:
-                estimates = {**cached[1], **estimates}
-            self._cache[key] = (now, estimates)
+            if cached is not None and fresh:
+                estimates, asked = {**cached[1], **estimates}, asked | cached[2]
+            self._cache[key] = (now, estimates, asked)
         return estimates
 
     # -- learning --------------------------------------------------------------------------------

@@ -213,3 +213,24 @@ def test_a_book_is_written_while_valuation_goes_on_adding(tmp_path):
 
     assert written > 0
     assert len((tmp_path / "values.jsonl").read_text().splitlines()) == 20_000
+
+
+def test_estimates_for_one_decision_are_reused_within_the_ttl_even_for_cards_without_any():
+    from damc_core.testing import sample_card
+
+    class CountingBook(ValueBook):
+        asked = 0
+
+        def estimate(self, *args, **kwargs):
+            CountingBook.asked += 1
+            return super().estimate(*args, **kwargs)
+
+    valuator = CounterfactualValuator(book=CountingBook([valued(1, {"hat069"}, c1=2.0)]), ttl=3600)
+    focus = DecisionFocus("q", frozenset({"hat069"}))
+    context = ValuationContext(focus, current_seq=5, now=0.0, namespace=NS)
+    cards = [sample_card(1), sample_card(2)]  # c2: no decision valued it yet
+
+    for _ in range(5):
+        valuator.value(cards, context=context)
+
+    assert CountingBook.asked == 1
