@@ -165,6 +165,7 @@ class CardIndex:
         self._function = _embedding_function(self.embedder)
         self._collections: dict[tuple[str, bool], Collection] = {}
         self._terms: dict[tuple[str, bool], Collection | None] = {}
+        self._drops: dict[str, int] = {}
 
     def close(self) -> None:
         """Close the client this index made (see :meth:`ChromaStore.close`); a client passed in is
@@ -285,6 +286,12 @@ class CardIndex:
             self._client.delete_collection(name)
             self._collections.pop((namespace.key, cold), None)
             self._terms.pop((namespace.key, cold), None)
+        self._drops[namespace.key] = self.drops(namespace) + 1
+
+    def drops(self, namespace: Namespace) -> int:
+        """How often this index dropped the namespace: a reader that counted fewer has to read it
+        again (what it knew to be indexed is gone)."""
+        return self._drops.get(namespace.key, 0)
 
     # -- searching -----------------------------------------------------------------------------
     def search(

@@ -11,6 +11,7 @@ retrieval never stops the agent.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
 from collections import OrderedDict, defaultdict
@@ -25,6 +26,8 @@ from .index import CardIndex, Hit, card_document, document_digest, focus_query
 logger = logging.getLogger("damc")
 
 KEPT_NAMESPACES = 1024
+REUSE_PROBE = 8
+"""Cards, oldest first, whose text is compared with the index's at each decision."""
 """Namespaces whose upkeep state one valuator keeps in memory; the least recently used beyond
 this are re-read from the index when they return."""
 
@@ -54,13 +57,15 @@ class Lifecycle:
 
 @dataclass(slots=True)
 class _State:
-    indexed: set[str] = field(default_factory=set)
-    """Card ids this valuator knows to be in the index with their current text."""
+    indexed: dict[str, str] = field(default_factory=dict)
+    """Card id -> the summary this valuator put in the index (or found there) for it."""
     found: dict[str, str] | None = None
     """Card id -> digest of the entries the index held when the namespace was first seen, not yet
     matched to a card: a card whose text has the same digest is not embedded again (a reopened
     memory re-embeds nothing), one with another digest (another conversation written under the
     same ids) is."""
+    drops: int = 0
+    """``CardIndex.drops`` when this state was read from the index."""
     decisions: int = 0
     low_since: dict[str, int] | None = None
     """Card id -> event sequence number since which it has been valued low (read from the index)."""
@@ -98,7 +103,10 @@ class RetrievalValuator:
 
     def _state(self, namespace: Namespace) -> _State:
         with self._states_lock:
-            state = self._states.pop(namespace.key, None) or _State()
+            state = self._states.pop(namespace.key, None)
+            drops = self.index.drops(namespace)
+            if state is None or state.drops != drops:  # new, or its index dropped since: read afresh
+                state = _State(drops=drops)
             self._states[namespace.key] = state
             if len(self._states) > KEPT_NAMESPACES:
                 self._states.popitem(last=False)
@@ -184,19 +192,27 @@ class RetrievalValuator:
 
     # -- index upkeep ---------------------------------------------------------------------------
     def _sync(self, state: _State, namespace: Namespace, cards: Mapping[str, Card]) -> None:
-        """Index the cards the index lacks or holds with other text."""
+        """Index the cards the index lacks or holds with other text. A namespace reused for a new
+        conversation has other cards under the ids indexed before: its first cards tell, and then
+        every card's text is compared (comparing them all at every decision would cost more than
+        the search at 100,000 cards)."""
         if state.found is None:
             cold = self.index.digests(namespace, cold=True)
             state.found = self.index.digests(namespace) | cold
             state.cold = set(cold)
+        indexed = state.indexed
+        changed = cards.keys() - indexed.keys()
+        first = itertools.islice(cards.items(), REUSE_PROBE)
+        if any(indexed.get(i, card.summary) != card.summary for i, card in first):
+            changed |= {i for i, card in cards.items() if i in indexed and indexed[i] != card.summary}
         new, moved = [], []
-        for card_id in cards.keys() - state.indexed:
+        for card_id in changed:
             card = cards[card_id]
             if not card.summary:
                 continue
             held = state.found.pop(card_id, None)
-            if held == document_digest(card_document(card)):
-                state.indexed.add(card_id)
+            if card_id not in indexed and held == document_digest(card_document(card)):
+                indexed[card_id] = card.summary
                 continue
             new.append(card)
             if card_id in state.cold:
@@ -206,7 +222,7 @@ class RetrievalValuator:
             state.cold.difference_update(moved)
         if new:
             self.index.add(namespace, sorted(new, key=lambda c: c.seq))
-            state.indexed.update(c.id for c in new)
+            indexed.update((c.id, c.summary) for c in new)
 
     def _search(self, state: _State, namespace: Namespace, focus: DecisionFocus) -> list[Hit]:
         """Hits for the focus; one search per decision even when candidates and values both ask."""

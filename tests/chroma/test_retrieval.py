@@ -403,6 +403,31 @@ def test_an_id_indexed_with_other_text_is_embedded_again(chroma_config: ChromaCo
     assert not [h for h in index.search(ALICE, "order", terms=["#w111"], k=2) if h.exact]
 
 
+def test_one_valuator_embeds_again_a_namespace_reused_or_dropped_in_its_process(
+    chroma_config: ChromaConfig,
+) -> None:
+    index = CardIndex(chroma_config, embedder=HashingEmbedder())
+    valuator = RetrievalValuator(index)
+
+    def conversation(*turns: str) -> None:
+        memory = DecisionMemory(namespace=ALICE, store=InMemoryStore(), valuator=valuator)
+        for turn in turns:
+            memory.observe({"role": "user", "content": turn})
+        memory.build(budget=500)
+
+    def documents() -> dict[str, str]:
+        got = index.collection(ALICE).get(include=["documents"])
+        return dict(zip(got["ids"], got["documents"] or [], strict=True))
+
+    conversation("hello", "where is my order #W111", "and my refund?")
+    conversation("book a hotel", "my flight HAT069 is late", "and my refund?")
+    assert "book a hotel" in documents()["c0"] and "hat069" in documents()["c1"]
+
+    index.drop(ALICE)  # the namespace starts afresh, the valuator goes on serving it
+    conversation("book a hotel", "my flight HAT069 is late", "and my refund?")
+    assert set(documents()) == {"c0", "c1", "c2"}
+
+
 def test_a_closed_index_lets_its_folder_be_made_again(tmp_path: Path) -> None:
     config = ChromaConfig(path=tmp_path / "index")
     with CardIndex(config, embedder=HashingEmbedder()) as index:
