@@ -66,6 +66,8 @@ MAX_CARD_TERMS = 1024
 """Cap on the identifiers of one card (a card of thousands of numbers stops here)."""
 _WRITE_ROWS = 1000
 _CARD_TAG = re.compile(r"^\[c\d+\]\s*")
+_NAME_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
+"""What a Chroma collection name cannot hold (an embedder named ``BAAI/bge-small-en``)."""
 _RUN = re.compile(r"[a-z0-9_#.\-]+")
 _PART = re.compile(r"[a-z0-9]+")
 
@@ -188,7 +190,7 @@ class CardIndex:
             digest = hashlib.sha256(namespace.key.encode("utf-8")).hexdigest()[:24]
             tier = "cold" if cold else "live"
             found = self._client.get_or_create_collection(
-                f"{self.config.prefix}_{tier}_{self.embedder.name}_{digest}",
+                f"{self.config.prefix}_{tier}_{_NAME_UNSAFE.sub('-', self.embedder.name)[:100]}_{digest}",
                 embedding_function=self._function,
                 metadata={
                     "hnsw:space": "cosine",

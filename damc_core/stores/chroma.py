@@ -12,6 +12,7 @@ Needs the ``chroma`` extra: ``pip install "damc[chroma]"``.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -64,8 +65,11 @@ class ChromaConfig:
             raise ConfigError("ChromaConfig takes path= (embedded) or host= (server), not both")
         if not 0 < self.port < 65536:
             raise ConfigError(f"ChromaConfig.port must be in 1..65535, got {self.port}")
-        if not self.prefix or not self.prefix.replace("_", "").replace("-", "").isalnum():
-            raise ConfigError(f"ChromaConfig.prefix must be letters, digits, '-' or '_', got {self.prefix!r}")
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_-]{0,99}", self.prefix):  # Chroma's collection names
+            raise ConfigError(
+                "ChromaConfig.prefix must be up to 100 letters, digits, '-' or '_', starting with a letter "
+                f"or digit, got {self.prefix!r}"
+            )
 
     @property
     def mode(self) -> str:

@@ -61,6 +61,8 @@ def test_bad_config_says_what_to_do() -> None:
         ChromaConfig(path="x", host="localhost")
     with pytest.raises(ConfigError, match="port"):
         ChromaConfig(host="localhost", port=0)
+    with pytest.raises(ConfigError, match="starting with a letter or digit"):
+        ChromaConfig(path="x", prefix="_damc")  # Chroma's collection names start so
     with pytest.raises(StoreError, match="cannot open Chroma"):
         ChromaStore(ChromaConfig(host="127.0.0.1", port=1))
 

@@ -428,6 +428,21 @@ def test_one_valuator_embeds_again_a_namespace_reused_or_dropped_in_its_process(
     assert set(documents()) == {"c0", "c1", "c2"}
 
 
+def test_an_embedder_named_like_a_hub_model_gets_a_collection(chroma_config: ChromaConfig) -> None:
+    class HubNamed:
+        name, dimension = "BAAI/bge-small-en", HashingEmbedder().dimension
+
+        def embed(self, texts: list[str]) -> np.ndarray:
+            return HashingEmbedder().embed(texts)
+
+    index = CardIndex(chroma_config, embedder=HubNamed())
+    memory = DecisionMemory(namespace=ALICE, store=InMemoryStore(), valuator=RetrievalValuator(index))
+    memory.observe({"role": "user", "content": "book HAT069"})
+    memory.build()
+
+    assert index.ids(ALICE) == {"c0"}
+
+
 def test_a_closed_index_lets_its_folder_be_made_again(tmp_path: Path) -> None:
     config = ChromaConfig(path=tmp_path / "index")
     with CardIndex(config, embedder=HashingEmbedder()) as index:
