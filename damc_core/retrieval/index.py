@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
-from ..errors import ConfigError
+from ..errors import ConfigError, StoreClosedError
 from ..extract import IDENTIFIER_TERM
 from ..stores.chroma import ChromaConfig, release
 from ..types import Card, DecisionFocus, Namespace
@@ -168,12 +168,14 @@ class CardIndex:
         self._collections: dict[tuple[str, bool], Collection] = {}
         self._terms: dict[tuple[str, bool], Collection | None] = {}
         self._drops: dict[str, int] = {}
+        self._closed = False
 
     def close(self) -> None:
         """Close the client this index made (see :meth:`ChromaStore.close`); a client passed in is
         left to its owner."""
         self._collections.clear()
         self._terms.clear()
+        self._closed = True
         if self._owns_client:
             release(self._client)
 
@@ -185,6 +187,8 @@ class CardIndex:
 
     def collection(self, namespace: Namespace, *, cold: bool = False) -> Collection:
         """The live (or cold) collection of a namespace, created on first use."""
+        if self._closed:
+            raise StoreClosedError("this CardIndex was closed; make a new one to use the index again")
         found = self._collections.get((namespace.key, cold))
         if found is None:
             digest = hashlib.sha256(namespace.key.encode("utf-8")).hexdigest()[:24]

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from damc_core import DecisionFocus, DecisionMemory, InMemoryStore, MemorySettings, Namespace
+from damc_core.errors import StoreClosedError
 from damc_core.retrieval import (
     CardIndex,
     HashingEmbedder,
@@ -452,3 +453,5 @@ def test_a_closed_index_lets_its_folder_be_made_again(tmp_path: Path) -> None:
     with CardIndex(config, embedder=HashingEmbedder()) as index:
         index.add(ALICE, [_card(1, "[c1] flight HAT069 sold out")])
         assert index.ids(ALICE) == {"c1"}
+    with pytest.raises(StoreClosedError, match="CardIndex was closed"):
+        index.search(ALICE, "flight", k=1)
