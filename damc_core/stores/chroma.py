@@ -13,6 +13,7 @@ Needs the ``chroma`` extra: ``pip install "damc[chroma]"``.
 from __future__ import annotations
 
 import re
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -164,19 +165,32 @@ class ChromaStore:
             raise StoreError(f"Chroma ({self.config.mode}) failed: {type(exc).__name__}: {exc}") from exc
 
     def append(self, record: RawRecord) -> None:
-        """Add the record unless its id is taken (checked, then added: not atomic across writers)."""
+        """Add the record unless its id is taken. Chroma has no insert-if-absent, and its ``add``
+        of an id it holds does nothing and says nothing: the record is read back, and another
+        writer's record under the id (it added first) is a ``RecordExistsError`` like any other."""
         key = record.namespace.key
         doc_id = f"{key}|{record.id}"
+        token = uuid.uuid4().hex  # this add's mark, to tell its record from another writer's
 
         def add() -> None:
             if self._records.get(ids=[doc_id], include=[])["ids"]:
                 raise RecordExistsError(record.id, key)
+            meta: dict[str, str | int | float] = {
+                "ns": key,
+                "seq": record.seq,
+                "created_at": record.created_at,
+                "v": record.v,
+                "w": token,
+            }
             self._records.add(
                 ids=[doc_id],
                 documents=[record.body],
                 embeddings=placeholder_vectors([record.seq]),
-                metadatas=[{"ns": key, "seq": record.seq, "created_at": record.created_at, "v": record.v}],
+                metadatas=[meta],
             )
+            held = self._records.get(ids=[doc_id], include=["metadatas"])["metadatas"] or [{}]
+            if (held[0] or {}).get("w") != token:
+                raise RecordExistsError(record.id, key)
 
         self._call(add)
 

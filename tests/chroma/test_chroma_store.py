@@ -110,6 +110,34 @@ def test_eight_writer_processes_on_one_server_lose_no_card(chroma_server: Chroma
         assert f"R{worker}X{EVENTS_PER_WRITER - 1}" in last_call["tool_calls"][0]["function"]["arguments"]
 
 
+def _same_session_writer(host: str, port: int, prefix: str, worker: int) -> None:
+    store = ChromaStore(ChromaConfig(host=host, port=port, prefix=prefix))
+    memory = DecisionMemory(namespace=Namespace(user="fleet", session="one chat"), store=store)
+    for step in range(EVENTS_PER_WRITER):
+        memory.observe({"role": "user", "content": f"writer {worker} step {step}"})
+
+
+def test_writers_of_one_session_on_one_server_take_turns(chroma_server: ChromaConfig) -> None:
+    """Chroma's add of an id it holds does nothing: a writer that lost the race for a record id
+    must find out and take the next one, or its event is lost and its card overwrites the other's."""
+    assert chroma_server.host is not None
+    context = multiprocessing.get_context("spawn")
+    server = (chroma_server.host, chroma_server.port)
+    workers = [context.Process(target=_same_session_writer, args=(*server, "turns", w)) for w in range(3)]
+    for process in workers:
+        process.start()
+    for process in workers:
+        process.join(timeout=300)
+        assert process.exitcode == 0
+
+    store = ChromaStore(ChromaConfig(host=chroma_server.host, port=chroma_server.port, prefix="turns"))
+    memory = DecisionMemory(namespace=Namespace(user="fleet", session="one chat"), store=store)
+    said = sorted(m["content"] for m in memory.messages())
+    assert said == sorted(f"writer {w} step {s}" for w in range(3) for s in range(EVENTS_PER_WRITER))
+    for card in memory.cards():
+        assert card.text == memory.recall(card.id)["content"]
+
+
 def test_a_namespace_holding_a_pipe_keeps_its_record_ids(chroma_config: ChromaConfig) -> None:
     namespace = Namespace(user="bob", session="s1|x")
     with ChromaStore(chroma_config) as store:
