@@ -5,7 +5,15 @@
 (``pip install "damc[chroma]"``). ``damc_core`` itself never imports this package.
 """
 
-from .embed import HASHING, MINILM, Embedder, HashingEmbedder, MiniLMEmbedder, load_embedder
+from .embed import (
+    HASHING,
+    MINILM,
+    Embedder,
+    HashingEmbedder,
+    MiniLMEmbedder,
+    load_embedder,
+    register_embedder,
+)
 from .index import CardIndex, Hit, Merged, card_document, focus_query, identifier_terms
 from .valuator import Lifecycle, RetrievalValuator
 
@@ -24,4 +32,5 @@ __all__ = [
     "focus_query",
     "identifier_terms",
     "load_embedder",
+    "register_embedder",
 ]

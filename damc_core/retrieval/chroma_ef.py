@@ -8,13 +8,16 @@ server) rebuilds the same function instead of Chroma's default, which downloads 
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 from chromadb.api.types import Documents, EmbeddingFunction, Embeddings, Space
 from chromadb.utils.embedding_functions import register_embedding_function
 
 from ..errors import ConfigError
-from .embed import Embedder, load_embedder
+from .embed import HASHING, MINILM, Embedder, HashingEmbedder, load_embedder, registered_embedder
 
 
 @functools.lru_cache(maxsize=8)
@@ -41,14 +44,45 @@ class DamcEmbeddingFunction(EmbeddingFunction[Documents]):
         return "damc"
 
     def get_config(self) -> dict[str, Any]:
-        return {"model": self.embedder.name}
+        embedder = self.embedder
+        if isinstance(embedder, HashingEmbedder):
+            weight = embedder.trigram_weight
+            return {"model": HASHING, "dimension": embedder.dimension, "trigram_weight": weight}
+        return {"model": embedder.name}
 
     @staticmethod
     def build_from_config(config: dict[str, Any]) -> DamcEmbeddingFunction:
-        return DamcEmbeddingFunction(model=str(config.get("model", "minilm-int8")))
+        """The function a collection was made with. Any embedder other than DAMC's two must be
+        known to this process (a ``CardIndex`` made with it, or :func:`register_embedder`): the
+        collection's config holds only its name, and no other embedder may stand in for it."""
+        model = str(config.get("model", MINILM))
+        if model == HASHING:
+            settings = {k: config[k] for k in ("dimension", "trigram_weight") if k in config}
+            return DamcEmbeddingFunction(embedder=HashingEmbedder(**settings))
+        found = registered_embedder(model)
+        if found is not None:
+            return DamcEmbeddingFunction(embedder=found)
+        if model == MINILM:
+            return DamcEmbeddingFunction(model=model)
+        return DamcEmbeddingFunction(embedder=_Unknown(model))  # raised here, Chroma would use its default
 
     def default_space(self) -> Space:
         return "cosine"
 
     def supported_spaces(self) -> list[Space]:
         return ["cosine", "ip", "l2"]
+
+
+@dataclass(frozen=True)
+class _Unknown:
+    """An embedder this process does not know: embedding with it says what to do (a model that
+    embeds otherwise would search another vector space, and Chroma's default downloads one)."""
+
+    name: str
+    dimension: int = 0
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        raise ConfigError(
+            f"this collection was embedded by {self.name!r}: register_embedder() it in this process, "
+            "or pass embedding_function=DamcEmbeddingFunction(embedder=...)"
+        )

@@ -126,6 +126,19 @@ class HashingEmbedder:
         vector[digest % self.dimension] += weight if digest & 0x80000000 else -weight
 
 
+_REGISTERED: dict[str, Embedder] = {}
+
+
+def register_embedder(embedder: Embedder) -> None:
+    """Make an embedder of your own known by its name in this process, so a collection made with
+    it (``client.get_collection(name)``) embeds its queries with it."""
+    _REGISTERED[embedder.name] = embedder
+
+
+def registered_embedder(name: str) -> Embedder | None:
+    return _REGISTERED.get(name)
+
+
 def load_embedder(name: str = MINILM) -> Embedder:
     """The embedder stored under ``name``; ``minilm-int8`` falls back to ``hashing`` (with a
     warning) when its packages are missing, so an agent never fails for want of a model."""

@@ -36,7 +36,7 @@ from ..errors import ConfigError, StoreClosedError
 from ..extract import IDENTIFIER_TERM
 from ..stores.chroma import ChromaConfig, release
 from ..types import Card, DecisionFocus, Namespace
-from .embed import MINILM, Embedder, load_embedder
+from .embed import HASHING, MINILM, Embedder, load_embedder, register_embedder
 
 if TYPE_CHECKING:
     from chromadb.api import ClientAPI
@@ -162,6 +162,8 @@ class CardIndex:
     ) -> None:
         self.config = config or ChromaConfig()
         self.embedder = embedder or load_embedder(MINILM)
+        if self.embedder.name not in (MINILM, HASHING):
+            register_embedder(self.embedder)  # its collections, reopened in this process, embed with it
         self._owns_client = client is None
         self._client = client or self.config.client()
         self._function = _embedding_function(self.embedder)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from damc_core import DecisionFocus, DecisionMemory, InMemoryStore, MemorySettings, Namespace
-from damc_core.errors import StoreClosedError
+from damc_core.errors import ConfigError, StoreClosedError
 from damc_core.retrieval import (
     CardIndex,
     HashingEmbedder,
@@ -91,6 +91,29 @@ def test_reopened_collection_embeds_with_the_registered_function(
     assert collection.configuration["embedding_function"].get_config() == {"model": "minilm-int8"}
     found = collection.query(query_texts=["when is check-in"], n_results=1, include=["documents"])
     assert found["documents"] == [["hotel check-in 2024-05-03"]]
+
+
+def test_a_reopened_collection_embeds_with_the_embedder_it_was_made_with(chroma_config: ChromaConfig) -> None:
+    class Mine:  # an embedder of the user's own, in 64 dimensions
+        name, dimension = "mine-64", 64
+
+        def embed(self, texts: list[str]) -> np.ndarray:
+            return HashingEmbedder(dimension=64).embed(texts)
+
+    for embedder in (HashingEmbedder(dimension=64), Mine()):
+        index = CardIndex(chroma_config, embedder=embedder)
+        index.add(ALICE, [_card(0, "[c0] hotel check-in 2024-05-03")])
+        collection = chroma_config.client().get_collection(index.collection(ALICE).name)
+
+        found = collection.query(query_texts=["hotel check-in"], n_results=1)
+        assert found["ids"] == [["c0"]]
+
+
+def test_a_collection_of_an_embedder_this_process_does_not_know_says_so() -> None:
+    function = DamcEmbeddingFunction.build_from_config({"model": "someone-elses"})
+
+    with pytest.raises(ConfigError, match="register_embedder"):
+        function(["hotel"])  # Chroma's default, in its place, would download a model
 
 
 def test_cold_storage_and_near_duplicate_merge(chroma_config: ChromaConfig) -> None:
