@@ -20,7 +20,11 @@ class OpenAICompatibleScorer:
     """``log P(continuation | context)`` from a ``/v1/completions`` endpoint with ``echo`` and ``logprobs``.
 
     ``client`` is an ``openai.OpenAI`` client; without one, a client is made for ``base_url``
-    (``api_key`` defaults to a placeholder: local servers ignore it).
+    (``api_key`` defaults to a placeholder: local servers ignore it). ``bos_text`` goes before
+    every prompt: the model's beginning-of-sequence token as text, for a server that scores the
+    echoed prompt right only after one. llama-cpp-python's server pairs each echoed token with
+    the logits *after* it when the model adds no such token itself (SmolLM2: pass
+    ``bos_text="<|im_start|>"``); its numbers are then not log-probabilities of the prompt at all.
     """
 
     def __init__(
@@ -31,6 +35,7 @@ class OpenAICompatibleScorer:
         api_key: str | None = None,
         client: Any | None = None,
         timeout: float = 120.0,
+        bos_text: str = "",
     ) -> None:
         if not model:
             raise ConfigError("OpenAICompatibleScorer needs the served model's name")
@@ -46,6 +51,7 @@ class OpenAICompatibleScorer:
             client = openai.OpenAI(base_url=base_url, api_key=api_key or "unused", timeout=timeout)
         self.model = model
         self.client = client
+        self.bos_text = bos_text
 
     @property
     def name(self) -> str:
@@ -57,7 +63,7 @@ class OpenAICompatibleScorer:
     def _score(self, request: ScoreRequest) -> float:
         if not request.continuation:
             raise ValueError("ScoreRequest.continuation is empty: there is nothing to score")
-        prompt = request.context + request.continuation
+        prompt = self.bos_text + request.context + request.continuation
         try:
             response = self.client.completions.create(
                 model=self.model, prompt=prompt, echo=True, logprobs=0, max_tokens=1, temperature=0.0

@@ -41,6 +41,21 @@ def test_the_endpoint_echoes_prompt_log_probabilities_that_agree_with_the_in_pro
     assert remote[0] - remote[1] > 5.0  # without the card holding the payment id the call is unlikely
 
 
+def test_a_bos_text_makes_a_server_that_needs_one_score_any_prompt(completion_server):
+    context, action = "user: book HAT069 with my visa\nNext tool call:", " book_reservation(HAT069)"
+    transcript = ScoreRequest(context, action)
+    with LlamaCppScorer(n_ctx=512) as local_scorer:
+        (local,) = local_scorer.score([ScoreRequest("<|im_start|>" + context, action)])
+
+    (bare,) = OpenAICompatibleScorer("smollm2", base_url=completion_server).score([transcript])
+    (led,) = OpenAICompatibleScorer("smollm2", base_url=completion_server, bos_text="<|im_start|>").score(
+        [transcript]
+    )
+
+    assert led == pytest.approx(local, abs=0.05)
+    assert abs(bare - local) > 5.0  # llama-cpp-python's server, on a model that adds no BOS token
+
+
 def test_continuation_tokens_are_counted_back_from_the_end_of_the_prompt():
     tokens = ["<|im_start|>", "Next", " tool", " call", ":", " book", "_res", "ervation", "("]
     log_probs = [None, -4.0, -3.0, -1.0, -0.5, -1.0, -2.0, -0.5, -9.0]
