@@ -19,6 +19,7 @@ from .counterfactual.commands import (
     SCORER_HELP,
     add_value_parser,
     add_values_option,
+    check_values_trace,
     likelihood_table,
     make_scorer,
     value_command,
@@ -46,12 +47,16 @@ def _settings(args: argparse.Namespace) -> MemorySettings:
     )
 
 
-def _stages(args: argparse.Namespace) -> Callable[[Namespace], Mapping[str, Any]] | Mapping[str, Any] | None:
+def _stages(
+    args: argparse.Namespace, trajectories: Sequence[Sequence[Message]]
+) -> Callable[[Namespace], Mapping[str, Any]] | Mapping[str, Any] | None:
     """Stages of the replayed memories: a retrieval valuator on a Chroma index with ``--chroma``
     (each replayed conversation starts on an empty index, so a folder used before gives the same
     contexts as a new one), counterfactual values from a file with ``--values`` (over the
     retrieval valuator when both are given)."""
     values = getattr(args, "values", None)
+    if values:
+        check_values_trace(values, trajectories, args.trace)
     if not getattr(args, "chroma", None):
         return values_stages(values)
     from .retrieval import CardIndex, RetrievalValuator, load_embedder
@@ -93,9 +98,8 @@ def cmd_replay(args: argparse.Namespace, console: Console) -> int:
     written = 0
     with out.open("w", encoding="utf-8") as handle, _progress(console) as progress:
         task = progress.add_task("replaying", total=_count_points(trajectories))
-        points = replay(
-            trajectories, settings=_settings(args), counter=TiktokenCounter(), stages=_stages(args)
-        )
+        stages = _stages(args, trajectories)
+        points = replay(trajectories, settings=_settings(args), counter=TiktokenCounter(), stages=stages)
         for point in points:
             handle.write(contexts_jsonl(point) + "\n")
             written += 1
@@ -118,7 +122,7 @@ def cmd_eval(args: argparse.Namespace, console: Console) -> int:
             counter=TiktokenCounter(),
             budgets=args.budget,
             on_point=advance,
-            stages=_stages(args),
+            stages=_stages(args, trajectories),
         )
     table = Table(title=f"Decision-fact retention on {args.trace}")
     for column in ("strategy", "mean tokens", "token ratio", "tool facts", "user facts"):
@@ -166,7 +170,7 @@ def cmd_likelihood(args: argparse.Namespace, console: Console, trajectories: lis
             settings=_settings(args),
             counter=TiktokenCounter(),
             budgets=args.budget,
-            stages=_stages(args),
+            stages=_stages(args, trajectories),
             on_point=lambda: progress.advance(task),
             on_scored=write,
         )

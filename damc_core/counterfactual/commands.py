@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
@@ -13,7 +14,7 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
-from ..errors import ConfigError
+from ..errors import ConfigError, TraceError
 from ..evaluate import replay
 from ..memory import MemorySettings
 from ..tokens import TiktokenCounter, TokenCounter
@@ -85,6 +86,7 @@ def value_trajectories(
             yield {
                 "traj": point.traj,
                 "step": point.step,
+                "history": history_digest(messages[: point.step]),
                 **decision_line(decision),
                 "full": values.full,
                 "passes": values.passes,
@@ -157,6 +159,37 @@ def values_stages(path: str | None) -> Mapping[str, Any] | None:
     if path is None:
         return None
     return {"valuator": CounterfactualValuator(book=ValueBook.read_jsonl(path))}
+
+
+def history_digest(messages: Sequence[Message]) -> str:
+    """A fingerprint of a trajectory up to a decision, written on each values line: card ids are
+    positions (``c3``), so values read against another trace would land on other cards."""
+    text = json.dumps(list(messages), sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def check_values_trace(path: str, trajectories: Sequence[Sequence[Message]], trace: str) -> None:
+    """Refuse a values file written by ``damc value`` on another trace (or its trajectories in
+    another order): its decisions are read by trajectory and step. Lines without a fingerprint
+    (files from before it was written) are taken as they are."""
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise TraceError(f"cannot read values file {path}: {exc}") from exc
+    for number, line in enumerate(lines, 1):
+        try:
+            item = json.loads(line) if line.strip() else {}
+        except ValueError:
+            continue  # reading the book says what is wrong with the line
+        if not isinstance(item, dict) or "history" not in item or "traj" not in item:
+            continue
+        traj, step = item["traj"], item.get("step")
+        held = trajectories[traj] if isinstance(traj, int) and 0 <= traj < len(trajectories) else None
+        if held is None or not isinstance(step, int) or history_digest(held[:step]) != item["history"]:
+            raise TraceError(
+                f"{path}:{number}: these values were computed on another trace (trajectory {traj} up to "
+                f"step {step} is not the same in {trace}); run `damc value {trace}` for its values"
+            )
 
 
 def likelihood_table(report: LikelihoodReport, trace: str) -> Table:

@@ -113,6 +113,18 @@ def test_unknown_scorer_and_broken_values_file_are_clear_errors(valued_trace, tm
     assert "values.jsonl:1: not a values line" in err
 
 
+def test_values_of_another_trace_are_refused(valued_trace, tmp_path, capsys):
+    trace, values = valued_trace
+    other = tmp_path / "other.json"
+    conversation = json.loads(trace.read_text(encoding="utf-8"))
+    conversation[0]["traj"][1]["content"] = "Book a hotel in Oslo instead."  # same shape, other words
+    other.write_text(json.dumps(conversation), encoding="utf-8")
+
+    assert main(["replay", str(other), "--values", str(values), "--out", str(tmp_path / "x.jsonl")]) == 2
+    assert "computed on another trace (trajectory 0 up to step 4" in capsys.readouterr().err
+    assert main(["replay", str(trace), "--values", str(values), "--out", str(tmp_path / "x.jsonl")]) == 0
+
+
 def test_points_longer_than_the_scorer_takes_are_skipped_and_named(airline_messages):
     from damc_core.counterfactual import LeaveOneOut, LlamaCppScorer
     from damc_core.counterfactual.commands import value_trajectories
