@@ -56,6 +56,15 @@ class DamcMemory(BaseMemory):
     def class_name(cls) -> str:
         return "DamcMemory"
 
+    def to_json(self, **kwargs: Any) -> str:
+        """Refused with what to do instead: the cards live in the ``DecisionMemory``'s store, which
+        JSON cannot carry; a memory on the same store and namespace reopens them."""
+        raise TypeError(
+            "DamcMemory is not JSON: its conversation lives in its DecisionMemory's store. Keep the "
+            "store (DecisionMemory(store=SQLiteStore(path), namespace=...)) and make a DamcMemory on "
+            "a DecisionMemory over the same store and namespace to reopen it"
+        )
+
     @classmethod
     def from_defaults(
         cls,

@@ -280,3 +280,16 @@ def test_a_deep_copy_shares_the_conversation():
     memory = DamcMemory(memory=damc())
 
     assert memory.model_copy(deep=True).memory is memory.memory  # a handle on the store, like a client
+
+
+def test_to_json_says_where_the_conversation_is_kept(tmp_path):
+    from damc_core import DecisionMemory, Namespace, SQLiteStore
+
+    store = SQLiteStore(tmp_path / "memory.sqlite3")
+    memory = DamcMemory(memory=DecisionMemory(store=store, namespace=Namespace("mia", "trip")))
+    memory.put(ChatMessage(role="user", content="Book HAT069"))
+
+    with pytest.raises(TypeError, match="lives in its DecisionMemory's store"):
+        memory.to_json()
+    reopened = DamcMemory(memory=DecisionMemory(store=store, namespace=Namespace("mia", "trip")))
+    assert "Book HAT069" in text(reopened.get())
