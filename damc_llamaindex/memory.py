@@ -50,6 +50,8 @@ class DamcMemory(BaseMemory):
 
         self._recorder = recorder_for(self.memory)
         self._recorder.memory_created = True
+        if self.chat_memory is None:  # a reopened store's conversation is this memory's history too
+            self._all = self._recorder.to_chat_messages(self.memory.messages(since=0))
         follow_damc_runs()
 
     @classmethod
@@ -103,7 +105,8 @@ class DamcMemory(BaseMemory):
         return self._recorder.to_chat_messages(events)
 
     def get_all(self) -> list[ChatMessage]:
-        """Every message put, verbatim (from the wrapped memory when there is one)."""
+        """Every message put, verbatim (from the wrapped memory when there is one); over a
+        reopened store, the conversation it holds comes first, as DAMC recorded it."""
         if self.chat_memory is not None:
             return self.chat_memory.get_all()
         return list(self._all)

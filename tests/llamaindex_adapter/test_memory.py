@@ -282,7 +282,7 @@ def test_a_deep_copy_shares_the_conversation():
     assert memory.model_copy(deep=True).memory is memory.memory  # a handle on the store, like a client
 
 
-def test_to_json_says_where_the_conversation_is_kept(tmp_path):
+def test_to_json_says_where_the_conversation_is_kept_and_reopening_it_finds_it(tmp_path):
     from damc_core import DecisionMemory, Namespace, SQLiteStore
 
     store = SQLiteStore(tmp_path / "memory.sqlite3")
@@ -293,3 +293,4 @@ def test_to_json_says_where_the_conversation_is_kept(tmp_path):
         memory.to_json()
     reopened = DamcMemory(memory=DecisionMemory(store=store, namespace=Namespace("mia", "trip")))
     assert "Book HAT069" in text(reopened.get())
+    assert [m.content for m in reopened.get_all()] == ["Book HAT069"]  # a chat engine's chat_history
