@@ -77,8 +77,13 @@ class DamcMiddleware(AgentMiddleware):
     def _observe(self, state: Any) -> None:
         try:
             messages = state.get("messages", ()) if isinstance(state, dict) else ()
-            if messages and isinstance(messages[-1], AIMessage):
-                self.conversations.current().record_reply(messages[-1])
+            reply = len(messages)  # the reply, and the results the model node added to it (ToolStrategy)
+            while reply and isinstance(messages[reply - 1], ToolMessage):
+                reply -= 1
+            if reply and isinstance(messages[reply - 1], AIMessage):
+                recorder = self.conversations.current()
+                for message in messages[reply - 1 :]:
+                    recorder.record_reply(message)
         except Exception:
             logger.exception("damc: recording the model's reply failed; the agent goes on")
 

@@ -404,3 +404,23 @@ def test_listed_before_human_review_damc_records_the_result_of_the_edited_call(r
     assert result["role"] == "tool" and "refunded 5 on O-1" in result["content"]
     assert '"amount": 5' in result["content"]  # the reviewer's note: not the call the model made
     assert '"amount": 5' in text(model.received[1])
+
+
+def test_a_structured_answer_is_remembered_by_the_next_run_without_a_checkpointer(recording_model):
+    from langchain.agents.structured_output import ToolStrategy
+    from pydantic import BaseModel
+
+    class Booking(BaseModel):
+        """The booking made."""
+
+        reservation_id: str
+
+    model = recording_model(call("Booking", {"reservation_id": "4WQ150"}, "b1"), AIMessage("It was 4WQ150."))
+    damc = DamcMiddleware(memory())
+    structured = create_agent(model, [], middleware=[damc], response_format=ToolStrategy(Booking))
+    structured.invoke({"messages": [HumanMessage("Book HAT107 for mia_li_3668")]})
+
+    create_agent(model, [], middleware=[damc]).invoke({"messages": [HumanMessage("Which reservation?")]})
+
+    assert "4WQ150" in text(model.received[1])
+    assert [m["role"] for m in damc.memory.messages()] == ["user", "assistant", "tool", "user", "assistant"]
