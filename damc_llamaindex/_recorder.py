@@ -270,6 +270,10 @@ class Recorder:
         """Key of a tool call as the agent runs it -> the reply that made it, and its id there."""
         self._resumed_results: Counter[str] = Counter()
         """Call id -> results a reopened memory held, matched by call id when the text differs."""
+        self._answers: Counter[tuple[str, str]] = Counter()
+        """(role, text) of final answers recorded as their step ended, not yet handed to memory."""
+        self._answered: deque[int] = deque(maxlen=32)
+        """Identities of the latest answers recorded."""
 
     def _resume(self, memory: DecisionMemory) -> None:
         """Know what a reopened memory holds, so a history handed over again (an app passing its
@@ -300,6 +304,20 @@ class Recorder:
             if message.role == MessageRole.USER:
                 self.pending.clear()  # a new user turn: the previous run's scratchpad is history now
             self._record(message, confirm=True)
+
+    def record_answer(self, reply: ChatMessage) -> None:
+        """The agent's final answer, recorded as its step ends: a ``DamcLLM`` alone never sees it
+        again (a new run starts from the next user turn), and a ``DamcMemory`` that is handed it
+        afterwards does not record it twice. Never raises into the agent."""
+        try:
+            with self._lock:
+                if not message_text(reply).strip() or id(reply) in self._answered:
+                    return  # (a span and the event stream report the same reply)
+                self._answered.append(id(reply))
+                self._record(reply, confirm=True)
+                self._answers[(to_event(reply)["role"], message_text(reply))] += 1
+        except Exception:
+            logger.exception("damc: recording the agent's answer failed; the agent goes on")
 
     def holds_text(self, message: ChatMessage) -> bool:
         """Whether a message with this role and text was recorded already."""
@@ -471,6 +489,9 @@ class Recorder:
             self._track(card.id, confirm)
             return
         key = (role, event["content"] or "")
+        if confirm and self._answers[key] > 0:  # handed over after its step recorded it
+            self._answers[key] -= 1
+            return
         self._texts[key] += 1
         steps = parse_react(key[1]) if role == "assistant" else None
         if steps is not None:  # a ReAct transcript: its actions and observations become calls and results

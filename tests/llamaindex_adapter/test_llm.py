@@ -276,3 +276,23 @@ def test_a_structured_answer_is_asked_of_the_model_with_the_agent_s_prompt_as_it
         "[c0] user: Weather in Oslo?",
         "[c1] assistant: Oslo is 21C.",
     ]
+
+
+def test_a_wrapped_model_alone_remembers_the_agent_s_answer_for_the_next_run(recording_llm):
+    llm = recording_llm(
+        ChatMessage(role="assistant", content="Your code word is PELICAN."),
+        ChatMessage(role="assistant", content="It was PELICAN."),
+    )
+    memory = damc()
+    agent = FunctionAgent(tools=[], llm=DamcLLM(llm=llm, memory=memory), system_prompt="Help.")
+
+    run(agent, "Give me a code word.")
+    run(agent, "What was the code word?")  # a new run: the agent's own memory starts empty
+
+    assert "PELICAN" in text(llm.received[1])
+    assert [c.kind.value for c in memory.cards()] == [
+        "user_instruction",
+        "assistant_conclusion",
+        "user_instruction",
+        "assistant_conclusion",
+    ]
