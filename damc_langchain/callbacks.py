@@ -59,6 +59,8 @@ class DamcCallbackHandler(BaseCallbackHandler):
         """run id -> parent run id of the chains seen, the oldest forgotten."""
         self._prompted_roots: OrderedDict[UUID, None] = OrderedDict()
         """Top-level runs whose model has been called: the first call's prompt holds the run's input."""
+        self._tool_runs: OrderedDict[UUID, None] = OrderedDict()
+        """Tool runs seen: a model called under one is a sub-agent's, not this conversation's."""
 
     def on_chain_start(
         self,
@@ -86,6 +88,8 @@ class DamcCallbackHandler(BaseCallbackHandler):
         tool_call_id: str | None = None,
         **kwargs: Any,
     ) -> None:
+        _remember(self._parents, run_id, kwargs.get("parent_run_id"))
+        _remember(self._tool_runs, run_id, None)
         name = str((serialized or {}).get("name") or kwargs.get("name") or "unknown_tool")
         announced = None
         if tool_call_id is None:
@@ -114,6 +118,8 @@ class DamcCallbackHandler(BaseCallbackHandler):
         **kwargs: Any,
     ) -> None:
         try:
+            if self._in_tool(parent_run_id):  # a sub-agent run by a tool: its prompt is its own
+                return
             root = self._root(parent_run_id or run_id)
             new_run = root not in self._prompted_roots
             _remember(self._prompted_roots, root, None)
@@ -131,6 +137,8 @@ class DamcCallbackHandler(BaseCallbackHandler):
         """The model's text answer (a run's final answer) is a turn now, not only once a later
         prompt resends it: a run without chat history never does."""
         try:
+            if self._in_tool(kwargs.get("parent_run_id")):
+                return  # a sub-agent's answer reaches this conversation as its tool's result
             for generations in response.generations:
                 message = getattr(generations[0], "message", None) if generations else None
                 if isinstance(message, AIMessage) and not message.tool_calls and message.content:
@@ -182,6 +190,15 @@ class DamcCallbackHandler(BaseCallbackHandler):
             self._turns[key] += 1
             self.memory.observe({"role": role, "content": message.content})
             return True
+        return False
+
+    def _in_tool(self, run_id: UUID | None) -> bool:
+        """Whether ``run_id`` or a run above it is a tool run."""
+        seen = 0
+        while run_id is not None and seen < _RUNS_KEPT:
+            if run_id in self._tool_runs:
+                return True
+            run_id, seen = self._parents.get(run_id), seen + 1
         return False
 
     def _root(self, run_id: UUID) -> UUID:

@@ -206,3 +206,28 @@ def test_a_new_run_with_the_same_input_as_an_earlier_one_is_recorded_again(recor
         (CardKind.USER_INSTRUCTION, "Where is order #W123?"),
         (CardKind.ASSISTANT_CONCLUSION, "Delivered."),
     ]
+
+
+def test_a_sub_agent_run_by_a_tool_speaks_to_the_conversation_through_its_result(recording_model):
+    profile_model = recording_model(
+        call("get_user_details", {"user_id": "mia_li_3668"}, "s1"), AIMessage("Mia pays by visa.")
+    )
+    profile_agent = create_agent(profile_model, [get_user_details], system_prompt="You read profiles.")
+
+    @tool
+    def ask_profiles(question: str) -> str:
+        """Ask the profiles agent."""
+        return profile_agent.invoke({"messages": [HumanMessage(question)]})["messages"][-1].content
+
+    supervisor_model = recording_model(
+        call("ask_profiles", {"question": "payment of mia_li_3668"}, "p1"), AIMessage("Visa it is.")
+    )
+    supervisor = create_agent(supervisor_model, [ask_profiles], system_prompt="You book flights.")
+    memory = DecisionMemory(store=InMemoryStore())
+    handler = DamcCallbackHandler(memory)
+
+    supervisor.invoke({"messages": [HumanMessage("How do I pay?")]}, {"callbacks": [handler]})
+
+    turns = [(m["role"], m["content"]) for m in memory.messages() if m["role"] != "tool" and m["content"]]
+    assert turns == [("user", "How do I pay?"), ("assistant", "Visa it is.")]
+    assert "credit_card_4421486" in str(memory.build().messages)  # the sub-agent's lookup is a card
