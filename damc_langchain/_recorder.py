@@ -134,7 +134,12 @@ class Conversations:
         self._lock = threading.Lock()
 
     def current(self) -> MessageRecorder:
-        return self.recorder_for(running_thread_id())
+        thread_id, nested = running_conversation()
+        if nested is None:
+            return self.recorder_for(thread_id)
+        # an agent run inside a tool call (a sub-agent): a conversation of its own, so its turns
+        # never become the calling agent's, which gets its answer as the tool's result
+        return self.recorder_for(f"{thread_id or self.memory.namespace.session}|{nested}")
 
     def recorder_for(self, thread_id: object) -> MessageRecorder:
         """The recorder of a checkpointer thread (any id, as its text); ``None`` or an empty id:
@@ -168,15 +173,20 @@ def _content_key(event: dict[str, Any]) -> str:
     )
 
 
-def running_thread_id() -> str | None:
-    """The ``thread_id`` of the graph run this code is in, if any."""
+def running_conversation() -> tuple[str | None, str | None]:
+    """The ``thread_id`` of the graph run this code is in, if any, and the path of the tool call
+    it runs inside (``tools:<id>`` of ``checkpoint_ns``), if it is a sub-agent's."""
     try:
         from langgraph.config import get_config
 
-        thread_id = get_config().get("configurable", {}).get("thread_id")
+        configurable = get_config().get("configurable", {})
     except (ImportError, RuntimeError):  # no langgraph, or not inside a graph run
-        return None
-    return None if thread_id is None else str(thread_id)
+        return None, None
+    thread_id = configurable.get("thread_id")
+    path = str(configurable.get("checkpoint_ns") or "").split("|")
+    tool_call = next((i for i, part in enumerate(path[:-1]) if part.startswith("tools:")), None)
+    nested = None if tool_call is None else "|".join(path[: tool_call + 1])
+    return None if thread_id is None else str(thread_id), nested
 
 
 def to_event(message: BaseMessage) -> dict[str, Any]:

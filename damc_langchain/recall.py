@@ -12,7 +12,7 @@ from langchain_core.tools import BaseTool, StructuredTool
 
 from damc_core import RECALL_TOOL, DecisionMemory
 
-from ._recorder import Conversations, running_thread_id
+from ._recorder import Conversations, running_conversation
 
 
 def recall_tool(memory: DecisionMemory) -> BaseTool:
@@ -26,8 +26,9 @@ def recall_tool(memory: DecisionMemory) -> BaseTool:
     conversations = Conversations(memory)
 
     def memory_of_run() -> DecisionMemory:
-        thread_id = running_thread_id()
-        return memory if thread_id is None else conversations.recorder_for(thread_id).memory
+        if running_conversation() == (None, None):
+            return memory
+        return conversations.current().memory
 
     return tool_answered_by(memory_of_run)
 

@@ -424,3 +424,29 @@ def test_a_structured_answer_is_remembered_by_the_next_run_without_a_checkpointe
 
     assert "4WQ150" in text(model.received[1])
     assert [m["role"] for m in damc.memory.messages()] == ["user", "assistant", "tool", "user", "assistant"]
+
+
+def test_a_sub_agent_run_by_a_tool_keeps_a_conversation_of_its_own(recording_model):
+    damc = DamcMiddleware(memory())  # one middleware, for the supervisor and its sub-agent alike
+    profile_model = recording_model(
+        call("get_user_details", {"user_id": "mia_li_3668"}, "s1"), AIMessage("Mia pays by visa.")
+    )
+    profile_agent = create_agent(profile_model, [get_user_details], middleware=[damc])
+
+    @tool
+    def ask_profiles(question: str) -> str:
+        """Ask the profiles agent."""
+        return profile_agent.invoke({"messages": [HumanMessage(question)]})["messages"][-1].content
+
+    supervisor_model = recording_model(
+        call("ask_profiles", {"question": "payment of mia_li_3668"}, "p1"), AIMessage("Visa it is.")
+    )
+    create_agent(supervisor_model, [ask_profiles], middleware=[damc]).invoke(
+        {"messages": [HumanMessage("How do I pay?")]}
+    )
+
+    assert [m.type for m in profile_model.received[0]] == ["human"]  # not the supervisor's question
+    *_, asked, answered = supervisor_model.received[1]
+    assert (asked.type, answered.type) == ("ai", "tool") and answered.content.endswith("Mia pays by visa.")
+    said = [m["content"] for m in damc.memory.messages() if m["role"] == "user"]
+    assert said == ["How do I pay?"]
