@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import weakref
 from collections import Counter, OrderedDict
 from collections.abc import Sequence
 from typing import Any
@@ -157,6 +158,20 @@ class Conversations:
             while len(self._threads) > self.max_threads:
                 self._threads.popitem(last=False)
             return recorder
+
+
+_CONVERSATIONS: weakref.WeakKeyDictionary[DecisionMemory, Conversations] = weakref.WeakKeyDictionary()
+_CONVERSATIONS_LOCK = threading.Lock()
+
+
+def conversations_of(memory: DecisionMemory) -> Conversations:
+    """The one ``Conversations`` of a memory in this process: two middlewares (or a middleware and
+    a hook) on one memory then know what the other recorded, instead of recording it again."""
+    with _CONVERSATIONS_LOCK:
+        found = _CONVERSATIONS.get(memory)
+        if found is None:
+            found = _CONVERSATIONS[memory] = Conversations(memory)
+        return found
 
 
 def _content_key(event: dict[str, Any]) -> str:

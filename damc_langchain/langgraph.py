@@ -8,7 +8,7 @@ from typing import Any
 
 from damc_core import DecisionMemory
 
-from ._recorder import Conversations, to_messages
+from ._recorder import conversations_of, to_messages
 
 logger = logging.getLogger("damc.langchain")
 
@@ -22,7 +22,7 @@ def damc_pre_model_hook(
     system prompt before it. With a checkpointer, each ``thread_id`` is its own session of the
     memory's user (``memory.for_session(thread_id)``); runs without one use ``memory``.
     """
-    conversations = Conversations(memory)
+    conversations = conversations_of(memory)
 
     def hook(state: dict[str, Any]) -> dict[str, Any]:
         messages = state["messages"]

@@ -18,7 +18,7 @@ from langchain_core.messages import AIMessage, AnyMessage, SystemMessage, ToolMe
 
 from damc_core import DecisionMemory
 
-from ._recorder import Conversations, to_messages
+from ._recorder import conversations_of, to_messages
 from .recall import tool_answered_by
 
 logger = logging.getLogger("damc.langchain")
@@ -45,7 +45,7 @@ class DamcMiddleware(AgentMiddleware):
         super().__init__()
         self.memory = memory
         self.budget = budget
-        self.conversations = Conversations(memory)
+        self.conversations = conversations_of(memory)
         self.tools = [tool_answered_by(lambda: self.conversations.current().memory)] if recall else []
 
     def memory_for(self, thread_id: str | None) -> DecisionMemory:

@@ -12,7 +12,7 @@ from langchain_core.tools import BaseTool, StructuredTool
 
 from damc_core import RECALL_TOOL, DecisionMemory
 
-from ._recorder import Conversations, running_conversation
+from ._recorder import conversations_of, running_conversation
 
 
 def recall_tool(memory: DecisionMemory) -> BaseTool:
@@ -23,7 +23,7 @@ def recall_tool(memory: DecisionMemory) -> BaseTool:
     ``damc_pre_model_hook`` and ``DamcMiddleware`` record it; ``DamcMiddleware(..., recall=True)``
     registers it by itself.
     """
-    conversations = Conversations(memory)
+    conversations = conversations_of(memory)
 
     def memory_of_run() -> DecisionMemory:
         if running_conversation() == (None, None):

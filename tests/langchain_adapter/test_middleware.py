@@ -450,3 +450,28 @@ def test_a_sub_agent_run_by_a_tool_keeps_a_conversation_of_its_own(recording_mod
     assert (asked.type, answered.type) == ("ai", "tool") and answered.content.endswith("Mia pays by visa.")
     said = [m["content"] for m in damc.memory.messages() if m["role"] == "user"]
     assert said == ["How do I pay?"]
+
+
+def test_two_middlewares_on_one_memory_record_each_message_once(recording_model):
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.graph import END, START, MessagesState, StateGraph
+
+    shared = memory()
+    finder = recording_model(
+        call("get_user_details", {"user_id": "mia_li_3668"}, "u1"), AIMessage("Found."), AIMessage("No.")
+    )
+    writer = recording_model(AIMessage("Noted."), AIMessage("Still noted."))
+    graph = StateGraph(MessagesState)
+    graph.add_node("finder", create_agent(finder, [get_user_details], middleware=[DamcMiddleware(shared)]))
+    graph.add_node("writer", create_agent(writer, [], middleware=[DamcMiddleware(shared)]))
+    graph.add_edge(START, "finder")
+    graph.add_edge("finder", "writer")
+    graph.add_edge("writer", END)
+    app = graph.compile(checkpointer=InMemorySaver())
+
+    app.invoke({"messages": [HumanMessage("Find mia_li_3668")]}, {"configurable": {"thread_id": "t1"}})
+    app.invoke({"messages": [HumanMessage("Anything else?")]}, {"configurable": {"thread_id": "t1"}})
+
+    recorded = [m.get("content") for m in shared.for_session("t1").messages()]
+    assert recorded.count("Found.") == recorded.count("Noted.") == 1
+    assert len(recorded) == 8  # two requests, the call and its result, four answers
