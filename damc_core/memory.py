@@ -1065,8 +1065,8 @@ class DecisionMemory:
         if card.volatile and card.as_of is not None and now - card.as_of >= self.settings.as_of_after:
             stamp = time.strftime("%Y-%m-%d %H:%M", time.gmtime(card.as_of))
             line = line.replace("] ", f"] (as of {stamp}) ", 1)
-        if card.superseded_by:
-            line = f"(superseded by {card.superseded_by}) {line}"
+        if card.superseded_by:  # after the id, which every card starts with
+            line = line.replace("] ", f"] (superseded by {card.superseded_by}) ", 1)
         return line
 
     def _recent_window(self, excluded: frozenset[str], size: int) -> list[_Entry]:

@@ -27,11 +27,12 @@ from .openai_endpoint import OpenAICompatibleScorer
 from .problem import AblationProblem, CardValues, ScoreRequest
 from .problems import action_succeeded, action_text, problem_from_history, problem_from_replay
 from .scorer import ContextTooLong, LogProbScorer
-from .valuator import CounterfactualValuator
+from .valuator import Blend, CounterfactualValuator
 
 __all__ = [
     "AblationProblem",
     "AblationSurrogate",
+    "Blend",
     "CardValues",
     "CoarseToFine",
     "ContextTooLong",

@@ -68,7 +68,7 @@ def test_mark_mode_shows_the_superseded_card_marked(make_memory, msg, memory_tex
     assert "cabin=business" in fenced
     old_lines = [line for line in fenced.splitlines() if f"[{old.id}]" in line]
     for line in old_lines:
-        assert line.startswith(f"(superseded by {new.id}) [{old.id}]")
+        assert line.startswith(f"[{old.id}] (superseded by {new.id}) ")
     (decision,) = [d for d in built.decisions if d.card_id == old.id]
     assert decision.kept == bool(old_lines)
 
