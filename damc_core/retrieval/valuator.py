@@ -26,10 +26,10 @@ from .index import CardIndex, Hit, card_document, document_digest, focus_query
 logger = logging.getLogger("damc")
 
 KEPT_NAMESPACES = 1024
-REUSE_PROBE = 8
-"""Cards, oldest first, whose text is compared with the index's at each decision."""
 """Namespaces whose upkeep state one valuator keeps in memory; the least recently used beyond
 this are re-read from the index when they return."""
+REUSE_PROBE = 8
+"""Cards, oldest first, whose text is compared with the index's at each decision."""
 
 
 @dataclass(frozen=True, slots=True)
