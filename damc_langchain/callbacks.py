@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter, OrderedDict
+from collections.abc import Iterator
 from typing import Any, TypeVar
 from uuid import UUID
 
@@ -192,21 +193,23 @@ class DamcCallbackHandler(BaseCallbackHandler):
             return True
         return False
 
+    def _lineage(self, run_id: UUID) -> Iterator[UUID]:
+        """``run_id`` and the runs above it, as far as this handler saw their parents."""
+        for _ in range(_RUNS_KEPT + 1):
+            yield run_id
+            parent = self._parents.get(run_id)
+            if parent is None:
+                return
+            run_id = parent
+
     def _in_tool(self, run_id: UUID | None) -> bool:
         """Whether ``run_id`` or a run above it is a tool run."""
-        seen = 0
-        while run_id is not None and seen < _RUNS_KEPT:
-            if run_id in self._tool_runs:
-                return True
-            run_id, seen = self._parents.get(run_id), seen + 1
-        return False
+        return run_id is not None and any(run in self._tool_runs for run in self._lineage(run_id))
 
     def _root(self, run_id: UUID) -> UUID:
         """The top-level run ``run_id`` belongs to, as far as this handler saw its parents."""
-        seen = 0
-        while (parent := self._parents.get(run_id)) is not None and seen < _RUNS_KEPT:
-            run_id, seen = parent, seen + 1
-        return run_id
+        *_, root = self._lineage(run_id)
+        return root
 
     def _compress(self, prompt: list[BaseMessage]) -> None:
         """The k-th of n scratchpad messages with a call id shows the k-th of the last n runs with
