@@ -892,13 +892,13 @@ class DecisionMemory:
             if card.id in excluded:
                 decisions.append(Decision(card.id, True, "kept: sent by the caller", 1.0, 0, card.raw_tokens))
             elif card.source in ("system", "developer"):
-                if card.id == sent_system:
+                kept = card.id == sent_system
+                if kept:
                     reason = "kept: system prompt, sent as it is"
                 elif sent_system is None:
                     reason = "dropped: the system prompt passed to build() is sent instead"
                 else:
                     reason = f"dropped: system prompt replaced by the newer {sent_system}"
-                kept = card.id == sent_system
                 decisions.append(Decision(card.id, kept, reason, 1.0 if kept else 0.0, 0, card.raw_tokens))
             elif card.id in recent_ids:
                 decisions.append(
