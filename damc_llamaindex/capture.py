@@ -51,7 +51,8 @@ _RUN = ".run-"
 """Span ids are ``<class>.<method>-<uuid>``: a workflow's ``run``, the parent of its steps."""
 _START = ".init_run-"
 """An agent run's first step: its start event holds the run's ``memory=``."""
-_STEPS = (".run_agent_step-", ".call_tool-")
+_AGENT_STEP = ".run_agent_step-"
+_STEPS = (_AGENT_STEP, ".call_tool-")
 """The agent steps followed: one model reply (with the tool calls it asks for), one tool call."""
 _TOOL = (".acall-", ".call-")
 """A tool's own call; recorded only when no agent step around it is followed."""
@@ -79,24 +80,45 @@ def _record_result(recorder: Recorder, event: ToolCallResult) -> None:
     )
 
 
-def _memory_of(candidate: object) -> DecisionMemory | None:
-    """The DAMC memory of a run's ``memory=``, or of the ``DamcLLM`` its agents use (one only)."""
-    if isinstance(candidate, DamcMemory):
-        return candidate.memory
+def _memories_by_agent(candidate: object) -> dict[str, DecisionMemory]:
+    """Agent name -> the DAMC memory of its ``DamcLLM``, for a workflow or an agent."""
     if isinstance(candidate, AgentWorkflow):
         agents = list(candidate.agents.values())
     else:
         agents = [candidate] if isinstance(candidate, BaseWorkflowAgent) else []
-    memories = {id(a.llm.memory): a.llm.memory for a in agents if isinstance(a.llm, DamcLLM)}
+    return {a.name: a.llm.memory for a in agents if isinstance(a.llm, DamcLLM)}
+
+
+def _memory_of(candidate: object) -> DecisionMemory | None:
+    """The DAMC memory of a run's ``memory=``, or of the ``DamcLLM`` its agents use (one only)."""
+    if isinstance(candidate, DamcMemory):
+        return candidate.memory
+    memories = {id(m): m for m in _memories_by_agent(candidate).values()}
     return next(iter(memories.values())) if len(memories) == 1 else None
+
+
+class _ByAgent:
+    """The recorders of a workflow run whose agents' ``DamcLLM``s hold different memories: each
+    agent's steps go to its own. Its agents take turns, and the tool calls between two model steps
+    are those of the agent that stepped last."""
+
+    def __init__(self, recorders: dict[str, Recorder]) -> None:
+        self._recorders = recorders
+        self._current: Recorder | None = None
+
+    def step_owner(self, step_id: str, bound_args: inspect.BoundArguments) -> Recorder | None:
+        if _AGENT_STEP in step_id:
+            event = bound_args.arguments.get("ev")
+            self._current = self._recorders.get(str(getattr(event, "current_agent_name", "")))
+        return self._current
 
 
 class _ToolSpans(BaseSpanHandler[SimpleSpan]):
     """Records the tool results of the runs (and lone tool calls) :meth:`_owner` assigns a memory:
     by default, the runs of agents that use a ``DamcMemory`` or a ``DamcLLM``."""
 
-    _runs: dict[str, Recorder] = PrivateAttr(default_factory=dict)
-    """``run`` span id -> the recorder of the run."""
+    _runs: dict[str, Recorder | _ByAgent] = PrivateAttr(default_factory=dict)
+    """``run`` span id -> the recorder of the run (or of each of its agents)."""
     _open: dict[str, Recorder] = PrivateAttr(default_factory=dict)
     """Open span id -> recorder, for the ``call_tool`` steps and tool calls followed."""
 
@@ -107,6 +129,14 @@ class _ToolSpans(BaseSpanHandler[SimpleSpan]):
         """The recorder for a run's workflow or ``memory=``, or for a tool called outside a run."""
         memory = _memory_of(candidate)
         return None if memory is None else recorder_for(memory)
+
+    def _run_owner(self, workflow: Workflow) -> Recorder | _ByAgent | None:
+        """Who records a workflow's run: its memory's recorder, or each agent's own."""
+        owner = self._owner(workflow)
+        memories = _memories_by_agent(workflow)
+        if owner is None and len({id(m) for m in memories.values()}) > 1:
+            return _ByAgent({name: recorder_for(memory) for name, memory in memories.items()})
+        return owner
 
     def _run_started(self, memory: object) -> None:
         """A run this handler follows starts with ``memory``."""
@@ -121,7 +151,7 @@ class _ToolSpans(BaseSpanHandler[SimpleSpan]):
         **kwargs: Any,
     ) -> SimpleSpan | None:
         if _RUN in id_ and isinstance(instance, Workflow):
-            self._follow_run(id_, self._owner(instance))
+            self._follow_run(id_, self._run_owner(instance))
             return None
         if _START in id_ and parent_span_id is not None:
             event = bound_args.arguments.get("ev")
@@ -131,7 +161,8 @@ class _ToolSpans(BaseSpanHandler[SimpleSpan]):
                 self._run_started(memory)
             return None
         if any(step in id_ for step in _STEPS):
-            owner = self._runs.get(parent_span_id or "")
+            run = self._runs.get(parent_span_id or "")
+            owner = run.step_owner(id_, bound_args) if isinstance(run, _ByAgent) else run
         elif (
             isinstance(instance, BaseTool)
             and any(m in id_ for m in _TOOL)
@@ -145,7 +176,7 @@ class _ToolSpans(BaseSpanHandler[SimpleSpan]):
         self._open[id_] = owner
         return SimpleSpan(id_=id_, parent_id=parent_span_id, tags=tags or {})
 
-    def _follow_run(self, run_id: str, owner: Recorder | None) -> None:
+    def _follow_run(self, run_id: str, owner: Recorder | _ByAgent | None) -> None:
         if owner is None:
             return
         with self.lock:
@@ -249,6 +280,11 @@ class DamcSpanHandler(_ToolSpans):
         if any(candidate is s for s in self._scope) or _memory_of(candidate) is self._recorder.memory:
             return self._recorder
         return None
+
+    def _run_owner(self, workflow: Workflow) -> Recorder | None:
+        """Its own memory's runs only: the agents of a workflow with several memories are followed
+        without a handler."""
+        return self._owner(workflow)
 
     def _run_started(self, memory: object) -> None:
         """Warn once when a DamcMemory was used for this memory but a run starts without one:

@@ -6,7 +6,7 @@ import asyncio
 import json
 
 import pytest
-from llama_index.core.agent.workflow import FunctionAgent, ReActAgent, ToolCallResult
+from llama_index.core.agent.workflow import AgentWorkflow, FunctionAgent, ReActAgent, ToolCallResult
 from llama_index.core.base.llms.types import ChatMessage, TextBlock, ToolCallBlock
 from llama_index.core.memory import ChatMemoryBuffer
 from llama_index.core.tools import FunctionTool
@@ -217,6 +217,49 @@ def test_a_handler_scoped_to_an_agent_leaves_other_agents_runs_alone(recording_l
     asyncio.run(go())
 
     assert [c.tool_call_id for c in tool_results(memory)] == ["c1", "c2", "c3"]
+
+
+def test_in_a_workflow_each_agent_records_its_own_steps_as_data_in_its_own_memory(recording_llm):
+    def refund(user_id: str, amount: float) -> dict:
+        """Refund a user's card."""
+        return {"refund_id": "R-77", "user_id": user_id, "amount": amount, "status": "refunded"}
+
+    triage_memory, billing_memory = damc(), damc()
+    triage = FunctionAgent(
+        name="triage",
+        description="Finds the account.",
+        tools=[FunctionTool.from_defaults(get_account)],
+        can_handoff_to=["billing"],
+        llm=DamcLLM(
+            memory=triage_memory,
+            llm=recording_llm(
+                call("get_account", {"user_id": "alice"}, "t1"),
+                call("handoff", {"to_agent": "billing", "reason": "refund"}, "t2"),
+            ),
+        ),
+    )
+    billing = FunctionAgent(
+        name="billing",
+        description="Refunds.",
+        tools=[FunctionTool.from_defaults(refund)],
+        llm=DamcLLM(
+            memory=billing_memory,
+            llm=recording_llm(
+                call("refund", {"user_id": "alice", "amount": 42.5}, "b1"),
+                ChatMessage(role="assistant", content="Refunded 42.5 (R-77)."),
+            ),
+        ),
+    )
+
+    run(AgentWorkflow(agents=[triage, billing], root_agent="triage"), "Refund alice 42.5")
+
+    (account, handoff) = tool_results(triage_memory)
+    assert json.loads(triage_memory.recall(account.id)["content"]) == get_account("alice")
+    assert handoff.tool_name == "handoff"
+    refunded = tool_results(billing_memory)[-1]
+    assert refunded.tool_name == "refund" and refunded.tool_call_id == "b1"
+    assert json.loads(billing_memory.recall(refunded.id)["content"])["refund_id"] == "R-77"
+    assert "refund" not in [c.tool_name for c in tool_results(triage_memory)]
 
 
 def recorded_tool_turns(memory):
