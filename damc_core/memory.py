@@ -1227,6 +1227,13 @@ class DecisionMemory:
             return [entry.message for entry in history[start:]]
         return [json.loads(r.body) for r in self.store.records(self.namespace) if r.body != _CLEARED]
 
+    @_synchronized
+    def history(self) -> list[tuple[str, Message]]:
+        """(card id, event) of each dialogue event of the conversation, oldest first, as the
+        pipeline read it, from memory: an adapter learns what a reopened memory holds without
+        reading the store once per card. System prompts are not dialogue and are left out."""
+        return [(entry.card_id, entry.message) for entry in self._session.history]
+
     def for_session(self, session: str) -> DecisionMemory:
         """A memory for another session of the same user, sharing this one's store, pipeline and
         settings: one agent serving many conversations (a checkpointer's threads) keeps each

@@ -279,20 +279,19 @@ class Recorder:
         """Know what a reopened memory holds, so a history handed over again (an app passing its
         saved chat back after a restart) is not recorded twice."""
         try:
-            for card in memory.cards():
-                event = memory.recall(card.id) or {}
+            for card_id, event in memory.history():
                 role, text = event.get("role"), content_text(event.get("content"))
                 if role == "tool":
                     call_id = str(event.get("tool_call_id"))
-                    self._seen.setdefault(_result_key_of(call_id, text), []).append(card.id)
+                    self._seen.setdefault(_result_key_of(call_id, text), []).append(card_id)
                     self._resumed_results[call_id] += 1  # a tool's data, handed back as its text
                 elif event.get("tool_calls"):
                     for call in event["tool_calls"]:
                         if isinstance(call, dict) and isinstance(call.get("function"), dict):
-                            self._seen.setdefault(_call_key(call), []).append(card.id)
+                            self._seen.setdefault(_call_key(call), []).append(card_id)
                 elif role in ("user", "assistant"):
                     self._texts[(role, text)] += 1
-                    self._text_cards.setdefault((role, text), []).append([card.id])
+                    self._text_cards.setdefault((role, text), []).append([card_id])
         except Exception:  # the conversation goes on; at worst a resent message is a card twice
             logger.exception("damc: reading what the reopened memory holds failed")
 

@@ -96,6 +96,23 @@ def test_messages_since_a_mark_are_the_events_observed_after_it(remembered, airl
     assert remembered.messages()[: len(airline_messages)] == airline_messages
 
 
+def test_history_pairs_each_dialogue_event_of_a_reopened_memory_with_its_card(make_memory, airline_messages):
+    first = make_memory()
+    for message in airline_messages:
+        first.observe(message)
+    first.clear()
+    first.observe({"role": "system", "content": "You book flights."})
+    first.observe({"role": "user", "content": "Cancel 4WQ150"})
+    first.observe({"role": "assistant", "content": "Cancelled."})
+
+    reopened = make_memory()
+
+    assert [(card_id, event["content"]) for card_id, event in reopened.history()] == [
+        (f"c{len(airline_messages) + 2}", "Cancel 4WQ150"),
+        (f"c{len(airline_messages) + 3}", "Cancelled."),
+    ]
+
+
 def test_a_recalled_record_reaches_the_model_as_it_is(make_memory, msg):
     rows = [{"flight_number": f"HAT{100 + i}", "price": 100 + i, "gate": f"B{i}"} for i in range(12)]
     memory = make_memory(settings=MemorySettings(budget=600, recent_messages=4))

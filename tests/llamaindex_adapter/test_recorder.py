@@ -296,6 +296,28 @@ def test_a_history_handed_back_after_a_restart_is_not_recorded_again(recording_l
     ]
 
 
+def test_a_reopened_memory_is_known_from_one_read_of_the_store_not_one_per_card(tmp_path):
+    from damc_core import DecisionMemory, SQLiteStore
+
+    class CountingStore(SQLiteStore):
+        single_reads = 0
+
+        def record(self, namespace, record_id):
+            CountingStore.single_reads += 1
+            return super().record(namespace, record_id)
+
+    first = DamcMemory(memory=DecisionMemory(store=SQLiteStore(tmp_path / "m.sqlite3")))
+    for turn in range(50):
+        first.put(ChatMessage(role="user", content=f"Question {turn}"))
+        first.put(ChatMessage(role="assistant", content=f"Answer {turn}"))
+
+    reopened = DamcMemory(memory=DecisionMemory(store=CountingStore(tmp_path / "m.sqlite3")))
+    reopened.set(first.get_all())  # the app hands its saved chat back
+
+    assert CountingStore.single_reads == 0
+    assert len(reopened.memory.cards()) == 100
+
+
 def test_an_answer_inside_a_tools_output_is_part_of_the_observation_not_the_agents_answer():
     transcript = (
         "Thought: I need read_email.\nAction: read_email\nAction Input: {'n': 1}\n"
