@@ -186,8 +186,9 @@ class CoarseToFine:
 
     The cards start in ``branching`` groups; a group whose removal changes the action's
     log-probability by at least ``threshold`` nats is split into ``branching`` parts, and so on
-    down to single cards, largest effects first, within ``max_passes`` (``None``: no limit). A card
-    whose group was not split gets the group's value shared evenly.
+    down to single cards, largest effects first, within ``max_passes`` (``None``: no limit; fewer
+    than ``branching + 1`` passes start with fewer groups). A card whose group was not split gets
+    the group's value shared evenly.
     """
 
     branching: int = 4
@@ -200,14 +201,17 @@ class CoarseToFine:
             raise ConfigError(f"CoarseToFine.branching must be >= 2, got {self.branching}")
         if self.threshold < 0.0:
             raise ConfigError(f"CoarseToFine.threshold must be >= 0, got {self.threshold}")
-        if self.max_passes is not None and self.max_passes < 1:
-            raise ConfigError(f"CoarseToFine.max_passes must be >= 1 or None, got {self.max_passes}")
+        if self.max_passes is not None and self.max_passes < 2:
+            raise ConfigError(
+                "CoarseToFine.max_passes must be >= 2 (the full context and one ablation) or None, "
+                f"got {self.max_passes}"
+            )
 
     def estimate(self, problem: AblationProblem, scorer: LogProbScorer) -> CardValues:
         n = len(problem.card_ids)
         budget = self.max_passes if self.max_passes is not None else math.inf
         values = [0.0] * n
-        level = _split(range(n), self.branching)
+        level = _split(range(n), int(min(self.branching, budget - 1)))  # the first level fits too
         masks: list[tuple[bool, ...]] = [_keep_all(n), *(_without(n, g) for g in level)]
         full, *scores = _score_masks(problem, scorer, masks)
         passes = len(masks)
