@@ -270,8 +270,10 @@ class Recorder:
         """Key of a tool call as the agent runs it -> the reply that made it, and its id there."""
         self._resumed_results: Counter[str] = Counter()
         """Call id -> results a reopened memory held, matched by call id when the text differs."""
-        self._answers: Counter[tuple[str, str]] = Counter()
-        """(role, text) of final answers recorded as their step ended, not yet handed to memory."""
+        self._answers: dict[tuple[str, str], list[str]] = {}
+        """(role, text) of final answers recorded as their step ended, not yet handed to memory ->
+        their cards. A ReAct answer is known by its answer text: the agent hands it over inside
+        the run's whole transcript."""
         self._answered: deque[int] = deque(maxlen=32)
         """Identities of the latest answers recorded."""
 
@@ -313,8 +315,12 @@ class Recorder:
                 if not message_text(reply).strip() or id(reply) in self._answered:
                     return  # (a span and the event stream report the same reply)
                 self._answered.append(id(reply))
-                self._record(reply, confirm=True)
-                self._answers[(to_event(reply)["role"], message_text(reply))] += 1
+                self._record(reply, confirm=True, answer=True)
+                role, text = to_event(reply)["role"], message_text(reply)
+                steps = parse_react(text) if role == "assistant" else None
+                answer = steps[-1].answer if steps and steps[-1].kind == "answer" else text
+                card = self._text_cards[(role, text)][-1][-1]
+                self._answers.setdefault((role, answer), []).append(card)
         except Exception:
             logger.exception("damc: recording the agent's answer failed; the agent goes on")
 
@@ -463,7 +469,8 @@ class Recorder:
             self._confirm(card_id, confirm)
         return cards is not None
 
-    def _record(self, message: ChatMessage, *, confirm: bool) -> None:
+    def _record(self, message: ChatMessage, *, confirm: bool, answer: bool = False) -> None:
+        """``answer``: the message is an answer as its step ends; any other may repeat one."""
         event = to_event(message)
         role = event["role"]
         if role == "tool":
@@ -488,13 +495,13 @@ class Recorder:
             self._track(card.id, confirm)
             return
         key = (role, event["content"] or "")
-        if confirm and self._answers[key] > 0:  # handed over after its step recorded it
-            self._answers[key] -= 1
+        if not answer and self._answers.get(key):  # handed over after its step recorded it
+            self._answers[key].pop(0)
             return
         self._texts[key] += 1
         steps = parse_react(key[1]) if role == "assistant" else None
         if steps is not None:  # a ReAct transcript: its actions and observations become calls and results
-            cards = self._record_react(steps, confirm=confirm)
+            cards = self._record_react(steps, confirm=confirm, answer=answer)
         else:
             self._originals.setdefault(f"text:{role}:{key[1]}", message)
             cards = [self.memory.observe(event).id]
@@ -520,7 +527,7 @@ class Recorder:
                     action = None
             return found
 
-    def _record_react(self, steps: list[ReactStep], *, confirm: bool) -> list[str]:
+    def _record_react(self, steps: list[ReactStep], *, confirm: bool, answer: bool) -> list[str]:
         """Record the steps of a ReAct transcript; return the ids of their call, result and answer cards."""
         action: ReactStep | None = None
         cards = []
@@ -532,6 +539,8 @@ class Recorder:
                 _, call_card, result_card = self._steps[(action.tool, _args_key(action.arguments), step.text)]
                 cards += [call_card, result_card]
                 action = None
+            elif step.kind == "answer" and not answer and self._answers.get(("assistant", step.answer)):
+                cards.append(self._answers[("assistant", step.answer)].pop(0))  # recorded as it ended
             elif step.kind == "answer":
                 key = ("assistant", step.answer)
                 self._texts[key] += 1

@@ -8,10 +8,11 @@ import json
 import pytest
 from llama_index.core.agent.workflow import AgentWorkflow, FunctionAgent, ReActAgent
 from llama_index.core.base.llms.types import ChatMessage, ToolCallBlock
+from llama_index.core.memory import ChatMemoryBuffer
 from llama_index.core.tools import FunctionTool
 from pydantic import BaseModel
 
-from damc_llamaindex import DamcLLM, DamcMemory
+from damc_llamaindex import DamcLLM, DamcMemory, offline_tokenizer
 
 from .scenario import (
     ANSWER,
@@ -296,3 +297,41 @@ def test_a_wrapped_model_alone_remembers_the_agent_s_answer_for_the_next_run(rec
         "user_instruction",
         "assistant_conclusion",
     ]
+
+
+def test_the_same_answer_in_two_runs_is_two_turns(recording_llm):
+    llm = recording_llm(
+        ChatMessage(role="assistant", content="Done."), ChatMessage(role="assistant", content="Done.")
+    )
+    memory = damc()
+    agent = FunctionAgent(tools=[], llm=DamcLLM(llm=llm, memory=memory), system_prompt="Help.")
+
+    run(agent, "Cancel 4WQ150.")
+    run(agent, "Cancel 8XZ222.")
+
+    assert [c.summary for c in memory.cards()] == [
+        "[c0] user: Cancel 4WQ150.",
+        "[c1] assistant: Done.",
+        "[c2] user: Cancel 8XZ222.",
+        "[c3] assistant: Done.",
+    ]
+
+
+@pytest.mark.parametrize("with_memory", [True, False], ids=["with DamcMemory", "DamcLLM alone"])
+def test_a_react_answer_is_recorded_once(recording_llm, with_memory):
+    model = recording_llm(*REACT_SCRIPT, react_answer("credit_card_4421486"), function_calling=False)
+    memory = damc()
+    agent = ReActAgent(tools=TOOLS, llm=DamcLLM(llm=model, memory=memory))
+    damc_memory = (
+        DamcMemory(memory=memory)
+        if with_memory
+        else ChatMemoryBuffer.from_defaults(tokenizer_fn=offline_tokenizer())
+    )
+
+    run(agent, QUESTION, memory=damc_memory)
+    run(agent, "Which card did I use?", memory=damc_memory)
+
+    answers = [
+        m["content"] for m in memory.messages() if m["role"] == "assistant" and not m.get("tool_calls")
+    ]
+    assert answers == [ANSWER, "credit_card_4421486"]
