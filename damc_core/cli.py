@@ -5,10 +5,11 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -26,6 +27,7 @@ from .counterfactual.commands import (
     values_stages,
 )
 from .counterfactual.likelihood import decision_likelihood
+from .counterfactual.scorer import LogProbScorer
 from .counterfactual.valuator import CounterfactualValuator
 from .errors import DamcError
 from .evaluate import ReplayPoint, contexts_jsonl, evaluate, replay
@@ -35,6 +37,8 @@ from .tokens import TiktokenCounter
 from .trace import load_trajectories
 from .types import Message, Namespace
 
+DEFAULT_EMBEDDER = "minilm-int8"
+DEFAULT_SCORER = "llama.cpp"
 CLI_BUDGET = 500
 CLI_RECENT = 0
 """Replays measure memory alone by default: every earlier message reaches the model as a card."""
@@ -93,23 +97,46 @@ def _progress(console: Console) -> Progress:
 
 def cmd_replay(args: argparse.Namespace, console: Console) -> int:
     trajectories = load_trajectories(args.trace)
+    settings, stages = _settings(args), _stages(args, trajectories)  # a usage error leaves --out alone
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     written = 0
     with out.open("w", encoding="utf-8") as handle, _progress(console) as progress:
         task = progress.add_task("replaying", total=_count_points(trajectories))
-        stages = _stages(args, trajectories)
-        points = replay(trajectories, settings=_settings(args), counter=TiktokenCounter(), stages=stages)
-        for point in points:
-            handle.write(contexts_jsonl(point) + "\n")
-            written += 1
-            progress.advance(task)
+        try:
+            for point in replay(trajectories, settings=settings, counter=TiktokenCounter(), stages=stages):
+                handle.write(contexts_jsonl(point) + "\n")
+                written += 1
+                progress.advance(task)
+        except KeyboardInterrupt:
+            console.print(f"interrupted: {out} holds the first {written} decision points")
+            raise
     console.print(f"wrote {written} decision points from {len(trajectories)} trajectories to {out}")
     return 0
 
 
 def cmd_eval(args: argparse.Namespace, console: Console) -> int:
     trajectories = load_trajectories(args.trace)
+    if not _count_points(trajectories):
+        raise DamcError(f"{args.trace} has no decision points: no assistant message in it calls a tool")
+    settings, stages = _settings(args), _stages(args, trajectories)
+    scorer = make_scorer(args.scorer) if args.likelihood or args.likelihood_out else None
+    with (  # the scorer and its output are checked before the long part
+        open(args.likelihood_out, "w", encoding="utf-8") if args.likelihood_out else contextlib.nullcontext()
+    ) as out:
+        _retention(args, console, trajectories, settings, stages)
+        if scorer is not None:
+            _likelihood(args, console, trajectories, scorer, out)
+    return 0
+
+
+def _retention(
+    args: argparse.Namespace,
+    console: Console,
+    trajectories: list[list[Message]],
+    settings: MemorySettings,
+    stages: Callable[[Namespace], Mapping[str, Any]] | Mapping[str, Any] | None,
+) -> None:
     with _progress(console) as progress:
         task = progress.add_task("evaluating", total=_count_points(trajectories) * len(args.budget))
 
@@ -118,11 +145,11 @@ def cmd_eval(args: argparse.Namespace, console: Console) -> int:
 
         rows = evaluate(
             trajectories,
-            settings=_settings(args),
+            settings=settings,
             counter=TiktokenCounter(),
             budgets=args.budget,
             on_point=advance,
-            stages=_stages(args, trajectories),
+            stages=stages,
         )
     table = Table(title=f"Decision-fact retention on {args.trace}")
     for column in ("strategy", "mean tokens", "token ratio", "tool facts", "user facts"):
@@ -132,8 +159,8 @@ def cmd_eval(args: argparse.Namespace, console: Console) -> int:
             row.name,
             f"{row.mean_tokens:.0f}",
             f"{row.token_ratio:.2f}",
-            f"{row.recall('tool'):.3f}",
-            f"{row.recall('user'):.3f}",
+            _share(row.recall("tool")),
+            _share(row.recall("user")),
         )
     console.print(table)
     first = rows[0]
@@ -141,22 +168,22 @@ def cmd_eval(args: argparse.Namespace, console: Console) -> int:
         f"decision points: {len(first.tokens)}, tool-grounded facts: {first.totals['tool']}, "
         f"user-grounded facts: {first.totals['user']}"
     )
-    if args.likelihood or args.likelihood_out:
-        cmd_likelihood(args, console, trajectories)
-    return 0
 
 
-def cmd_likelihood(args: argparse.Namespace, console: Console, trajectories: list[list[Message]]) -> None:
+def _share(recall: float) -> str:
+    """A recall, or n/a when the trace has no fact of that kind (no tool result was used)."""
+    return "n/a" if math.isnan(recall) else f"{recall:.3f}"
+
+
+def _likelihood(
+    args: argparse.Namespace,
+    console: Console,
+    trajectories: list[list[Message]],
+    scorer: LogProbScorer,
+    out: TextIO | None,
+) -> None:
     """``damc eval --likelihood``: log P(gold action | context) beside the full history's."""
-    scorer = make_scorer(args.scorer)
-    with (
-        (
-            open(args.likelihood_out, "w", encoding="utf-8")
-            if args.likelihood_out
-            else contextlib.nullcontext()
-        ) as out,
-        _progress(console) as progress,
-    ):
+    with _progress(console) as progress:
 
         def write(point: dict[str, Any]) -> None:  # as scored: a stopped run keeps its points
             if out is not None:
@@ -189,7 +216,7 @@ def cmd_inspect(args: argparse.Namespace, console: Console) -> int:
         raise DamcError(f"--traj {args.traj} is out of range: the trace has {len(trajectories)} trajectories")
     for point in replay([trajectories[args.traj]], settings=_settings(args), counter=TiktokenCounter()):
         if point.step == args.step:
-            console.print(explain(point.built), markup=False, highlight=False)
+            console.print(explain(point.built), markup=False, highlight=False, soft_wrap=True)
             return 0
     steps = [
         p.step for p in replay([trajectories[args.traj]], settings=_settings(args), counter=TiktokenCounter())
@@ -224,9 +251,9 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument(
             "--min-budget",
             type=int,
-            default=MemorySettings().min_budget,
             metavar="N",
-            help="with --budget-ratio: the budget for an empty history (default %(default)s)",
+            help="with --budget-ratio: the budget for an empty history "
+            f"(default {MemorySettings().min_budget})",
         )
         p.add_argument(
             "--recent",
@@ -244,7 +271,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="also rank cards by retrieval from a Chroma index in DIR (needs the chroma extra)",
     )
     p_replay.add_argument(
-        "--embedder", default="minilm-int8", help="embedder of --chroma: minilm-int8 or hashing"
+        "--embedder", help=f"embedder of --chroma: minilm-int8 or hashing (default {DEFAULT_EMBEDDER})"
     )
     add_values_option(p_replay)
     p_replay.set_defaults(run=cmd_replay)
@@ -259,27 +286,54 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="--likelihood, and every point's log P per strategy written to FILE (JSONL)",
     )
-    p_eval.add_argument("--scorer", default="llama.cpp", help=SCORER_HELP)
+    p_eval.add_argument("--scorer", help=SCORER_HELP)
     p_eval.set_defaults(run=cmd_eval)
     p_inspect = sub.add_parser("inspect", help="cards, scores and assembled context at one decision")
     common(p_inspect)
-    p_inspect.add_argument("--traj", type=int, default=0)
-    p_inspect.add_argument("--step", type=int, required=True)
+    p_inspect.add_argument("--traj", type=int, default=0, help="trajectory index, from 0 (default 0)")
+    p_inspect.add_argument(
+        "--step",
+        type=int,
+        required=True,
+        help="index of a tool-calling assistant message in the trajectory (the message list, from 0)",
+    )
     p_inspect.set_defaults(run=cmd_inspect)
     add_value_parser(sub, common, cmd_value)
     return parser
 
 
+def _check_options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Options that would be ignored, said so rather than silently dropped."""
+    given = set(vars(args))
+    if args.min_budget is not None and args.budget_ratio is None:
+        parser.error("--min-budget needs --budget-ratio (it is where the growing budget starts)")
+    if "embedder" in given and args.embedder is not None and not args.chroma:
+        parser.error("--embedder needs --chroma (it embeds the cards of that index)")
+    if "likelihood" in given and args.scorer is not None and not (args.likelihood or args.likelihood_out):
+        parser.error("--scorer needs --likelihood or --likelihood-out (it scores the actions)")
+    if args.min_budget is None:
+        args.min_budget = MemorySettings().min_budget
+    for name, default in (("embedder", DEFAULT_EMBEDDER), ("scorer", DEFAULT_SCORER)):
+        if name in given and getattr(args, name) is None:
+            setattr(args, name, default)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    _check_options(parser, args)
     if isinstance(args.budget, list):
         args.budget = list(dict.fromkeys(args.budget))  # a budget named twice is one row, not two
     console = Console()
+    errors = Console(stderr=True, soft_wrap=True)
     try:
         return int(args.run(args, console))
     except (DamcError, OSError) as exc:  # OSError: an input or output path that cannot be used
-        Console(stderr=True).print(f"damc: error: {exc}", markup=False)
+        errors.print(f"damc: error: {exc}", markup=False)
         return 2
+    except KeyboardInterrupt:
+        errors.print("damc: interrupted")
+        return 130
 
 
 if __name__ == "__main__":

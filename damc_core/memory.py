@@ -193,6 +193,11 @@ class MemorySettings:
             raise ConfigError(f"MemorySettings.budget_ratio must be in (0, 1], got {self.budget_ratio}")
         if self.min_budget <= 0:
             raise ConfigError(f"MemorySettings.min_budget must be > 0 tokens, got {self.min_budget}")
+        if self.budget_ratio is not None and self.min_budget > self.budget:
+            raise ConfigError(
+                f"MemorySettings.min_budget ({self.min_budget}) is above budget ({self.budget}): with "
+                "budget_ratio the budget grows from min_budget up to budget"
+            )
         if self.max_candidates <= 0:
             raise ConfigError(f"MemorySettings.max_candidates must be > 0, got {self.max_candidates}")
         if self.as_of_after < 0:

@@ -138,7 +138,13 @@ def add_value_parser(
 ) -> None:
     p = sub.add_parser("value", help="counterfactual value of every card at every decision point")
     common(p)
-    p.add_argument("--estimator", choices=sorted(ESTIMATORS), default="loo")
+    p.add_argument(
+        "--estimator",
+        choices=sorted(ESTIMATORS),
+        default="loo",
+        help="loo: exact leave-one-out, n + 1 passes; surrogate: random ablations and a sparse fit; "
+        "coarse: groups of cards, split where removal matters (default %(default)s)",
+    )
     p.add_argument("--scorer", default="llama.cpp", help=SCORER_HELP)
     p.add_argument("--out", required=True, help="output JSONL: one decision point per line")
     p.add_argument(

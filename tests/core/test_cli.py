@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -216,3 +218,91 @@ def test_an_output_path_that_cannot_be_written_is_a_clear_error(trace, tmp_path,
 
     assert code == 2
     assert capsys.readouterr().err.startswith("damc: error: ")
+
+
+def test_a_usage_error_leaves_an_earlier_output_file_as_it_was(trace, tmp_path, capsys):
+    path, _ = trace
+    out = tmp_path / "contexts.jsonl"
+    assert main(["replay", str(path), "--out", str(out)]) == 0
+    written = out.read_text()
+
+    for wrong in (["--values", str(tmp_path / "missing.jsonl")], ["--budget", "0"]):
+        assert main(["replay", str(path), "--out", str(out), *wrong]) == 2
+
+    assert out.read_text() == written
+    assert capsys.readouterr().err.count("damc: error: ") == 2
+
+
+def test_ctrl_c_stops_a_replay_with_a_note_and_whole_lines(tmp_path):
+    demo = json.loads((Path(damc_core.__file__).parent / "data" / "airline_demo.json").read_text())
+    long_trace, out = tmp_path / "long.json", tmp_path / "contexts.jsonl"
+    long_trace.write_text(json.dumps(demo * 40))
+    replay = subprocess.Popen(
+        [sys.executable, "-m", "damc_core.cli", "replay", str(long_trace), "--out", str(out)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    while not out.exists() or not out.stat().st_size:  # usage checked, replay under way
+        assert replay.poll() is None
+        time.sleep(0.01)
+    replay.send_signal(signal.SIGINT)
+    stdout, stderr = replay.communicate(timeout=60)
+
+    assert replay.returncode == 130
+    assert stderr == "damc: interrupted\n"  # no traceback
+    held = int(stdout.split("holds the first ")[1].split()[0])
+    assert [json.loads(line)["traj"] >= 0 for line in out.read_text().splitlines()] == [True] * held
+
+
+def test_inspect_prints_the_context_lines_unbroken(trace, capsys, monkeypatch):
+    from damc_core import MemorySettings, explain
+    from damc_core.evaluate import replay
+    from damc_core.tokens import TiktokenCounter
+
+    monkeypatch.setenv("COLUMNS", "60")
+    path, trajectories = trace
+    settings = MemorySettings(budget=500, recent_messages=0)
+    point = next(
+        p for p in replay(trajectories[:1], settings=settings, counter=TiktokenCounter()) if p.step == 8
+    )
+
+    assert main(["inspect", str(path), "--step", "8", "--budget", "500"]) == 0
+
+    assert capsys.readouterr().out == explain(point.built) + "\n"
+
+
+def test_eval_of_a_trace_without_decisions_says_so(tmp_path, msg, capsys):
+    path = tmp_path / "chat.json"
+    path.write_text(json.dumps([msg.user("Hi"), msg.assistant("Hello!")]))
+
+    assert main(["eval", str(path)]) == 2
+    assert "has no decision points" in capsys.readouterr().err
+
+
+def test_eval_checks_the_scorer_before_the_retention_run(trace, capsys):
+    path, _ = trace
+
+    assert main(["eval", str(path), "--likelihood", "--scorer", "gpt-9"]) == 2
+
+    printed = capsys.readouterr()
+    assert "Decision-fact retention" not in printed.out
+    assert "gpt-9" in printed.err
+
+
+@pytest.mark.parametrize(
+    ("command", "needs"),
+    [
+        (["eval", "--min-budget", "300"], "--min-budget needs --budget-ratio"),
+        (["replay", "--out", "x.jsonl", "--embedder", "hashing"], "--embedder needs --chroma"),
+        (["eval", "--scorer", "llama.cpp"], "--scorer needs --likelihood"),
+    ],
+)
+def test_an_option_that_would_be_ignored_is_a_usage_error(trace, command, needs, capsys):
+    path, _ = trace
+
+    with pytest.raises(SystemExit) as exit_info:
+        main([command[0], str(path), *command[1:]])
+
+    assert exit_info.value.code == 2
+    assert needs in capsys.readouterr().err

@@ -168,6 +168,10 @@ def test_negative_budget_is_a_config_error(selector):
         (lambda: MemorySettings(recent_messages=1.5), "recent_messages must be a whole number"),
         (lambda: MemorySettings(budget_ratio=float("nan")), "MemorySettings.budget_ratio must be a finite"),
         (lambda: MemorySettings(max_candidates=0), "MemorySettings.max_candidates must be > 0"),
+        (
+            lambda: MemorySettings(budget=500, budget_ratio=0.07, min_budget=800),
+            r"MemorySettings.min_budget \(800\) is above budget \(500\)",
+        ),
         (lambda: Decay(lam=-0.1), "Decay.lam must be >= 0"),
         (lambda: Decay(unit="days"), "Decay.unit"),
     ],
@@ -186,6 +190,7 @@ def test_negative_budget_is_a_config_error(selector):
         "recent as a fraction",
         "ratio nan",
         "no candidates",
+        "growing from above the budget",
         "decay lam<0",
         "decay unit",
     ],
