@@ -113,20 +113,24 @@ def value_command(
     too_long: list[tuple[int, int]] = []
     with out.open("w", encoding="utf-8") as handle, progress as bar:
         task = bar.add_task(f"valuing ({args.estimator})", total=points)
-        for line in value_trajectories(
-            trajectories,
-            estimator=ESTIMATORS[args.estimator](),
-            scorer=scorer,
-            settings=settings,
-            counter=TiktokenCounter(),
-            with_system=not args.without_system,
-            on_point=lambda: bar.advance(task),
-            on_too_long=lambda traj, step: too_long.append((traj, step)),
-        ):
-            handle.write(json.dumps(line, ensure_ascii=False) + "\n")
-            handle.flush()  # a long run can be stopped and its values used
-            written += 1
-            passes += int(line["passes"])
+        try:
+            for line in value_trajectories(
+                trajectories,
+                estimator=ESTIMATORS[args.estimator](),
+                scorer=scorer,
+                settings=settings,
+                counter=TiktokenCounter(),
+                with_system=not args.without_system,
+                on_point=lambda: bar.advance(task),
+                on_too_long=lambda traj, step: too_long.append((traj, step)),
+            ):
+                handle.write(json.dumps(line, ensure_ascii=False) + "\n")
+                handle.flush()  # a long run can be stopped and its values used
+                written += 1
+                passes += int(line["passes"])
+        except KeyboardInterrupt:
+            console.print(f"interrupted: {out} holds the values of the first {written} decision points")
+            raise
     console.print(f"wrote values of {written} decision points ({passes} scorer passes) to {out}")
     if too_long:
         console.print(f"skipped {len(too_long)} decision points longer than the scorer's context")

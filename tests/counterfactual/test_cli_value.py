@@ -146,3 +146,42 @@ def test_points_longer_than_the_scorer_takes_are_skipped_and_named(airline_messa
 
     assert [(line["traj"], line["step"]) for line in lines] == [(0, 4)]
     assert too_long == [(0, 8)]
+
+
+def test_ctrl_c_stops_value_with_a_note_and_the_values_written_so_far(tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from conftest import airline_conversation
+
+    trace, out = tmp_path / "trace.json", tmp_path / "values.jsonl"
+    trace.write_text(json.dumps([{"traj": airline_conversation()}] * 5), encoding="utf-8")
+    valuing = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "damc_core.cli",
+            "value",
+            str(trace),
+            "--estimator",
+            "coarse",
+            "--out",
+            str(out),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    while not out.exists() or not out.stat().st_size:  # the first decision is valued
+        assert valuing.poll() is None
+        time.sleep(0.05)
+    valuing.send_signal(signal.SIGINT)
+    stdout, stderr = valuing.communicate(timeout=120)
+
+    assert valuing.returncode == 130
+    assert stderr == "damc: interrupted\n"
+    held = int(stdout.split("holds the values of the first ")[1].split()[0])
+    assert held >= 1
+    assert len(out.read_text().splitlines()) == held
