@@ -44,7 +44,7 @@ from .encode import (
     field_name,
     parse_arguments,
 )
-from .errors import ConfigError, RecordExistsError
+from .errors import ConfigError, RecordExistsError, StoreError
 from .extract import FUNCTION_WORDS, IDENTIFIER_TERM, exact_terms, is_identifier
 from .render import CardRenderer
 from .select import FAR_OVER_BUDGET, OVER_BUDGET, HybridSelector, Selector, Supersession, upgrade_detail
@@ -388,6 +388,8 @@ class DecisionMemory:
         it (an agent that rewrites its prompt does not send every version).
         """
         message, body = normalize_event(event)
+        if body == _CLEARED:  # an event that reads as clear()'s mark is stored in another spelling
+            body = json.dumps(message, separators=(",", ":"))
         record = self._append(body)
         card = self._process(record, message)
         if self._recorder is not None:
@@ -449,7 +451,10 @@ class DecisionMemory:
             logger.warning("damc: could not encode event %s (%s); kept as raw record", record.id, exc)
             card = _fallback_card(message, record, card_id, exc)
         card = replace(self._renderer.summarized(card), raw_tokens=count_messages([message], self.counter))
-        self.store.put_cards(self.namespace, [card])
+        try:
+            self.store.put_cards(self.namespace, [card])
+        except StoreError as exc:  # the record is stored: a reopened memory encodes its card again
+            logger.warning("damc: card %s was not stored (%s); it is rebuilt from its record", card.id, exc)
         card = self._derive(card, message)
         self._renderer.render(card, None, "key")  # warm the cache: a decision renders what its focus changes
         return card
@@ -1191,13 +1196,15 @@ class DecisionMemory:
 
     # -- recall and inspection -----------------------------------------------------------------
     def recall(self, card_id: str) -> Message | None:
-        """The raw event behind a card, exactly as observed, or ``None`` for an unknown id."""
+        """The raw event behind a card, exactly as observed, or ``None`` for an unknown id (only
+        this namespace's ``c<N>`` ids are looked up: the id comes from the model)."""
         card = self._session.cards.get(card_id)
+        if card is None and not _CARD_ID.fullmatch(card_id):
+            return None
         record = self.store.record(self.namespace, card.record_id if card else card_id.replace("c", "r", 1))
         if record is None or record.body == _CLEARED:  # clear()'s own mark is not an event
             return None
-        body: Message = json.loads(record.body)
-        return body
+        return _stored_body(record)
 
     def handle_recall(self, arguments: Mapping[str, Any] | str) -> str:
         """Answer a ``recall`` tool call (see :data:`RECALL_TOOL`) with the raw content as text; a
@@ -1230,7 +1237,7 @@ class DecisionMemory:
             history = self._session.history
             start = bisect.bisect_left(history, since, key=lambda entry: _seq_of(entry.card_id))
             return [entry.message for entry in history[start:]]
-        return [json.loads(r.body) for r in self.store.records(self.namespace) if r.body != _CLEARED]
+        return [m for r in self.store.records(self.namespace) if r.body != _CLEARED and (m := _readable(r))]
 
     @_synchronized
     def history(self) -> list[tuple[str, Message]]:
@@ -1288,7 +1295,9 @@ class DecisionMemory:
         stored = {card.id: card for card in self.store.cards(self.namespace)}
         for record in records:
             self._session.seq = max(self._session.seq, record.seq + 1)
-            message = _stored_message(record.body)
+            if not (event := _readable(record)):
+                continue
+            message = _stored_message(record.body, event)
             card = stored.get(f"c{record.seq}")
             if card is None:
                 self._process(record, message)
@@ -1461,12 +1470,33 @@ def _with_tool_calls(message: Message) -> Message:
 
 _CLEARED = json.dumps({"role": "damc", "event": "clear"})
 """The record ``clear()`` stores: the conversation starts again after it."""
+_CARD_ID = re.compile(r"c\d+")
 
 
-def _stored_message(body: str) -> Message:
+def _readable(record: RawRecord) -> Message | None:
+    """The event of a record, or ``None`` with a warning when the record is damaged: the rest of
+    the conversation is still read."""
+    try:
+        return _stored_body(record)
+    except StoreError as exc:
+        logger.warning("damc: %s; the conversation is read without it", exc)
+        return None
+
+
+def _stored_body(record: RawRecord) -> Message:
+    """The event a record holds; a damaged record is a ``StoreError`` that names it."""
+    try:
+        body = json.loads(record.body)
+    except ValueError as exc:
+        raise StoreError(f"record {record.id!r} of {record.namespace.key!r} is damaged: {exc}") from exc
+    if not isinstance(body, dict) or not isinstance(body.get("role"), str):
+        raise StoreError(f"record {record.id!r} of {record.namespace.key!r} is damaged: not a message")
+    return body
+
+
+def _stored_message(body: str, message: Message) -> Message:
     """The message a stored body holds, as ``normalize_event`` made it (an escaped lone surrogate
     comes back as one, and is replaced again; a legacy function call is read as a tool call)."""
-    message: Message = json.loads(body)
     return normalize_event(message)[0] if "\\ud" in body else _with_tool_calls(message)
 
 

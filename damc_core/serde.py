@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import json
+import logging
+from collections.abc import Iterable
 from typing import Any, Protocol
 
 from .errors import SchemaVersionError
 from .types import CARD_FORMAT_VERSION, Card, CardKind, Fact, Score, Table
+
+logger = logging.getLogger("damc")
 
 
 class CardSerializer(Protocol):
@@ -95,6 +99,21 @@ class JsonCardSerializer:
             terms=frozenset(raw["terms"]),
             v=raw["v"],
         )
+
+
+def readable_cards(serde: CardSerializer, documents: Iterable[str], where: str) -> list[Card]:
+    """The cards ``documents`` hold, a damaged one left out with a warning: the memory encodes its
+    card again from the raw record, which is stored first. A card of a newer format still stops
+    the read (``SchemaVersionError``): this release must not rewrite it."""
+    cards = []
+    for document in documents:
+        try:
+            cards.append(serde.loads(document))
+        except SchemaVersionError:
+            raise
+        except Exception as exc:
+            logger.warning("damc: a damaged card in %s is encoded again from its record (%r)", where, exc)
+    return cards
 
 
 def _table_fields(table: Table) -> list[Any]:

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import numpy as np
 
 from ..errors import ConfigError, RecordExistsError, SchemaVersionError, StoreClosedError, StoreError
-from ..serde import CardSerializer, JsonCardSerializer
+from ..serde import CardSerializer, JsonCardSerializer, readable_cards
 from ..types import CARD_FORMAT_VERSION, Card, Namespace, RawRecord
 
 if TYPE_CHECKING:
@@ -213,9 +213,9 @@ class ChromaStore:
                 ids=[f"{namespace.key}|{record_id}"], include=["documents", "metadatas"]
             )
         )
-        if not found["ids"]:
-            return None
         documents, metadatas = found["documents"] or [], found["metadatas"] or []
+        if not found["ids"] or (metadatas[0] or {}).get("ns") != namespace.key:
+            return None  # (an id such as "b|r0" reaches another session's "<key>|b" records)
         return self._as_record(namespace, found["ids"][0], documents[0], metadatas[0])
 
     def records(self, namespace: Namespace) -> list[RawRecord]:
@@ -238,7 +238,8 @@ class ChromaStore:
 
     def cards(self, namespace: Namespace) -> list[Card]:
         rows = self._all(self._cards, namespace)
-        return sorted((self._serde.loads(d) for _, d, _ in rows), key=lambda c: c.seq)
+        cards = readable_cards(self._serde, (d for _, d, _ in rows), f"Chroma, {namespace.key!r}")
+        return sorted(cards, key=lambda c: c.seq)
 
     def _all(self, collection: Collection, namespace: Namespace) -> list[tuple[str, str, Any]]:
         """Every (id, document, metadata) of the namespace, a page at a time."""

@@ -2,13 +2,16 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import TracebackType
+from typing import TypeVar
 
 from ..errors import RecordExistsError, SchemaVersionError, StoreClosedError, StoreError
-from ..serde import CardSerializer, JsonCardSerializer
+from ..serde import CardSerializer, JsonCardSerializer, readable_cards
 from ..types import CARD_FORMAT_VERSION, Card, Namespace, RawRecord
+
+T = TypeVar("T")
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS records (
@@ -26,7 +29,11 @@ class SQLiteStore:
     ``path=":memory:"`` keeps everything in memory with the same code path.
     """
 
-    def __init__(self, path: str | Path = ":memory:", *, serde: CardSerializer | None = None) -> None:
+    def __init__(
+        self, path: str | Path = ":memory:", *, serde: CardSerializer | None = None, timeout: float = 5.0
+    ) -> None:
+        """``timeout``: seconds a read or write waits for another process's lock on the file
+        before it fails with a ``StoreError``."""
         self.path = str(path)
         self._serde = serde or JsonCardSerializer()
         self._lock = threading.Lock()
@@ -34,7 +41,7 @@ class SQLiteStore:
             if self.path != ":memory:":
                 Path(self.path).parent.mkdir(parents=True, exist_ok=True)
             self._conn: sqlite3.Connection | None = sqlite3.connect(
-                self.path, check_same_thread=False, isolation_level=None
+                self.path, check_same_thread=False, isolation_level=None, timeout=timeout
             )
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute("PRAGMA synchronous=NORMAL")
@@ -55,15 +62,30 @@ class SQLiteStore:
             raise StoreClosedError(f"SQLiteStore at {self.path!r} is closed; open a new one")
         return self._conn
 
-    def append(self, record: RawRecord) -> None:
+    def _run(self, doing: str, work: Callable[[sqlite3.Connection], T]) -> T:
+        """``work`` on the connection, one caller at a time. A failure (the file locked by another
+        process past the timeout, read-only, damaged, a full disk) is a ``StoreError`` saying what
+        failed, and leaves no transaction open: the next call starts clean once the cause is gone."""
         with self._lock:
+            db = self._db()
             try:
-                self._db().execute(
+                return work(db)
+            except sqlite3.Error as exc:
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
+                raise StoreError(f"SQLite store at {self.path!r} could not {doing}: {exc}") from exc
+
+    def append(self, record: RawRecord) -> None:
+        def insert(db: sqlite3.Connection) -> None:
+            try:
+                db.execute(
                     "INSERT INTO records VALUES (?, ?, ?, ?, ?, ?)",
                     (record.namespace.key, record.id, record.seq, record.created_at, record.body, record.v),
                 )
             except sqlite3.IntegrityError as exc:
                 raise RecordExistsError(record.id, record.namespace.key) from exc
+
+        self._run(f"store record {record.id!r}", insert)
 
     def _record(self, namespace: Namespace, row: tuple[str, int, float, str, int]) -> RawRecord:
         if row[4] > CARD_FORMAT_VERSION:
@@ -71,45 +93,43 @@ class SQLiteStore:
         return RawRecord(id=row[0], namespace=namespace, seq=row[1], created_at=row[2], body=row[3], v=row[4])
 
     def record(self, namespace: Namespace, record_id: str) -> RawRecord | None:
-        with self._lock:
-            row = (
-                self._db()
-                .execute(
-                    "SELECT id, seq, created_at, body, v FROM records WHERE ns = ? AND id = ?",
-                    (namespace.key, record_id),
-                )
-                .fetchone()
-            )
+        row = self._run(
+            f"read record {record_id!r}",
+            lambda db: db.execute(
+                "SELECT id, seq, created_at, body, v FROM records WHERE ns = ? AND id = ?",
+                (namespace.key, record_id),
+            ).fetchone(),
+        )
         return self._record(namespace, row) if row else None
 
     def records(self, namespace: Namespace) -> list[RawRecord]:
-        with self._lock:
-            rows = (
-                self._db()
-                .execute(
-                    "SELECT id, seq, created_at, body, v FROM records WHERE ns = ? ORDER BY seq",
-                    (namespace.key,),
-                )
-                .fetchall()
-            )
+        rows = self._run(
+            f"read the records of {namespace.key!r}",
+            lambda db: db.execute(
+                "SELECT id, seq, created_at, body, v FROM records WHERE ns = ? ORDER BY seq",
+                (namespace.key,),
+            ).fetchall(),
+        )
         return [self._record(namespace, r) for r in rows]
 
     def put_cards(self, namespace: Namespace, cards: Sequence[Card]) -> None:
         rows = [(namespace.key, c.id, c.seq, self._serde.dumps(c)) for c in cards]
-        with self._lock:
-            db = self._db()
+
+        def write(db: sqlite3.Connection) -> None:
             db.execute("BEGIN")
             db.executemany("INSERT OR REPLACE INTO cards VALUES (?, ?, ?, ?)", rows)
             db.execute("COMMIT")
 
+        self._run(f"store {len(rows)} cards of {namespace.key!r}", write)
+
     def cards(self, namespace: Namespace) -> list[Card]:
-        with self._lock:
-            rows = (
-                self._db()
-                .execute("SELECT data FROM cards WHERE ns = ? ORDER BY seq", (namespace.key,))
-                .fetchall()
-            )
-        return [self._serde.loads(r[0]) for r in rows]
+        rows = self._run(
+            f"read the cards of {namespace.key!r}",
+            lambda db: db.execute(
+                "SELECT data FROM cards WHERE ns = ? ORDER BY seq", (namespace.key,)
+            ).fetchall(),
+        )
+        return readable_cards(self._serde, (r[0] for r in rows), f"{self.path!r}, {namespace.key!r}")
 
     def close(self) -> None:
         with self._lock:

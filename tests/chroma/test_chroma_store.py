@@ -148,6 +148,19 @@ def test_a_namespace_holding_a_pipe_keeps_its_record_ids(chroma_config: ChromaCo
         assert memory.handle_recall({"card_id": "c0"}) == "Book HAT069"
 
 
+def test_a_record_id_holding_a_pipe_cannot_read_a_session_whose_name_goes_on_with_it(
+    chroma_config: ChromaConfig,
+) -> None:
+    with ChromaStore(chroma_config) as store:
+        DecisionMemory(namespace=Namespace(user="shop", session="t1|b"), store=store).observe(
+            {"role": "user", "content": "My card is credit_card_4421486"}
+        )
+        other = Namespace(user="shop", session="t1")
+
+        assert store.record(other, "b|r0") is None
+        assert store.record(Namespace(user="shop", session="t1|b"), "r0") is not None
+
+
 def test_a_closed_store_lets_its_folder_be_removed_and_made_again(tmp_path: Path) -> None:
     """Closing releases the folder's database, so a store made anew at that path can write."""
     folder = tmp_path / "chroma"
