@@ -59,21 +59,21 @@ class MessageRecorder:
                 self._recorded.append(_content_key(event))
 
     def observe(self, messages: Sequence[BaseMessage]) -> None:
-        """Record the messages not recorded yet (the agent resends its whole history each step)."""
+        """Record the messages not recorded yet (the agent resends its whole history each step).
+        A message is seen once recorded: one the store failed to take is tried again next time."""
         for index, message in enumerate(messages):
             key = f"id:{message.id}" if message.id else f"at:{index}"  # outside a graph: by position
             if key in self._seen:
                 continue
-            self._seen.add(key)
             if message.additional_kwargs.get("lc_source") == "summarization":
-                continue  # SummarizationMiddleware's digest of turns DAMC holds whole: not a user turn
-            if isinstance(message, ToolMessage) and self._early_results[message.tool_call_id] > 0:
+                pass  # SummarizationMiddleware's digest of turns DAMC holds whole: not a user turn
+            elif isinstance(message, ToolMessage) and self._early_results[message.tool_call_id] > 0:
                 self._early_results[message.tool_call_id] -= 1
-                continue
-            event = to_event(message)
-            if self._resent and self._known(event, first=index == 0):
-                continue
-            self._record(event)
+            else:
+                event = to_event(message)
+                if not (self._resent and self._known(event, first=index == 0)):
+                    self._record(event)
+            self._seen.add(key)
 
     def _known(self, event: dict[str, Any], *, first: bool) -> bool:
         """Whether a message of a resent history was recorded before: found in the recorded
@@ -99,8 +99,8 @@ class MessageRecorder:
         with the history it joins)."""
         if not message.id or f"id:{message.id}" in self._seen:
             return
-        self._seen.add(f"id:{message.id}")
         self._record(to_event(message))
+        self._seen.add(f"id:{message.id}")
 
     def record_tool_result(self, result: Any) -> None:
         """Record a tool's result as it returns (a ``ToolMessage``, or those of a ``Command``'s
@@ -111,11 +111,11 @@ class MessageRecorder:
             if not isinstance(message, ToolMessage):
                 continue
             try:
+                self._record(to_event(message))
                 if message.id:
                     self._seen.add(f"id:{message.id}")
                 else:
                     self._early_results[message.tool_call_id] += 1
-                self._record(to_event(message))
             except Exception:
                 logger.exception("damc: recording a tool result failed; the agent goes on")
 
