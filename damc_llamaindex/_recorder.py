@@ -498,7 +498,6 @@ class Recorder:
         if not answer and self._answers.get(key):  # handed over after its step recorded it
             self._answers[key].pop(0)
             return
-        self._texts[key] += 1
         steps = parse_react(key[1]) if role == "assistant" else None
         if steps is not None:  # a ReAct transcript: its actions and observations become calls and results
             cards = self._record_react(steps, confirm=confirm, answer=answer)
@@ -506,6 +505,7 @@ class Recorder:
             self._originals.setdefault(f"text:{role}:{key[1]}", message)
             cards = [self.memory.observe(event).id]
             self._track(cards[0], confirm)
+        self._texts[key] += 1  # counted once recorded: a turn the store refused is recorded when seen again
         self._text_cards.setdefault(key, []).append(cards)
 
     def record_react_tail(self, messages: Sequence[ChatMessage]) -> dict[int, Card]:
@@ -542,9 +542,8 @@ class Recorder:
             elif step.kind == "answer" and not answer and self._answers.get(("assistant", step.answer)):
                 cards.append(self._answers[("assistant", step.answer)].pop(0))  # recorded as it ended
             elif step.kind == "answer":
-                key = ("assistant", step.answer)
-                self._texts[key] += 1
                 cards.append(self.memory.observe({"role": "assistant", "content": step.answer}).id)
+                self._texts[("assistant", step.answer)] += 1
                 self._track(cards[-1], confirm)
         return cards
 

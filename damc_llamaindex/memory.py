@@ -44,6 +44,7 @@ class DamcMemory(BaseMemory):
     )
     _recorder: Recorder = PrivateAttr()
     _all: list[ChatMessage] = PrivateAttr(default_factory=list)
+    _unrecorded: list[ChatMessage] = PrivateAttr(default_factory=list)
 
     def model_post_init(self, context: Any, /) -> None:
         from .capture import follow_damc_runs  # capture imports this module
@@ -91,6 +92,7 @@ class DamcMemory(BaseMemory):
 
     # -- read --------------------------------------------------------------------------------
     def get(self, input: str | None = None, **kwargs: Any) -> list[ChatMessage]:
+        self._record_waiting()
         try:
             built = self.memory.build(query=input or None, budget=self.budget, exclude=self._recorder.pending)
         except Exception:  # the agent keeps running on the verbatim history rather than fail
@@ -117,10 +119,19 @@ class DamcMemory(BaseMemory):
             self.chat_memory.put(message)
         else:
             self._all.append(message)
-        try:
-            self._recorder.put(message)
-        except Exception:  # the message is kept verbatim above; the agent goes on
-            logger.exception("damc: recording a %s message failed", message.role.value)
+        self._unrecorded.append(message)
+        self._record_waiting()
+
+    def _record_waiting(self) -> None:
+        """Record the messages put, in order; one the store refused (a locked file) waits, with
+        those after it, for the next ``put`` or ``get``. Kept verbatim above, the agent goes on."""
+        while self._unrecorded:
+            try:
+                self._recorder.put(self._unrecorded[0])
+            except Exception:
+                logger.exception("damc: recording a %s message failed", self._unrecorded[0].role.value)
+                return
+            self._unrecorded.pop(0)
 
     def set(self, messages: list[ChatMessage]) -> None:
         """Replace the verbatim history; DAMC records the messages it has not seen (its store
@@ -144,5 +155,6 @@ class DamcMemory(BaseMemory):
         if self.chat_memory is not None:
             self.chat_memory.reset()
         self._all = []
+        self._unrecorded = []
         self.memory.clear()
         self._recorder.reset()

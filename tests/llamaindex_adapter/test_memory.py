@@ -294,3 +294,26 @@ def test_to_json_says_where_the_conversation_is_kept_and_reopening_it_finds_it(t
     reopened = DamcMemory(memory=DecisionMemory(store=store, namespace=Namespace("mia", "trip")))
     assert "Book HAT069" in text(reopened.get())
     assert [m.content for m in reopened.get_all()] == ["Book HAT069"]  # a chat engine's chat_history
+
+
+def test_a_message_the_store_refused_is_recorded_with_the_next_one(tmp_path):
+    import sqlite3
+
+    from damc_core import DecisionMemory, SQLiteStore
+
+    path = tmp_path / "memory.sqlite3"
+    memory = DamcMemory(memory=DecisionMemory(store=SQLiteStore(path, timeout=0.1)))
+    other_process = sqlite3.connect(path, isolation_level=None)
+    memory.put(ChatMessage(role="user", content="Book HAT107"))
+
+    other_process.execute("BEGIN IMMEDIATE")
+    memory.put(ChatMessage(role="assistant", content="Which card?"))  # the file is locked: it waits
+    other_process.execute("COMMIT")
+    memory.put(ChatMessage(role="user", content="credit_card_4421486"))
+
+    assert [m["content"] for m in memory.memory.messages()] == [
+        "Book HAT107",
+        "Which card?",
+        "credit_card_4421486",
+    ]
+    assert [m.content for m in memory.get_all()] == ["Book HAT107", "Which card?", "credit_card_4421486"]
