@@ -10,6 +10,7 @@ decision focus and the request, but they are never repeated in the section: ``Me
 from __future__ import annotations
 
 import logging
+import threading
 from collections import OrderedDict
 from typing import Any
 
@@ -44,8 +45,13 @@ class DamcMemoryBlock(BaseMemoryBlock[str]):
         default=None, description="Tokens of the memory section; the memory's own budget when None."
     )
     _sessions: OrderedDict[str, DecisionMemory] = PrivateAttr(default_factory=OrderedDict)
-    _last: tuple[str | None, list[ChatMessage]] = PrivateAttr(default=(None, []))
-    """Session id and dialogue of the newest ``get``, which a truncation builds again."""
+    _built: OrderedDict[str, tuple[str | None, list[ChatMessage]] | None] = PrivateAttr(
+        default_factory=OrderedDict
+    )
+    """Section text -> the session id and dialogue it was built for, which a truncation builds
+    again (``atruncate`` is given the text only, and sessions share the block); ``None`` when two
+    sessions built the same text."""
+    _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
 
     def _memory_for(self, session_id: str | None) -> DecisionMemory:
         if session_id is None or session_id == self.memory.namespace.session:
@@ -66,17 +72,30 @@ class DamcMemoryBlock(BaseMemoryBlock[str]):
 
     async def _aget(self, messages: list[ChatMessage] | None = None, **block_kwargs: Any) -> str:
         session_id = block_kwargs.get("session_id")
-        self._last = (session_id, _dialogue(messages or []))
-        return self._section(*self._last, self.budget)
+        view = _dialogue(messages or [])
+        section = self._section(session_id, view, self.budget)
+        with self._lock:
+            earlier = self._built.pop(section, (session_id, view))
+            self._built[section] = (session_id, view) if earlier and earlier[0] == session_id else None
+            if len(self._built) > KEPT_SESSIONS:
+                self._built.popitem(last=False)
+        return section
 
     async def atruncate(self, content: str, tokens_to_truncate: int) -> str | None:
         """The section built again with ``tokens_to_truncate`` fewer tokens (least valuable cards
-        out first), or None when nothing would be left."""
-        session_id, view = self._last
-        budget = (self.budget or self._memory_for(session_id).settings.budget) - tokens_to_truncate
-        if budget <= 0:
+        out first), or None when nothing would be left. A section this block did not build for
+        one session alone loses its last lines instead."""
+        counter = self.memory.counter
+        target = counter.count(content) - tokens_to_truncate
+        if target <= 0:
             return None
-        return self._section(session_id, view, budget) or None
+        with self._lock:
+            built_for = self._built.get(content)
+        shorter = content if built_for is None else self._section(*built_for, target)
+        lines = shorter.splitlines()
+        while lines and counter.count("\n".join(lines)) > target:
+            lines.pop()
+        return "\n".join(lines) or None
 
     def _section(self, session_id: str | None, view: list[ChatMessage], budget: int | None) -> str:
         """The fenced memory section for the decision after ``view``; "" on any failure."""

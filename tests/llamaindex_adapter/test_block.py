@@ -8,7 +8,7 @@ import json
 from llama_index.core.agent.workflow import FunctionAgent, ReActAgent
 from llama_index.core.base.llms.types import ChatMessage, ImageBlock, TextBlock
 from llama_index.core.memory import Memory
-from llama_index.core.memory.memory import InsertMethod
+from llama_index.core.memory.memory import BaseMemoryBlock, InsertMethod
 from llama_index.core.tools import FunctionTool
 
 from damc_core import DecisionMemory, InMemoryStore, MemorySettings, SQLiteStore
@@ -191,6 +191,59 @@ def test_truncation_builds_the_section_again_with_fewer_tokens():
     assert damc.counter.count(tight) < damc.counter.count(whole)
     assert "HAT107" in tight  # the request's flight is worth most
     assert asyncio.run(block.atruncate(whole, 10_000)) is None
+
+
+def test_a_truncated_section_keeps_the_cards_worth_most_within_what_memory_asks():
+    damc = DecisionMemory(store=InMemoryStore(), settings=MemorySettings(budget=400))
+    block = DamcMemoryBlock(memory=damc, priority=1)
+    whole = put_all(memory_with(block), conversation())[0].content
+    section = whole[whole.index("<damc>") + len("<damc>") : whole.index("</damc>")].strip()
+
+    shorter = asyncio.run(block.atruncate(section, 40))
+
+    assert damc.counter.count(shorter) <= damc.counter.count(section) - 40
+    assert "HAT107" in shorter
+
+
+class NotesBlock(BaseMemoryBlock[str]):
+    """A block that waits on I/O (a remote vector store): other sessions' gets run meanwhile."""
+
+    name: str = "notes"
+
+    async def _aget(self, messages=None, **block_kwargs) -> str:
+        await asyncio.sleep(0.01)
+        return "no notes"
+
+    async def _aput(self, messages) -> None:
+        pass
+
+
+def test_a_block_shared_by_sessions_truncates_each_sections_own_cards():
+    damc = DecisionMemory(store=InMemoryStore(), settings=MemorySettings(budget=600))
+    blocks = [DamcMemoryBlock(memory=damc, budget=600, priority=1), NotesBlock(priority=0)]
+    memories = {
+        name: Memory.from_defaults(
+            session_id=name,
+            memory_blocks=blocks,
+            tokenizer_fn=offline_tokenizer(),
+            token_limit=300,
+            chat_history_token_ratio=0.3,
+            token_flush_size=100,
+        )
+        for name in ("alice", "bob")
+    }
+    for name, memory in memories.items():
+        for k in range(12 if name == "alice" else 5):
+            order = f"#{name.upper()}{k:03d}"
+            memory.put(ChatMessage(role="user", content=f"{name} secret order {order} to {name} street {k}"))
+            memory.put(ChatMessage(role="assistant", content=f"Order {order} for {name}: total ${k}99"))
+
+    async def both_at_once():
+        return [await asyncio.gather(memories["alice"].aget(), memories["bob"].aget()) for _ in range(20)]
+
+    for alice, bob in asyncio.run(both_at_once()):
+        assert "#BOB" not in text(alice) and "#ALICE" in text(alice)
+        assert "#ALICE" not in text(bob) and "#BOB" in text(bob)
 
 
 def test_a_store_that_fails_leaves_the_agent_with_memorys_own_queue(tmp_path, caplog):
