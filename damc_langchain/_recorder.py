@@ -60,7 +60,10 @@ class MessageRecorder:
 
     def observe(self, messages: Sequence[BaseMessage]) -> None:
         """Record the messages not recorded yet (the agent resends its whole history each step).
-        A message is seen once recorded: one the store failed to take is tried again next time."""
+        A message is seen once recorded: one the store failed to take is tried again next time.
+        The newest user turn is the run's request, never a resent one, even when it repeats an
+        earlier turn's words (a second "yes")."""
+        request = max((i for i, m in enumerate(messages) if m.type == "human"), default=-1)
         for index, message in enumerate(messages):
             key = f"id:{message.id}" if message.id else f"at:{index}"  # outside a graph: by position
             if key in self._seen:
@@ -71,7 +74,7 @@ class MessageRecorder:
                 self._early_results[message.tool_call_id] -= 1
             else:
                 event = to_event(message)
-                if not (self._resent and self._known(event, first=index == 0)):
+                if not (self._resent and index != request and self._known(event, first=index == 0)):
                     self._record(event)
             self._seen.add(key)
 

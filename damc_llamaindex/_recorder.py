@@ -338,21 +338,34 @@ class Recorder:
         """Messages the agent sends its model (history, then scratchpad): record what is new.
 
         Text turns count as new when this list holds more of them than were recorded; messages
-        DAMC produced itself are skipped. ``confirm``: the messages are in the agent's memory
-        already, not a scratchpad still to be handed over."""
+        DAMC produced itself are skipped. A user turn that ends the list is the request, new unless
+        it is what was recorded last: a run that starts from that turn alone (an agent without a
+        memory) may repeat an earlier run's words ("yes"). ``confirm``: the messages are in the
+        agent's memory already, not a scratchpad still to be handed over."""
         with self._lock:
             produced = self.produced_ids()
+            own = [m for m in messages if id(m) not in produced]
+            request = own[-1] if own and own[-1].role == MessageRole.USER else None
+            if request is not None and self._recorded_last(request):
+                request = None
             seen: Counter[tuple[str, str]] = Counter()
-            for message in messages:
-                if id(message) in produced:
-                    continue
+            for message in own:
                 event = to_event(message)
                 if event["role"] in ("user", "assistant") and not event.get("tool_calls"):
                     key = (event["role"], event["content"] or "")
                     seen[key] += 1
-                    if seen[key] <= self._texts[key]:
+                    if seen[key] <= self._texts[key] and message is not request:
                         continue
                 self._record(message, confirm=confirm)
+
+    def _recorded_last(self, message: ChatMessage) -> bool:
+        """Whether the newest event of the conversation is this message's turn."""
+        newest = self.memory.messages(since=max(0, self.memory.event_count - 4))[-1:]
+        event = to_event(message)
+        return bool(newest) and (newest[0].get("role"), content_text(newest[0].get("content"))) == (
+            event["role"],
+            event["content"] or "",
+        )
 
     def cards_of(self, messages: Sequence[ChatMessage]) -> set[str]:
         """Ids of the cards recorded for ``messages``, a repeated message matched to its newest

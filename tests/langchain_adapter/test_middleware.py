@@ -334,6 +334,23 @@ def test_a_final_answer_is_remembered_by_the_next_run_without_a_checkpointer(rec
     assert "Your order O-1 has shipped." in text(model.received[-1])
 
 
+@pytest.mark.parametrize("resend", [False, True], ids=["new turn only", "whole chat"])
+def test_a_user_turn_repeating_an_earlier_ones_words_is_a_new_turn(recording_model, resend):
+    model = recording_model(AIMessage("Book HAT069? Say yes."), AIMessage("Add insurance? Say yes."))
+    middleware = DamcMiddleware(memory())
+    agent = create_agent(model, [], middleware=[middleware])
+    chat: list[dict[str, str]] = []
+
+    for _ in range(2):
+        chat.append({"role": "user", "content": "yes"})
+        reply = agent.invoke({"messages": list(chat) if resend else chat[-1:]})["messages"][-1]
+        chat.append({"role": "assistant", "content": reply.content})
+
+    recorded = [(m["role"], m["content"]) for m in middleware.memory.messages()]
+    assert recorded == [(m["role"], m["content"]) for m in chat]
+    assert model.received[-1][-1].content == "yes"
+
+
 def test_a_summary_of_the_conversation_is_not_recorded_as_a_user_turn():
     from damc_langchain._recorder import MessageRecorder
 

@@ -335,3 +335,23 @@ def test_a_react_answer_is_recorded_once(recording_llm, with_memory):
         m["content"] for m in memory.messages() if m["role"] == "assistant" and not m.get("tool_calls")
     ]
     assert answers == [ANSWER, "credit_card_4421486"]
+
+
+def test_a_user_turn_repeating_an_earlier_runs_words_is_a_new_turn(recording_llm):
+    llm = recording_llm(
+        ChatMessage(role="assistant", content="Book HAT069? Say yes."),
+        ChatMessage(role="assistant", content="Add insurance? Say yes."),
+    )
+    memory = damc()
+    agent = FunctionAgent(tools=[], llm=DamcLLM(llm=llm, memory=memory), system_prompt="Help.")
+
+    run(agent, "yes")
+    run(agent, "yes")  # a new run: the agent's own memory holds this turn only
+
+    assert [m["content"] for m in memory.messages()] == [
+        "yes",
+        "Book HAT069? Say yes.",
+        "yes",
+        "Add insurance? Say yes.",
+    ]
+    assert llm.received[-1][-1].content == "yes"
