@@ -242,6 +242,7 @@ def test_ctrl_c_stops_a_replay_with_a_note_and_whole_lines(tmp_path):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # a background job ignores it
     )
     while not out.exists() or not out.stat().st_size:  # usage checked, replay under way
         assert replay.poll() is None

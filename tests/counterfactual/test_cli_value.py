@@ -173,6 +173,7 @@ def test_ctrl_c_stops_value_with_a_note_and_the_values_written_so_far(tmp_path):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # a background job ignores it
     )
     while not out.exists() or not out.stat().st_size:  # the first decision is valued
         assert valuing.poll() is None
