@@ -1516,13 +1516,28 @@ def _is_content_parts(content: object) -> bool:
 
 
 def _is_part(part: object) -> bool:
-    if not isinstance(part, dict) or not isinstance(kind := part.get("type"), str):
+    if not isinstance(part, dict) or not isinstance(kind := part.get("type"), str) or kind not in _PARTS:
         return False
-    return kind in _PART_TYPES and kind in part and set(part) <= {"type", kind, "cache_control"}
+    payload, extra = _PARTS[kind]
+    return bool(payload & part.keys()) and set(part) <= {"type", "cache_control", *payload, *extra}
 
 
-_PART_TYPES = frozenset({"text", "image_url", "input_audio", "file", "refusal"})
-"""Content part types; each part holds its data under the field named like its type."""
+_PARTS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
+    "text": (frozenset({"text"}), frozenset({"annotations", "id"})),
+    "image_url": (frozenset({"image_url"}), frozenset()),
+    "input_audio": (frozenset({"input_audio"}), frozenset()),
+    "file": (frozenset({"file"}), frozenset()),
+    "refusal": (frozenset({"refusal"}), frozenset()),
+    "thinking": (frozenset({"thinking"}), frozenset({"signature"})),
+    "redacted_thinking": (frozenset({"data"}), frozenset()),
+    "reasoning": (
+        frozenset({"reasoning", "summary"}),
+        frozenset({"id", "signature", "encrypted_content", "index"}),
+    ),
+}
+"""Content part types -> (fields that carry the part, one at least; other fields it may have):
+OpenAI's parts, and the reasoning a provider wants back with its tool call (Anthropic's
+``thinking``, LangChain's ``reasoning``), kept as parts rather than flattened into text."""
 
 
 def _fallback_card(message: Message, record: RawRecord, card_id: str, exc: Exception) -> Card:

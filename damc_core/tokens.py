@@ -203,9 +203,11 @@ def content_text(content: object) -> str:
         return ""
     if isinstance(content, str):
         return content
-    if isinstance(content, list):
+    if isinstance(content, list):  # parts without text (an image, a model's reasoning) add none
         return "\n".join(
-            str(part.get("text", "")) if isinstance(part, dict) else str(part) for part in content
+            str(part["text"]) if isinstance(part, dict) else str(part)
+            for part in content
+            if not isinstance(part, dict) or "text" in part
         )
     return str(content)
 

@@ -492,3 +492,20 @@ def test_two_middlewares_on_one_memory_record_each_message_once(recording_model)
     recorded = [m.get("content") for m in shared.for_session("t1").messages()]
     assert recorded.count("Found.") == recorded.count("Noted.") == 1
     assert len(recorded) == 8  # two requests, the call and its result, four answers
+
+
+def test_a_models_thinking_goes_back_to_it_with_its_tool_call_and_stays_out_of_the_card(recording_model):
+    thinking = {"type": "thinking", "thinking": "mia wants her profile", "signature": "c2lnbmF0dXJl"}
+    reply = AIMessage(
+        content=[thinking, {"type": "text", "text": "Looking her up."}],
+        tool_calls=[{"name": "get_user_details", "args": {"user_id": "mia_li_3668"}, "id": "toolu_1"}],
+    )
+    model = recording_model(reply, AIMessage("Found her."))
+    middleware = DamcMiddleware(memory())
+
+    agent_with(model, [middleware]).invoke({"messages": [HumanMessage("Look up mia_li_3668")]})
+
+    sent_back = next(m for m in model.received[1] if isinstance(m, AIMessage))
+    assert thinking in sent_back.content
+    call_card = next(c for c in middleware.memory.cards() if c.kind.value == "tool_call")
+    assert call_card.summary.endswith("(Looking her up.)")
