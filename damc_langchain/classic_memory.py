@@ -15,6 +15,7 @@ from langchain_core.messages import (
 from pydantic import ConfigDict, Field, PrivateAttr
 
 from damc_core import DecisionMemory
+from damc_core.memory import normalize_event
 
 from ._recorder import to_event, to_messages
 
@@ -71,11 +72,12 @@ class DAMCMemory(BaseMemory):
             self.memory.observe({"role": "user", "content": user_input})
         calls_seen: set[int] = set()
         for action, observation in outputs.get("intermediate_steps") or ():
-            if first_time(("tool", str(action.tool), _as_content(observation))):
+            if first_time(_identity({"role": "tool", "name": action.tool, "content": observation})):
                 self._record_step(action, observation, calls_seen)
         output_key = self.output_key or next(k for k in outputs if k != "intermediate_steps")
-        answer = str(outputs[output_key])
-        if first_time(("assistant", "", answer)):
+        answer = outputs[output_key]  # text, or content blocks, which are kept as they are
+        answer = answer if isinstance(answer, (str, list)) else str(answer)
+        if first_time(_identity({"role": "assistant", "content": answer})):
             self.memory.observe({"role": "assistant", "content": answer})
 
     def clear(self) -> None:
@@ -88,7 +90,7 @@ class DAMCMemory(BaseMemory):
             if id(log[-1]) not in calls_seen:  # parallel calls share one assistant message
                 calls_seen.add(id(log[-1]))
                 self.memory.observe(to_event(log[-1]))
-            result = ToolMessage(content=_as_content(observation), tool_call_id=call_id, name=action.tool)
+            result = ToolMessage(content=_stored(observation), tool_call_id=call_id, name=action.tool)
             self.memory.observe(to_event(result))
         else:
             self.memory.observe_tool(action.tool, action.tool_input, observation)
@@ -104,12 +106,18 @@ class DAMCMemory(BaseMemory):
 
 def _identity(event: dict[str, Any]) -> tuple[str, str, str]:
     """What tells a recorded event apart within a run: a text turn by its role and text, a tool
-    result by its tool and content (call ids differ between surfaces); calls by their results."""
+    result by its tool and content (call ids differ between surfaces); calls by their results.
+    Content is compared as the memory stores it (bytes as text, an object as JSON)."""
     role = str(event.get("role"))
     if role == "assistant" and event.get("tool_calls"):
         return ("call", "", "")
     name = str(event.get("name") or "") if role == "tool" else ""
-    return (role, name, _as_content(event.get("content")))
+    return (role, name, _stored(event.get("content")))
+
+
+def _stored(content: Any) -> str:
+    """Content as the memory stores it (bytes as text, an object as JSON), as text."""
+    return _as_content(normalize_event({"role": "tool", "content": content})[0].get("content"))
 
 
 def _as_content(observation: Any) -> str:

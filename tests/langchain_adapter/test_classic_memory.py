@@ -160,6 +160,40 @@ def test_damc_memory_with_the_callback_handler_records_each_event_once(recording
     assert kinds.count("assistant_conclusion") == 2
 
 
+@pytest.mark.parametrize("with_handler", [False, True], ids=["alone", "with the callback handler"])
+def test_odd_outputs_and_a_block_answer_are_recorded_once_as_the_memory_keeps_them(
+    recording_model, with_handler
+):
+    from langchain_core.tools import tool
+
+    from damc_langchain import DamcCallbackHandler
+
+    from .scenario import call
+
+    @tool
+    def scan(code: str) -> bytes:
+        """Read a boarding pass."""
+        return b"\x00\xffHAT107"
+
+    model = recording_model(
+        call("scan", {"code": "BP1"}, "s1"), AIMessage([{"type": "text", "text": "Scanned."}])
+    )
+    memory = damc_memory()
+    agent = AgentExecutor(
+        agent=create_tool_calling_agent(model, [scan], PROMPT),
+        tools=[scan],
+        memory=memory,
+        return_intermediate_steps=True,
+    )
+    callbacks = [DamcCallbackHandler(memory.memory)] if with_handler else []
+
+    agent.invoke({"input": "Scan BP1"}, config={"callbacks": callbacks})
+
+    summaries = [c.summary for c in memory.memory.cards()]
+    assert [s for s in summaries if "binary content" in s] == [summaries[2]]
+    assert summaries[-1] == "[c3] assistant: Scanned."
+
+
 def _identity(event):
     calls = tuple(c["id"] for c in event.get("tool_calls") or ())
     return event["role"], calls or event.get("tool_call_id") or event["content"]
