@@ -1522,11 +1522,15 @@ def _is_part(part: object) -> bool:
     return bool(payload & part.keys()) and set(part) <= {"type", "cache_control", *payload, *extra}
 
 
+_MEDIA = ("base64", "url", "file_id", "data")
+_MEDIA_EXTRA = ("mime_type", "id", "source_type", "filename", "extras")
 _PARTS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "text": (frozenset({"text"}), frozenset({"annotations", "id"})),
     "image_url": (frozenset({"image_url"}), frozenset()),
     "input_audio": (frozenset({"input_audio"}), frozenset()),
-    "file": (frozenset({"file"}), frozenset()),
+    "file": (frozenset({"file", *_MEDIA}), frozenset(_MEDIA_EXTRA)),
+    "image": (frozenset(_MEDIA), frozenset(_MEDIA_EXTRA)),
+    "audio": (frozenset(_MEDIA), frozenset(_MEDIA_EXTRA)),
     "refusal": (frozenset({"refusal"}), frozenset()),
     "thinking": (frozenset({"thinking"}), frozenset({"signature"})),
     "redacted_thinking": (frozenset({"data"}), frozenset()),
@@ -1536,8 +1540,9 @@ _PARTS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     ),
 }
 """Content part types -> (fields that carry the part, one at least; other fields it may have):
-OpenAI's parts, and the reasoning a provider wants back with its tool call (Anthropic's
-``thinking``, LangChain's ``reasoning``), kept as parts rather than flattened into text."""
+OpenAI's parts, LangChain's media blocks, and the reasoning a provider wants back with its tool
+call (Anthropic's ``thinking``, LangChain's ``reasoning``), kept as parts rather than flattened
+into text (a screenshot's base64 is no table of values)."""
 
 
 def _fallback_card(message: Message, record: RawRecord, card_id: str, exc: Exception) -> Card:

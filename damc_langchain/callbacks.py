@@ -101,6 +101,9 @@ class DamcCallbackHandler(BaseCallbackHandler):
         self._running[run_id] = (name, arguments, tool_call_id, announced is not None)
 
     def on_tool_end(self, output: Any, *, run_id: UUID, **kwargs: Any) -> None:
+        update = getattr(output, "update", None)  # langgraph's Command: its ToolMessage is the answer
+        if isinstance(update, dict):
+            output = next((m for m in update.get("messages") or () if isinstance(m, ToolMessage)), output)
         if isinstance(output, ToolMessage):
             self._record(run_id, output.content, error=output.status == "error")
         else:

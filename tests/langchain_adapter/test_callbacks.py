@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from typing import Annotated
 
 import pytest
 
@@ -12,7 +13,8 @@ pytest.importorskip("langchain_classic")
 from langchain.agents import create_agent
 from langchain_classic.agents import AgentExecutor, create_tool_calling_agent
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
-from langchain_core.tools import ToolException, tool
+from langchain_core.tools import InjectedToolCallId, ToolException, tool
+from langgraph.types import Command
 
 from damc_core import CardKind, DecisionMemory, InMemoryStore
 from damc_langchain import DamcCallbackHandler
@@ -231,3 +233,42 @@ def test_a_sub_agent_run_by_a_tool_speaks_to_the_conversation_through_its_result
     turns = [(m["role"], m["content"]) for m in memory.messages() if m["role"] != "tool" and m["content"]]
     assert turns == [("user", "How do I pay?"), ("assistant", "Visa it is.")]
     assert "credit_card_4421486" in str(memory.build().messages)  # the sub-agent's lookup is a card
+
+
+def test_a_command_answer_and_an_image_result_become_the_cards_they_stand_for(recording_model):
+    screenshot = "iVBORw0KGgo" * 500
+
+    @tool
+    def cancel(order_id: str, tool_call_id: Annotated[str, InjectedToolCallId]) -> Command:
+        """Cancel an order."""
+        message = ToolMessage(f"order {order_id} cancelled", tool_call_id=tool_call_id)
+        return Command(update={"messages": [message]})
+
+    @tool
+    def snapshot(order_id: str) -> list:
+        """Photograph an order's parcel."""
+        return [
+            {"type": "text", "text": f"parcel of {order_id}"},
+            {"type": "image", "base64": screenshot, "mime_type": "image/png"},
+        ]
+
+    calls = AIMessage(
+        "",
+        tool_calls=[
+            {"name": "cancel", "args": {"order_id": "W1"}, "id": "t1"},
+            {"name": "snapshot", "args": {"order_id": "W2"}, "id": "t2"},
+        ],
+    )
+    memory = DecisionMemory(store=InMemoryStore())
+    agent = create_agent(recording_model(calls, AIMessage("Done.")), [cancel, snapshot])
+
+    agent.invoke(
+        {"messages": [HumanMessage("Cancel W1, photograph W2")]}, {"callbacks": [DamcCallbackHandler(memory)]}
+    )
+
+    results = {c.tool_name: c for c in memory.cards() if c.kind is CardKind.TOOL_RESULT}
+    assert results["cancel"].summary.endswith("-> order W1 cancelled")
+    assert (
+        results["snapshot"].summary.endswith("-> parcel of W2") and screenshot not in results["snapshot"].text
+    )
+    assert memory.recall(results["snapshot"].id)["content"][1]["base64"] == screenshot  # kept in the record
