@@ -1155,17 +1155,17 @@ class DecisionMemory:
         call = entry.card_id not in calls_shown
         if limit is not None and message.get("role") in ("user", "assistant") and card.raw_tokens > limit:
             lean_card = self._renderer.render(card, focus, "key")
-            return {**message, "content": self._renderer.cut(lean_card, limit, clip=True).summary}
+            return _with_text(message, self._renderer.cut(lean_card, limit, clip=True).summary)
         if over is not None and message.get("role") == "tool":
             lean_card = self._renderer.render(card, focus, "key", call=call)
             if lean_card.tokens > over:  # its key lines alone are over the budget: one long line
-                return {**message, "content": self._renderer.cut(lean_card, limit or over, clip=True).summary}
+                return _with_text(message, self._renderer.cut(lean_card, limit or over, clip=True).summary)
         if message.get("role") == "tool" and self.settings.compress_recent_tool_results:
             if detail is None and self._answers_recall(entry.card_id):
                 return message  # the record the model asked for, as it is
             if detail is not None or not call:
                 card = self._renderer.render(card, focus, detail or "full", call=call, cut_in_focus_order=cut)
-            return {**message, "content": card.summary}
+            return _with_text(message, card.summary)
         if message.get("role") not in KNOWN_ROLES or message.get("role") in ("system", "developer"):
             return {"role": "user", "content": card.summary}
         return message
@@ -1506,6 +1506,16 @@ def _safe_repr(value: object) -> str:
         return repr(value)
     except (RecursionError, ValueError, TypeError) as exc:
         return f"[unprintable {type(value).__name__}: {type(exc).__name__}]"
+
+
+def _with_text(message: Message, text: str) -> Message:
+    """``message`` with its text replaced by ``text`` (its card): the parts a card holds no text
+    of (an image a tool returned, the model's reasoning) still go with it."""
+    content = message.get("content")
+    kept = (
+        [p for p in content if isinstance(p, dict) and "text" not in p] if isinstance(content, list) else []
+    )
+    return {**message, "content": [{"type": "text", "text": text}, *kept] if kept else text}
 
 
 def _is_content_parts(content: object) -> bool:

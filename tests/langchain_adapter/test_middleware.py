@@ -509,3 +509,26 @@ def test_a_models_thinking_goes_back_to_it_with_its_tool_call_and_stays_out_of_t
     assert thinking in sent_back.content
     call_card = next(c for c in middleware.memory.cards() if c.kind.value == "tool_call")
     assert call_card.summary.endswith("(Looking her up.)")
+
+
+def test_an_image_a_tool_returns_reaches_the_model_beside_its_card(recording_model):
+    pixels = "iVBORw0KGgoAAAANSUhEUg" * 20
+
+    @tool
+    def screenshot(page: str) -> list:
+        """Take a screenshot of a page."""
+        return [
+            {"type": "text", "text": f"checkout page {page}"},
+            {"type": "image", "base64": pixels, "mime_type": "image/png"},
+        ]
+
+    model = recording_model(call("screenshot", {"page": "P7"}, "s1"), AIMessage("The total is $42."))
+    create_agent(model, [screenshot], middleware=[DamcMiddleware(memory())]).invoke(
+        {"messages": [HumanMessage("What does checkout P7 show?")]}
+    )
+
+    (sent,) = [m for m in model.received[1] if isinstance(m, ToolMessage)]
+    assert [part["type"] for part in sent.content] == ["text", "image_url"]
+    assert (
+        sent.content[0]["text"].endswith("checkout page P7") and pixels in sent.content[1]["image_url"]["url"]
+    )
