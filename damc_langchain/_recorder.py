@@ -208,7 +208,8 @@ def running_conversation() -> tuple[str | None, str | None]:
 
 
 def to_event(message: BaseMessage) -> dict[str, Any]:
-    """The OpenAI-style message DAMC records for a LangChain message (errors flagged, id kept).
+    """The OpenAI-style message DAMC records for a LangChain message (errors flagged, id and a
+    tool's artifact kept).
 
     A call whose arguments did not parse (``invalid_tool_calls``) stays a call, with its raw
     arguments, as LangChain's OpenAI model sends it: the error result the agent answers it with
@@ -228,6 +229,8 @@ def to_event(message: BaseMessage) -> dict[str, Any]:
         ]
     if isinstance(message, ToolMessage) and message.status == "error":
         converted["status"] = "error"
+    if isinstance(message, ToolMessage) and message.artifact is not None:
+        converted["artifact"] = message.artifact  # kept in the record for recall, never sent
     if message.id:
         converted["id"] = message.id
     return converted

@@ -532,3 +532,20 @@ def test_an_image_a_tool_returns_reaches_the_model_beside_its_card(recording_mod
     assert (
         sent.content[0]["text"].endswith("checkout page P7") and pixels in sent.content[1]["image_url"]["url"]
     )
+
+
+def test_a_tools_artifact_is_kept_in_the_record(recording_model):
+    @tool(response_format="content_and_artifact")
+    def find_order(order_id: str) -> tuple[str, dict]:
+        """Find an order; the rows go to the app, not the model."""
+        return f"found {order_id}", {"order_id": order_id, "rows": [1, 2, 3]}
+
+    model = recording_model(call("find_order", {"order_id": "W123"}, "f1"), AIMessage("Found it."))
+    middleware = DamcMiddleware(memory())
+    create_agent(model, [find_order], middleware=[middleware]).invoke(
+        {"messages": [HumanMessage("Find W123")]}
+    )
+
+    (result,) = [c for c in middleware.memory.cards() if c.kind.value == "tool_result"]
+    assert middleware.memory.recall(result.id)["artifact"] == {"order_id": "W123", "rows": [1, 2, 3]}
+    assert "rows" not in text(model.received[1])
