@@ -10,7 +10,8 @@ from .types import BuiltContext
 def explain(built: BuiltContext) -> str:
     """Cards with value, tokens and reason, then totals and the assembled messages."""
     kept = [d for d in built.decisions if d.kept]
-    saved = sum(d.raw_tokens for d in built.decisions) - sum(d.tokens for d in kept)
+    # what the cards save: those sent as messages (recent dialogue, the system prompt) save nothing
+    saved = sum(d.raw_tokens - d.tokens for d in built.decisions if not (d.kept and d.tokens == 0))
     lines = [f"{'card':>6} {'kept':>4} {'value':>6} {'tokens':>6} {'raw':>6}  reason"]
     for d in built.decisions:
         lines.append(

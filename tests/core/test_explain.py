@@ -69,6 +69,16 @@ def test_totals_line_matches_the_built_context(built_and_memory):
     assert expected in text
 
 
+def test_a_context_of_recent_messages_only_saves_nothing(make_memory, msg):
+    memory = make_memory(settings=MemorySettings(budget=450, recent_messages=4))
+    memory.observe(msg.user("Look up W123"))
+    memory.observe(msg.call("l1", "lookup", {"order_id": "W123"}))
+    memory.observe(msg.result("l1", "lookup", {"order_id": "W123", "status": "shipped"}))
+    memory.observe(msg.assistant("W123 has shipped."))
+
+    assert "cards save 0 tokens" in explain(memory.build())
+
+
 def test_assembled_messages_are_shown(built_and_memory):
     built, _ = built_and_memory
 
