@@ -515,7 +515,7 @@ class Recorder:
         if steps is not None:  # a ReAct transcript: its actions and observations become calls and results
             cards = self._record_react(steps, confirm=confirm, answer=answer)
         else:
-            self._originals.setdefault(f"text:{role}:{key[1]}", message)
+            self._originals[f"text:{role}:{key[1]}"] = message  # the newest: the request sent last
             cards = [self.memory.observe(event).id]
             self._track(cards[0], confirm)
         self._texts[key] += 1  # counted once recorded: a turn the store refused is recorded when seen again

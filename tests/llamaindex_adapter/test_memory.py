@@ -317,3 +317,27 @@ def test_a_message_the_store_refused_is_recorded_with_the_next_one(tmp_path):
         "credit_card_4421486",
     ]
     assert [m.content for m in memory.get_all()] == ["Book HAT107", "Which card?", "credit_card_4421486"]
+
+
+def test_the_newest_of_two_turns_with_the_same_words_is_sent_with_its_own_image(recording_llm):
+    from llama_index.core.base.llms.types import ImageBlock, TextBlock
+
+    llm = recording_llm(
+        ChatMessage(role="assistant", content="A cat."), ChatMessage(role="assistant", content="A dog.")
+    )
+    agent = FunctionAgent(tools=[], llm=llm, system_prompt="Describe pictures.")
+    memory = DamcMemory(memory=damc())
+
+    for picture in (b"\x89PNG-cat", b"\x89PNG-dog"):
+        question = ChatMessage(
+            role="user",
+            blocks=[
+                TextBlock(text="What is in this picture?"),
+                ImageBlock(image=picture, image_mimetype="image/png"),
+            ],
+        )
+        run(agent, user_msg=question, memory=memory)
+
+    newest = llm.received[-1][-1]
+    (image,) = [b for b in newest.blocks if isinstance(b, ImageBlock)]
+    assert b"dog" in image.resolve_image().read()
