@@ -129,7 +129,26 @@ def to_event(message: ChatMessage) -> dict[str, Any]:
         name = message.additional_kwargs.get("name") or message.additional_kwargs.get("tool_name")
         if name:
             event["name"] = str(name)
-    return event
+    return _with_blocks(event, message.blocks)
+
+
+def _with_blocks(event: dict[str, Any], blocks: Sequence[ContentBlock]) -> dict[str, Any]:
+    """``event`` with the blocks its text does not hold (an image, the model's thinking) under
+    ``blocks``: the record keeps them, and they go back to the model with the message."""
+    kept = [
+        block.model_dump(mode="json") for block in blocks if not isinstance(block, (TextBlock, ToolCallBlock))
+    ]
+    return {**event, "blocks": kept} if kept else event
+
+
+def _blocks_of(event: Mapping[str, Any]) -> list[ContentBlock]:
+    """The blocks :func:`_with_blocks` kept, as LlamaIndex blocks again."""
+    kept = event.get("blocks")
+    return (
+        list(ChatMessage(role=MessageRole.USER, blocks=kept).blocks)
+        if isinstance(kept, list) and kept
+        else []
+    )
 
 
 def parse_react(text: str) -> list[ReactStep] | None:
@@ -409,7 +428,9 @@ class Recorder:
                     _call(i, call.tool_name, call.tool_kwargs) for i, call in zip(ids, calls, strict=True)
                 ]
                 expected = _Reply(
-                    {"role": "assistant", "content": text or None, "tool_calls": made},
+                    _with_blocks(
+                        {"role": "assistant", "content": text or None, "tool_calls": made}, reply.blocks
+                    ),
                     given_ids=tuple(call.tool_id or "" for call in calls),
                 )
                 for call_id, call in zip(ids, calls, strict=True):
@@ -441,12 +462,10 @@ class Recorder:
                     call_card = self._observe(
                         _call_key(call), {"role": "assistant", "content": None, "tool_calls": [call]}
                     )
-                event: dict[str, Any] = {
-                    "role": "tool",
-                    "tool_call_id": call_id,
-                    "name": name,
-                    "content": _tool_content(output),
-                }
+                event: dict[str, Any] = _with_blocks(
+                    {"role": "tool", "tool_call_id": call_id, "name": name, "content": _tool_content(output)},
+                    output.blocks,
+                )
                 if output.is_error:
                     event["status"] = "error"
                 result_card = self._observe(_result_key(call_id, output.blocks), event)
@@ -629,7 +648,8 @@ class Recorder:
             original = self._originals.get(f"calls:{json.dumps(calls)}")
             if original is not None:
                 return original
-            blocks: list[Any] = [TextBlock(text=text)] if text else []
+            thinking = [b for b in _blocks_of(event) if isinstance(b, ThinkingBlock)]
+            blocks: list[Any] = [*thinking, *([TextBlock(text=text)] if text else [])]
             for call in calls:
                 blocks.append(
                     ToolCallBlock(
@@ -648,11 +668,16 @@ class Recorder:
             kwargs.setdefault("tool_call_id", call_id)
             if event.get("name"):
                 kwargs.setdefault("name", event["name"])
-            return ChatMessage(role=MessageRole.TOOL, content=text, additional_kwargs=kwargs)
+            return ChatMessage(
+                role=MessageRole.TOOL,
+                blocks=[TextBlock(text=text), *_blocks_of(event)],
+                additional_kwargs=kwargs,
+            )
         original = self._originals.get(f"text:{role}:{text}")
         if original is not None:
             return original
-        return ChatMessage(role=MessageRole(role) if role in _VALID_ROLES else MessageRole.USER, content=text)
+        role_of = MessageRole(role) if role in _VALID_ROLES else MessageRole.USER
+        return ChatMessage(role=role_of, blocks=[TextBlock(text=text), *_blocks_of(event)])
 
 
 _VALID_ROLES = frozenset(r.value for r in MessageRole)

@@ -355,3 +355,58 @@ def test_a_user_turn_repeating_an_earlier_runs_words_is_a_new_turn(recording_llm
         "Add insurance? Say yes.",
     ]
     assert llm.received[-1][-1].content == "yes"
+
+
+def test_thinking_and_images_reach_the_model_and_stay_in_the_record(recording_llm):
+    from llama_index.core.base.llms.types import ImageBlock, TextBlock, ThinkingBlock
+
+    def photograph(order_id: str) -> list:
+        """Photograph an order's parcel."""
+        return [
+            TextBlock(text=f"parcel of {order_id}"),
+            ImageBlock(image=b"\x89PNG-parcel", image_mimetype="image/png"),
+        ]
+
+    thinking = ThinkingBlock(content="the user wants to see W123")
+    reply = ChatMessage(
+        role="assistant",
+        blocks=[
+            thinking,
+            ToolCallBlock(tool_call_id="p1", tool_name="photograph", tool_kwargs={"order_id": "W123"}),
+        ],
+    )
+    model = recording_llm(reply, ChatMessage(role="assistant", content="It is a brown box."))
+    memory = damc()
+    agent = FunctionAgent(
+        tools=[FunctionTool.from_defaults(photograph)], llm=DamcLLM(llm=model, memory=memory)
+    )
+
+    run(agent, "Show me the parcel of W123")
+
+    call_sent, result_sent = model.received[1][-2:]
+    assert [b.block_type for b in call_sent.blocks] == ["thinking", "tool_call"]
+    assert [b.block_type for b in result_sent.blocks] == ["text", "image"]
+    result = next(c for c in memory.cards() if c.kind.value == "tool_result")
+    assert result.summary.endswith("parcel of W123")
+    assert memory.recall(result.id)["blocks"][0]["block_type"] == "image"
+
+
+def test_a_reopened_memory_sends_a_turn_with_its_image(tmp_path, recording_llm):
+    from llama_index.core.base.llms.types import ImageBlock, TextBlock
+
+    from damc_core import DecisionMemory, SQLiteStore
+
+    path = tmp_path / "memory.sqlite3"
+    question = ChatMessage(
+        role="user",
+        blocks=[
+            TextBlock(text="What is in this picture?"),
+            ImageBlock(image=b"\x89PNG-dog", image_mimetype="image/png"),
+        ],
+    )
+    DamcMemory(memory=DecisionMemory(store=SQLiteStore(path))).put(question)
+
+    reopened = DamcMemory(memory=DecisionMemory(store=SQLiteStore(path)))  # a new process
+    (image,) = [b for m in reopened.get() for b in m.blocks if isinstance(b, ImageBlock)]
+
+    assert image.resolve_image().read() == b"\x89PNG-dog"
