@@ -1240,6 +1240,12 @@ class DecisionMemory:
         return [m for r in self.store.records(self.namespace) if r.body != _CLEARED and (m := _readable(r))]
 
     @_synchronized
+    def refresh(self) -> None:
+        """Read in what other writers stored on this session since this memory last looked (two
+        workers serving one conversation in turns): one read of the session's records."""
+        self._reload(since=self._session.seq)
+
+    @_synchronized
     def history(self) -> list[tuple[str, Message]]:
         """(card id, event) of each dialogue event of the conversation, oldest first, as the
         pipeline read it, from memory: an adapter learns what a reopened memory holds without

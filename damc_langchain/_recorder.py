@@ -50,12 +50,16 @@ class MessageRecorder:
         """With ``resent``: the content key of every event recorded, in order."""
         self._matched = 0
         """How far into ``_recorded`` the running run's resent history has been matched."""
-        for event in memory.messages() if resume else ():
+        self._learn(memory.messages() if resume else ())
+
+    def _learn(self, events: Sequence[dict[str, Any]]) -> None:
+        """Know events recorded elsewhere (an earlier process, another worker) as recorded."""
+        for event in events:
             if event.get("id"):
                 self._seen.add(f"id:{event['id']}")
             elif event.get("role") == "tool":
                 self._early_results[str(event.get("tool_call_id"))] += 1
-            if resent:
+            if self._resent:
                 self._recorded.append(_content_key(event))
 
     def observe(self, messages: Sequence[BaseMessage]) -> None:
@@ -64,6 +68,10 @@ class MessageRecorder:
         The newest user turn is the run's request, never a resent one, even when it repeats an
         earlier turn's words (a second "yes")."""
         request = max((i for i, m in enumerate(messages) if m.type == "human"), default=-1)
+        if any(m.id and f"id:{m.id}" not in self._seen for m in messages):  # a run's new input:
+            mark = self.memory.event_count  # another worker may have served this thread meanwhile
+            self.memory.refresh()
+            self._learn(self.memory.messages(since=mark))
         for index, message in enumerate(messages):
             key = f"id:{message.id}" if message.id else f"at:{index}"  # outside a graph: by position
             if key in self._seen:

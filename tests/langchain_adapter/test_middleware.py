@@ -549,3 +549,26 @@ def test_a_tools_artifact_is_kept_in_the_record(recording_model):
     (result,) = [c for c in middleware.memory.cards() if c.kind.value == "tool_result"]
     assert middleware.memory.recall(result.id)["artifact"] == {"order_id": "W123", "rows": [1, 2, 3]}
     assert "rows" not in text(model.received[1])
+
+
+def test_two_workers_serving_one_thread_in_turns_record_each_message_once(recording_model, tmp_path):
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from damc_core import SQLiteStore
+
+    checkpointer = InMemorySaver()  # shared, as a Postgres checkpointer is by two processes
+    workers = []
+    for _ in range(2):
+        memory = DecisionMemory(store=SQLiteStore(tmp_path / "memory.sqlite3"))
+        model = recording_model(*(AIMessage(f"answer {turn}") for turn in range(6)))
+        workers.append(
+            create_agent(model, [], middleware=[DamcMiddleware(memory)], checkpointer=checkpointer)
+        )
+    thread = {"configurable": {"thread_id": "T"}}
+
+    for turn in range(4):
+        workers[turn % 2].invoke({"messages": [HumanMessage(f"turn {turn}")]}, thread)
+
+    reopened = DecisionMemory(store=SQLiteStore(tmp_path / "memory.sqlite3")).for_session("T")
+    said = [m["content"] for m in reopened.messages()]
+    assert said == ["turn 0", "answer 0", "turn 1", "answer 0", "turn 2", "answer 1", "turn 3", "answer 1"]
