@@ -296,11 +296,14 @@ class Recorder:
         self._answered: deque[int] = deque(maxlen=32)
         """Identities of the latest answers recorded."""
 
-    def _resume(self, memory: DecisionMemory) -> None:
+    def _resume(self, memory: DecisionMemory, since: int = 0) -> None:
         """Know what a reopened memory holds, so a history handed over again (an app passing its
-        saved chat back after a restart) is not recorded twice."""
+        saved chat back after a restart) is not recorded twice; from event ``since`` on, what
+        another worker on the conversation stored."""
         try:
             for card_id, event in memory.history():
+                if int(card_id[1:]) < since:
+                    continue
                 role, text = event.get("role"), content_text(event.get("content"))
                 if role == "tool":
                     call_id = str(event.get("tool_call_id"))
@@ -316,6 +319,16 @@ class Recorder:
         except Exception:  # the conversation goes on; at worst a resent message is a card twice
             logger.exception("damc: reading what the reopened memory holds failed")
 
+    def _catch_up(self) -> None:
+        """Read in what another worker serving this conversation stored since (a new turn)."""
+        mark = self.memory.event_count
+        try:
+            self.memory.refresh()
+        except Exception:  # the store is out of reach: record on what this worker knows
+            logger.exception("damc: reading what other workers stored failed")
+        if self.memory.event_count > mark:
+            self._resume(self.memory, since=mark)
+
     # -- recording -------------------------------------------------------------------------
     def put(self, message: ChatMessage) -> None:
         """A message the agent hands to memory: always a new turn, unless a tool call or result
@@ -323,6 +336,7 @@ class Recorder:
         with self._lock:
             if message.role == MessageRole.USER:
                 self.pending.clear()  # a new user turn: the previous run's scratchpad is history now
+                self._catch_up()
             self._record(message, confirm=True)
 
     def record_answer(self, reply: ChatMessage) -> None:
@@ -365,6 +379,8 @@ class Recorder:
             produced = self.produced_ids()
             own = [m for m in messages if id(m) not in produced]
             request = own[-1] if own and own[-1].role == MessageRole.USER else None
+            if request is not None:
+                self._catch_up()
             if request is not None and self._recorded_last(request):
                 request = None
             seen: Counter[tuple[str, str]] = Counter()

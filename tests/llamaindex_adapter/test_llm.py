@@ -410,3 +410,24 @@ def test_a_reopened_memory_sends_a_turn_with_its_image(tmp_path, recording_llm):
     (image,) = [b for m in reopened.get() for b in m.blocks if isinstance(b, ImageBlock)]
 
     assert image.resolve_image().read() == b"\x89PNG-dog"
+
+
+def test_two_workers_serving_one_chat_in_turns_record_each_message_once(recording_llm, tmp_path):
+    from llama_index.core.memory import Memory
+
+    from damc_core import DecisionMemory, Namespace, SQLiteStore
+    from damc_llamaindex import offline_tokenizer
+
+    chat = Memory.from_defaults(session_id="chat", token_limit=40000, tokenizer_fn=offline_tokenizer())
+    workers = []
+    for _ in range(2):
+        memory = DecisionMemory(namespace=Namespace("mia", "chat"), store=SQLiteStore(tmp_path / "m.sqlite3"))
+        model = recording_llm(*(ChatMessage(role="assistant", content=f"answer {turn}") for turn in range(3)))
+        workers.append(FunctionAgent(tools=[], llm=DamcLLM(llm=model, memory=memory), system_prompt="Help."))
+
+    for turn in range(4):
+        run(workers[turn % 2], f"turn {turn}", memory=chat)  # the chat history lives in a shared store
+
+    reopened = DecisionMemory(namespace=Namespace("mia", "chat"), store=SQLiteStore(tmp_path / "m.sqlite3"))
+    said = [m["content"] for m in reopened.messages()]
+    assert said == ["turn 0", "answer 0", "turn 1", "answer 0", "turn 2", "answer 1", "turn 3", "answer 1"]
