@@ -299,22 +299,24 @@ def test_a_wrapped_model_alone_remembers_the_agent_s_answer_for_the_next_run(rec
     ]
 
 
-def test_the_same_answer_in_two_runs_is_two_turns(recording_llm):
-    llm = recording_llm(
-        ChatMessage(role="assistant", content="Done."), ChatMessage(role="assistant", content="Done.")
-    )
+@pytest.mark.parametrize(
+    ("questions", "answers"),
+    [
+        (("Cancel 4WQ150.", "Cancel 8XZ222."), ("Done.", "Done.")),
+        (("yes", "yes"), ("Book HAT069?", "Insure it?")),
+    ],
+    ids=["same answer", "same question"],
+)
+def test_words_said_again_in_a_later_run_are_a_turn_of_their_own(recording_llm, questions, answers):
+    llm = recording_llm(*(ChatMessage(role="assistant", content=answer) for answer in answers))
     memory = damc()
     agent = FunctionAgent(tools=[], llm=DamcLLM(llm=llm, memory=memory), system_prompt="Help.")
 
-    run(agent, "Cancel 4WQ150.")
-    run(agent, "Cancel 8XZ222.")
+    for question in questions:
+        run(agent, question)  # a new run: the agent's own memory holds this turn only
 
-    assert [c.summary for c in memory.cards()] == [
-        "[c0] user: Cancel 4WQ150.",
-        "[c1] assistant: Done.",
-        "[c2] user: Cancel 8XZ222.",
-        "[c3] assistant: Done.",
-    ]
+    assert [m["content"] for m in memory.messages()] == [questions[0], answers[0], questions[1], answers[1]]
+    assert llm.received[-1][-1].content == questions[1]
 
 
 @pytest.mark.parametrize("with_memory", [True, False], ids=["with DamcMemory", "DamcLLM alone"])
@@ -335,26 +337,6 @@ def test_a_react_answer_is_recorded_once(recording_llm, with_memory):
         m["content"] for m in memory.messages() if m["role"] == "assistant" and not m.get("tool_calls")
     ]
     assert answers == [ANSWER, "credit_card_4421486"]
-
-
-def test_a_user_turn_repeating_an_earlier_runs_words_is_a_new_turn(recording_llm):
-    llm = recording_llm(
-        ChatMessage(role="assistant", content="Book HAT069? Say yes."),
-        ChatMessage(role="assistant", content="Add insurance? Say yes."),
-    )
-    memory = damc()
-    agent = FunctionAgent(tools=[], llm=DamcLLM(llm=llm, memory=memory), system_prompt="Help.")
-
-    run(agent, "yes")
-    run(agent, "yes")  # a new run: the agent's own memory holds this turn only
-
-    assert [m["content"] for m in memory.messages()] == [
-        "yes",
-        "Book HAT069? Say yes.",
-        "yes",
-        "Add insurance? Say yes.",
-    ]
-    assert llm.received[-1][-1].content == "yes"
 
 
 def test_thinking_and_images_reach_the_model_and_stay_in_the_record(recording_llm):
