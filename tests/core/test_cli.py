@@ -299,11 +299,12 @@ def test_eval_checks_the_scorer_before_the_retention_run(trace, capsys):
         (["eval", "--scorer", "llama.cpp"], "--scorer needs --likelihood"),
     ],
 )
-def test_an_option_that_would_be_ignored_is_a_usage_error(trace, command, needs, capsys):
+def test_an_option_that_would_be_ignored_is_a_usage_error(trace, tmp_path, command, needs, capsys):
     path, _ = trace
+    options = [str(tmp_path / option) if option.endswith(".jsonl") else option for option in command[1:]]
 
     with pytest.raises(SystemExit) as exit_info:
-        main([command[0], str(path), *command[1:]])
+        main([command[0], str(path), *options])
 
     assert exit_info.value.code == 2
     assert needs in capsys.readouterr().err
