@@ -50,7 +50,7 @@ indented by any space, visible or not."""
 
 
 _CONTROLS = re.compile(
-    r"<\|[^|\n]{0,64}\|>|<\s*/?\s*(?:s|start_of_turn|end_of_turn)\s*>|<</?SYS>>|\[/?INST\]", re.I
+    r"<\|[^|\n]{0,64}\|>|<\s*(?:/\s*)?(?:s|start_of_turn|end_of_turn)\s*>|<</?SYS>>|\[/?INST\]", re.I
 )
 """Chat-template control text (ChatML and Llama 3 ``<|...|>``, Gemma's turns, Llama 2 and
 Mistral's ``[INST]`` and ``<s>``): a runtime that parses special tokens in message text would end
@@ -72,7 +72,7 @@ def neutralise_tags(text: str, name: str = "memory") -> str:
 
 @functools.lru_cache(maxsize=32)
 def _tag(name: str) -> re.Pattern[str]:
-    return re.compile(rf"<\s*/?\s*{re.escape(name)}\b[^>]*>?", re.I)
+    return re.compile(rf"<\s*(?:/\s*)?{re.escape(name)}\b[^>]*>?", re.I)
 
 
 class Assembler(Protocol):

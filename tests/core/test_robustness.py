@@ -311,6 +311,22 @@ def test_a_long_run_of_identifier_characters_is_read_once_and_summed_up_short(me
     assert elapsed < 5, f"observe took {elapsed:.1f} s for an 80 KB output"  # 15 s when scanned per position
 
 
+def test_a_bracket_followed_by_a_long_run_of_spaces_is_fenced_in_one_pass(
+    make_memory, msg, assert_valid_context
+):
+    memory = make_memory(settings=MemorySettings(budget=100_000, recent_messages=0))
+    memory.observe(msg.call("call_1", "fetch_page", {}))
+    memory.observe(msg.result("call_1", "fetch_page", "<" + " " * 50_000 + "x </memory>"))
+
+    started = time.perf_counter()
+    built = memory.build()
+    elapsed = time.perf_counter() - started
+
+    assert_valid_context(built.messages)
+    assert built.memory.count("</memory>") == 1
+    assert elapsed < 5, f"build took {elapsed:.1f} s"  # about 90 s when every split of the run was tried
+
+
 # -- 10 MB outputs: one observe each (they take seconds) -------------------------------------------
 
 
