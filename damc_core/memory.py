@@ -1538,10 +1538,10 @@ def _is_part(part: object) -> bool:
     return bool(payload & part.keys()) and set(part) <= {"type", "cache_control", *payload, *extra}
 
 
-_MEDIA = ("base64", "url", "file_id", "data")
+_MEDIA = ("base64", "data")  # inline only: {"type": "image", "url": ...} is as likely an API's data
 _MEDIA_EXTRA = ("mime_type", "id", "source_type", "filename", "extras")
 _PARTS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
-    "text": (frozenset({"text"}), frozenset({"annotations", "id"})),
+    "text": (frozenset({"text"}), frozenset({"annotations"})),
     "image_url": (frozenset({"image_url"}), frozenset()),
     "input_audio": (frozenset({"input_audio"}), frozenset()),
     "file": (frozenset({"file", *_MEDIA}), frozenset(_MEDIA_EXTRA)),

@@ -184,7 +184,7 @@ class CharEstimateCounter:
 
 def message_text(message: Message) -> str:
     """The text a model reads from a message: its content plus its tool calls as ``name(args)``."""
-    parts = [content_text(message.get("content"))]
+    parts = [content_text(message.get("content"), reasoning=True)]
     for call in message.get("tool_calls") or ():
         function = call_function(call)
         parts.append(f"{function.get('name')}({function.get('arguments')})")
@@ -197,19 +197,36 @@ def call_function(call: object) -> dict[str, Any]:
     return function if isinstance(function, dict) else {}
 
 
-def content_text(content: object) -> str:
-    """Text of a message content that may be None, a string or a list of OpenAI content parts."""
+def content_text(content: object, *, reasoning: bool = False) -> str:
+    """Text of a message content that may be None, a string or a list of content parts: a media
+    part is named (``[image]``), a model's reasoning left out unless ``reasoning`` (a card holds
+    what was said; a token count holds everything sent)."""
     if content is None:
         return ""
     if isinstance(content, str):
         return content
-    if isinstance(content, list):  # parts without text (an image, a model's reasoning) add none
-        return "\n".join(
-            str(part["text"]) if isinstance(part, dict) else str(part)
-            for part in content
-            if not isinstance(part, dict) or "text" in part
-        )
+    if isinstance(content, list):
+        return "\n".join(piece for part in content if (piece := _part_text(part, reasoning)))
     return str(content)
+
+
+def _part_text(part: object, reasoning: bool) -> str:
+    if not isinstance(part, dict):
+        return str(part)
+    if "text" in part:
+        return str(part["text"])
+    if part.get("type") in _REASONING_PARTS:
+        if not reasoning:
+            return ""
+        summary = part.get("summary")
+        said = (
+            [s.get("text", "") for s in summary if isinstance(s, dict)] if isinstance(summary, list) else []
+        )
+        return "\n".join(str(x) for x in (part.get("thinking"), part.get("reasoning"), *said) if x)
+    return f"[{part.get('type')}]"
+
+
+_REASONING_PARTS = frozenset({"thinking", "redacted_thinking", "reasoning"})
 
 
 def count_messages(messages: Iterable[Message], counter: TokenCounter) -> int:

@@ -571,3 +571,36 @@ def test_a_long_request_leading_the_window_keeps_its_values_within_a_quarter_of_
     lead = next(m for m in built.messages if m["role"] != "system")
     assert lead["role"] == "user" and "NO6JO3" in lead["content"]
     assert memory.counter.count(lead["content"]) <= 400 // 4
+
+
+def test_a_payload_shaped_like_content_parts_keeps_its_values(memory, msg):
+    images = [
+        {"type": "image", "url": "https://cdn.shop/p100-front.jpg"},
+        {"type": "text", "id": "N17", "text": "note"},
+    ]
+    memory.observe(msg.call("call_1", "get_product", {"id": "P100"}))
+
+    card = memory.observe({"role": "tool", "tool_call_id": "call_1", "content": images})
+
+    assert "https://cdn.shop/p100-front.jpg" in card.summary and "N17" in card.summary
+
+
+def test_a_models_reasoning_sent_back_counts_in_the_tokens_sent(make_memory, msg):
+    memory = make_memory(settings=MemorySettings(budget=500))
+    thinking = "the user wants order W1 looked up first " * 100
+    memory.observe(msg.user("Check order W1"))
+    memory.observe(
+        {
+            "role": "assistant",
+            "content": [{"type": "thinking", "thinking": thinking, "signature": "c2ln"}],
+            "tool_calls": [
+                {"id": "g1", "type": "function", "function": {"name": "get_order", "arguments": "{}"}}
+            ],
+        }
+    )
+    memory.observe(msg.result("g1", "get_order", {"order_id": "W1", "status": "pending"}))
+
+    built = memory.build()
+
+    assert thinking in str(built.messages)
+    assert built.total_tokens > memory.counter.count(thinking)

@@ -269,6 +269,7 @@ def test_a_command_answer_and_an_image_result_become_the_cards_they_stand_for(re
     results = {c.tool_name: c for c in memory.cards() if c.kind is CardKind.TOOL_RESULT}
     assert results["cancel"].summary.endswith("-> order W1 cancelled")
     assert (
-        results["snapshot"].summary.endswith("-> parcel of W2") and screenshot not in results["snapshot"].text
+        results["snapshot"].summary.endswith("-> parcel of W2\n[image]")
+        and screenshot not in results["snapshot"].text
     )
     assert memory.recall(results["snapshot"].id)["content"][1]["base64"] == screenshot  # kept in the record

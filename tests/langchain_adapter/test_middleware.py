@@ -530,7 +530,8 @@ def test_an_image_a_tool_returns_reaches_the_model_beside_its_card(recording_mod
     (sent,) = [m for m in model.received[1] if isinstance(m, ToolMessage)]
     assert [part["type"] for part in sent.content] == ["text", "image_url"]
     assert (
-        sent.content[0]["text"].endswith("checkout page P7") and pixels in sent.content[1]["image_url"]["url"]
+        sent.content[0]["text"].endswith("checkout page P7\n[image_url]")
+        and pixels in sent.content[1]["image_url"]["url"]
     )
 
 
