@@ -50,11 +50,14 @@ indented by any space, visible or not."""
 
 
 _CONTROLS = re.compile(
-    r"<\|[^|\n]{0,64}\|>|<\s*(?:/\s*)?(?:s|start_of_turn|end_of_turn)\s*>|<</?SYS>>|\[/?INST\]", re.I
+    r"<\|[^|\n]{0,64}\|>|<\uff5c[^\uff5c\n]{0,64}\uff5c>|<\s*(?:/\s*)?(?:s|bos|eos|start_of_turn|end_of_turn)\s*>"
+    r"|<</?SYS>>|\[/?(?:INST|SYSTEM_PROMPT|AVAILABLE_TOOLS|TOOL_RESULTS|TOOL_CALLS)\]",
+    re.I,
 )
-"""Chat-template control text (ChatML and Llama 3 ``<|...|>``, Gemma's turns, Llama 2 and
-Mistral's ``[INST]`` and ``<s>``): a runtime that parses special tokens in message text would end
-the memory's message there and start a turn of the tool output's choosing."""
+"""Chat-template control text (ChatML and Llama 3 ``<|...|>``, DeepSeek's full-width bars,
+Gemma's turns, Llama 2 and Mistral's ``[INST]``, ``[SYSTEM_PROMPT]`` and ``<s>``): a runtime that
+parses special tokens in message text would end the memory's message there and start a turn of the
+tool output's choosing."""
 
 
 def _inert_controls(text: str) -> str:
@@ -72,7 +75,8 @@ def neutralise_tags(text: str, name: str = "memory") -> str:
 
 @functools.lru_cache(maxsize=32)
 def _tag(name: str) -> re.Pattern[str]:
-    return re.compile(rf"<\s*(?:/\s*)?{re.escape(name)}\b[^>]*>?", re.I)
+    space = r"[\s\u200b-\u200d\u2060\ufeff]*"  # invisible ones too
+    return re.compile(rf"<{space}(?:/{space})?{re.escape(name)}\b[^>]*>?", re.I)
 
 
 class Assembler(Protocol):
