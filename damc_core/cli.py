@@ -8,6 +8,7 @@ import json
 import math
 import sys
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -120,13 +121,18 @@ def cmd_eval(args: argparse.Namespace, console: Console) -> int:
     if not _count_points(trajectories):
         raise DamcError(f"{args.trace} has no decision points: no assistant message in it calls a tool")
     settings, stages = _settings(args), _stages(args, trajectories)
+    for budget in args.budget[1:]:  # every budget is checked before the long part
+        replace(settings, budget=budget)
     scorer = make_scorer(args.scorer) if args.likelihood or args.likelihood_out else None
-    with (  # the scorer and its output are checked before the long part
+    if args.likelihood_out:  # writable, and left as it was until the scoring starts
+        open(args.likelihood_out, "a", encoding="utf-8").close()
+    _retention(args, console, trajectories, settings, stages)
+    if scorer is None:
+        return 0
+    with (
         open(args.likelihood_out, "w", encoding="utf-8") if args.likelihood_out else contextlib.nullcontext()
     ) as out:
-        _retention(args, console, trajectories, settings, stages)
-        if scorer is not None:
-            _likelihood(args, console, trajectories, scorer, out)
+        _likelihood(args, console, trajectories, scorer, out)
     return 0
 
 

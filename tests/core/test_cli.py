@@ -308,3 +308,30 @@ def test_an_option_that_would_be_ignored_is_a_usage_error(trace, tmp_path, comma
 
     assert exit_info.value.code == 2
     assert needs in capsys.readouterr().err
+
+
+def test_every_budget_is_checked_before_the_retention_run_and_an_earlier_points_file_is_kept(
+    trace, tmp_path, capsys
+):
+    path, _ = trace
+    points = tmp_path / "points.jsonl"
+    points.write_text("an earlier run\n")
+
+    code = main(
+        [
+            "eval",
+            str(path),
+            "--budget",
+            "500",
+            "150",
+            "--budget-ratio",
+            "0.07",
+            "--likelihood-out",
+            str(points),
+        ]
+    )
+
+    printed = capsys.readouterr()
+    assert code == 2 and "min_budget (200) is above budget (150)" in printed.err
+    assert "Decision-fact retention" not in printed.out
+    assert points.read_text() == "an earlier run\n"
