@@ -411,13 +411,13 @@ class BufferedStore:
         self.flush()
         return self.inner.record(namespace, record_id)
 
-    def records(self, namespace: Any) -> Any:
+    def records(self, namespace: Any, *, since: int = 0) -> Any:
         self.flush()
-        return self.inner.records(namespace)
+        return self.inner.records(namespace, since=since)
 
-    def cards(self, namespace: Any) -> Any:
+    def cards(self, namespace: Any, *, since: int = 0) -> Any:
         self.flush()
-        return self.inner.cards(namespace)
+        return self.inner.cards(namespace, since=since)
 
     def flush(self) -> None:
         for record in self._records:

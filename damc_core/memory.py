@@ -1291,14 +1291,14 @@ class DecisionMemory:
         ``since`` on: all of them when the memory opens, another writer's when it took the next
         sequence number. Records that never got a card (the process stopped between storing and
         encoding) are encoded now."""
-        records = [record for record in self.store.records(self.namespace) if record.seq >= since]
+        records = self.store.records(self.namespace, since=since)
         cleared = [i for i, record in enumerate(records) if record.body == _CLEARED]
         if cleared:
             self._session = _Session(seq=records[cleared[-1]].seq + 1)
             records = records[cleared[-1] + 1 :]
         if not records:
             return
-        stored = {card.id: card for card in self.store.cards(self.namespace)}
+        stored = {card.id: card for card in self.store.cards(self.namespace, since=records[0].seq)}
         for record in records:
             self._session.seq = max(self._session.seq, record.seq + 1)
             if not (event := _readable(record)):

@@ -81,6 +81,16 @@ def check_records_come_back_in_sequence_order(store: MemoryStore) -> None:
     assert [r.seq for r in store.records(ALICE)] == [0, 1, 2]
 
 
+def check_reads_since_a_sequence_number(store: MemoryStore) -> None:
+    for seq in (0, 1, 2, 3):
+        store.append(_record(ALICE, seq))
+    store.put_cards(ALICE, [sample_card(seq) for seq in (3, 0, 2, 1)])
+    store.append(_record(BOB, 5))
+    assert [r.seq for r in store.records(ALICE, since=2)] == [2, 3]
+    assert [c.id for c in store.cards(ALICE, since=2)] == ["c2", "c3"]
+    assert store.records(ALICE, since=4) == [] and store.cards(ALICE, since=4) == []
+
+
 def check_records_are_never_replaced(store: MemoryStore) -> None:
     store.append(_record(ALICE, 0, '{"role": "user", "content": "first"}'))
     try:
@@ -124,6 +134,7 @@ def check_closed_store_refuses_work(store: MemoryStore) -> None:
 CHECKS: tuple[Callable[[MemoryStore], None], ...] = (
     check_records_round_trip_verbatim,
     check_records_come_back_in_sequence_order,
+    check_reads_since_a_sequence_number,
     check_records_are_never_replaced,
     check_cards_round_trip_every_field,
     check_put_cards_replaces_by_id,

@@ -16,12 +16,14 @@ class MemoryStore(Protocol):
 
     def record(self, namespace: Namespace, record_id: str) -> RawRecord | None: ...
 
-    def records(self, namespace: Namespace) -> list[RawRecord]: ...
+    def records(self, namespace: Namespace, *, since: int = 0) -> list[RawRecord]:
+        """The namespace's records with ``seq >= since``, in sequence order: a memory catching up
+        with another writer reads only what is new."""
 
     def put_cards(self, namespace: Namespace, cards: Sequence[Card]) -> None:
         """Insert or replace cards by id."""
 
-    def cards(self, namespace: Namespace) -> list[Card]:
-        """All cards of the namespace in sequence order."""
+    def cards(self, namespace: Namespace, *, since: int = 0) -> list[Card]:
+        """The namespace's cards with ``seq >= since``, in sequence order."""
 
     def close(self) -> None: ...

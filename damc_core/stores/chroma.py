@@ -218,8 +218,8 @@ class ChromaStore:
             return None  # (an id such as "b|r0" reaches another session's "<key>|b" records)
         return self._as_record(namespace, found["ids"][0], documents[0], metadatas[0])
 
-    def records(self, namespace: Namespace) -> list[RawRecord]:
-        rows = self._all(self._records, namespace)
+    def records(self, namespace: Namespace, *, since: int = 0) -> list[RawRecord]:
+        rows = self._all(self._records, namespace, since)
         records = [self._as_record(namespace, i, d, m) for i, d, m in rows]
         return sorted(records, key=lambda r: r.seq)
 
@@ -236,18 +236,22 @@ class ChromaStore:
                 )
             )
 
-    def cards(self, namespace: Namespace) -> list[Card]:
-        rows = self._all(self._cards, namespace)
+    def cards(self, namespace: Namespace, *, since: int = 0) -> list[Card]:
+        rows = self._all(self._cards, namespace, since)
         cards = readable_cards(self._serde, (d for _, d, _ in rows), f"Chroma, {namespace.key!r}")
         return sorted(cards, key=lambda c: c.seq)
 
-    def _all(self, collection: Collection, namespace: Namespace) -> list[tuple[str, str, Any]]:
-        """Every (id, document, metadata) of the namespace, a page at a time."""
+    def _all(self, collection: Collection, namespace: Namespace, since: int) -> list[tuple[str, str, Any]]:
+        """Every (id, document, metadata) of the namespace from sequence number ``since`` on, a
+        page at a time."""
+        where: dict[str, Any] = {"ns": namespace.key}
+        if since > 0:
+            where = {"$and": [where, {"seq": {"$gte": since}}]}
         rows: list[tuple[str, str, Any]] = []
         while True:
             page = self._call(
                 lambda: collection.get(
-                    where={"ns": namespace.key},
+                    where=where,
                     include=["documents", "metadatas"],
                     limit=PAGE,
                     offset=len(rows),

@@ -29,9 +29,10 @@ class InMemoryStore:
         self._check()
         return self._records.get(namespace.key, {}).get(record_id)
 
-    def records(self, namespace: Namespace) -> list[RawRecord]:
+    def records(self, namespace: Namespace, *, since: int = 0) -> list[RawRecord]:
         self._check()
-        return sorted(self._records.get(namespace.key, {}).values(), key=lambda r: r.seq)
+        held = self._records.get(namespace.key, {}).values()
+        return sorted((r for r in held if r.seq >= since), key=lambda r: r.seq)
 
     def put_cards(self, namespace: Namespace, cards: Sequence[Card]) -> None:
         self._check()
@@ -39,9 +40,10 @@ class InMemoryStore:
         for card in cards:
             bucket[card.id] = card
 
-    def cards(self, namespace: Namespace) -> list[Card]:
+    def cards(self, namespace: Namespace, *, since: int = 0) -> list[Card]:
         self._check()
-        return sorted(self._cards.get(namespace.key, {}).values(), key=lambda c: c.seq)
+        held = self._cards.get(namespace.key, {}).values()
+        return sorted((c for c in held if c.seq >= since), key=lambda c: c.seq)
 
     def close(self) -> None:
         self._closed = True

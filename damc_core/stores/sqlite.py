@@ -20,6 +20,7 @@ CREATE TABLE IF NOT EXISTS records (
 CREATE TABLE IF NOT EXISTS cards (
     ns TEXT NOT NULL, id TEXT NOT NULL, seq INTEGER NOT NULL, data TEXT NOT NULL, PRIMARY KEY (ns, id));
 CREATE INDEX IF NOT EXISTS cards_by_seq ON cards (ns, seq);
+CREATE INDEX IF NOT EXISTS records_by_seq ON records (ns, seq);
 """
 
 
@@ -102,12 +103,12 @@ class SQLiteStore:
         )
         return self._record(namespace, row) if row else None
 
-    def records(self, namespace: Namespace) -> list[RawRecord]:
+    def records(self, namespace: Namespace, *, since: int = 0) -> list[RawRecord]:
         rows = self._run(
             f"read the records of {namespace.key!r}",
             lambda db: db.execute(
-                "SELECT id, seq, created_at, body, v FROM records WHERE ns = ? ORDER BY seq",
-                (namespace.key,),
+                "SELECT id, seq, created_at, body, v FROM records WHERE ns = ? AND seq >= ? ORDER BY seq",
+                (namespace.key, since),
             ).fetchall(),
         )
         return [self._record(namespace, r) for r in rows]
@@ -122,11 +123,11 @@ class SQLiteStore:
 
         self._run(f"store {len(rows)} cards of {namespace.key!r}", write)
 
-    def cards(self, namespace: Namespace) -> list[Card]:
+    def cards(self, namespace: Namespace, *, since: int = 0) -> list[Card]:
         rows = self._run(
             f"read the cards of {namespace.key!r}",
             lambda db: db.execute(
-                "SELECT data FROM cards WHERE ns = ? ORDER BY seq", (namespace.key,)
+                "SELECT data FROM cards WHERE ns = ? AND seq >= ? ORDER BY seq", (namespace.key, since)
             ).fetchall(),
         )
         return readable_cards(self._serde, (r[0] for r in rows), f"{self.path!r}, {namespace.key!r}")

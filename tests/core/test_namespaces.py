@@ -100,6 +100,36 @@ def test_two_memories_on_one_session_keep_both_writers_events(db_path, counter, 
     assert contents == ["My order is W111.", "Also cancel reservation ABC123.", "Refund to gift_card_5."]
 
 
+class ReadCountingStore(SQLiteStore):
+    """A real SQLite store that notes how many records each read returned."""
+
+    def __init__(self, path):
+        super().__init__(path)
+        self.records_read: list[int] = []
+
+    def records(self, namespace, *, since=0):
+        found = super().records(namespace, since=since)
+        self.records_read.append(len(found))
+        return found
+
+
+def test_refresh_reads_only_what_the_other_worker_wrote_since(db_path, counter, clock, msg):
+    """A worker catching up on a long conversation reads the new records, not the whole thread."""
+    session = Namespace(user="omar", session="trip")
+    with SQLiteStore(db_path) as first_handle, ReadCountingStore(db_path) as second_handle:
+        worker_a = DecisionMemory(namespace=session, store=first_handle, counter=counter, clock=clock)
+        for turn in range(30):
+            worker_a.observe(msg.user(f"Note {turn}: order W{turn:03d}."))
+        worker_b = DecisionMemory(namespace=session, store=second_handle, counter=counter, clock=clock)
+        worker_a.observe(msg.user("Refund to gift_card_5."))
+
+        worker_b.refresh()
+
+        assert second_handle.records_read == [30, 1]
+        assert worker_b.cards()[-1].summary == "[c30] user: Refund to gift_card_5."
+        assert len(worker_b.cards()) == 31
+
+
 def test_a_cleared_conversation_stays_cleared_when_the_store_is_reopened(db_path, counter, clock, msg):
     with SQLiteStore(db_path) as store:
         memory = DecisionMemory(store=store, counter=counter, clock=clock)
