@@ -56,6 +56,7 @@ from .tokens import (
     call_function,
     content_text,
     count_messages,
+    media_tokens,
 )
 from .types import (
     BuiltContext,
@@ -846,11 +847,13 @@ class DecisionMemory:
 
     def _lead_message(self, entry: _Entry, budget: int) -> Message:
         """A user turn leading the window: as it is when it fits ``LEAD_SHARE`` of the budget, else
-        its lines with values or restrictions, cut to that share (``_request_as_sent``)."""
-        if self._renderer.count_messages([entry.message]) <= budget * LEAD_SHARE:
-            return entry.message
+        its lines with values or restrictions, cut to that share (``_request_as_sent``). Its media
+        (a screenshot the user asked about) go with it either way, counted in the window."""
+        message = entry.message
+        if self._renderer.count_messages([message]) - media_tokens(message) <= budget * LEAD_SHARE:
+            return message
         card = self._session.cards[entry.card_id]
-        return {"role": "user", "content": self._request_as_sent(card, budget, LEAD_SHARE).summary}
+        return _with_text(message, self._request_as_sent(card, budget, LEAD_SHARE).summary)
 
     def _recent_yielding(
         self,

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from dataclasses import replace
 
 from .compress import Compressor, Detail, identity_columns, row_identifiers, rows_by_focus
-from .tokens import MESSAGE_OVERHEAD, TokenCounter, message_text
+from .tokens import TokenCounter, message_tokens
 from .types import Card, CardKind, DecisionFocus, Message
 from .value import vocabulary_of
 
@@ -176,7 +176,7 @@ class CardRenderer:
         return replace(card, summary=summary, tokens=self.count(summary) + 1)
 
     def count_messages(self, messages: list[Message]) -> int:
-        return sum(self.count(message_text(m)) + MESSAGE_OVERHEAD for m in messages)
+        return sum(message_tokens(m, self.count) for m in messages)
 
     def count(self, text: str) -> int:
         """Token count of a rendering, line by line with a cache: focused renderings of one table

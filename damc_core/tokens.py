@@ -13,7 +13,7 @@ import functools
 import hashlib
 import os
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from importlib import util as importlib_util
 from pathlib import Path
@@ -26,6 +26,11 @@ from .types import Message
 
 MESSAGE_OVERHEAD = 4
 """Tokens a chat API adds around each message (role and separators)."""
+MEDIA_TOKENS = 765
+"""Tokens counted for an image, audio or file part sent with a message: what a 1024-pixel image
+costs at OpenAI's high detail (85 at ``detail: low``). A provider's real figure depends on the
+media's size, which DAMC does not decode; an estimate keeps a screenshot from passing for free."""
+LOW_DETAIL_IMAGE_TOKENS = 85
 
 
 class TokenCounter(Protocol):
@@ -227,8 +232,29 @@ def _part_text(part: object, reasoning: bool) -> str:
 
 
 _REASONING_PARTS = frozenset({"thinking", "redacted_thinking", "reasoning"})
+_MEDIA_PARTS = frozenset({"image_url", "image", "input_audio", "audio", "file"})
+
+
+def media_tokens(message: Message) -> int:
+    """Estimated tokens of the media parts of a message's content (``MEDIA_TOKENS`` each)."""
+    content = message.get("content")
+    if not isinstance(content, list):
+        return 0
+    total = 0
+    for part in content:
+        if isinstance(part, dict) and part.get("type") in _MEDIA_PARTS and "text" not in part:
+            image_url = part.get("image_url")
+            low = isinstance(image_url, dict) and image_url.get("detail") == "low"
+            total += LOW_DETAIL_IMAGE_TOKENS if low else MEDIA_TOKENS
+    return total
+
+
+def message_tokens(message: Message, count: Callable[[str], int]) -> int:
+    """Tokens of one message as a chat API bills it: text and tool calls, per-message overhead,
+    and an estimate for its media."""
+    return count(message_text(message)) + MESSAGE_OVERHEAD + media_tokens(message)
 
 
 def count_messages(messages: Iterable[Message], counter: TokenCounter) -> int:
-    """Tokens of a message list as a chat API bills them (text plus per-message overhead)."""
-    return sum(counter.count(message_text(m)) + MESSAGE_OVERHEAD for m in messages)
+    """Tokens of a message list as a chat API bills them."""
+    return sum(message_tokens(m, counter.count) for m in messages)

@@ -10,6 +10,7 @@ import re
 import pytest
 
 from damc_core import ConfigError, DefaultAssembler, MemorySettings, valid_sequence
+from damc_core.tokens import LOW_DETAIL_IMAGE_TOKENS, MEDIA_TOKENS, media_tokens
 
 
 def call(*ids, content=None, name="lookup"):
@@ -617,3 +618,34 @@ def test_a_models_reasoning_sent_back_counts_in_the_tokens_sent(make_memory, msg
 
     assert thinking in str(built.messages)
     assert built.total_tokens > memory.counter.count(thinking)
+
+
+SCREENSHOT = {"type": "image_url", "image_url": {"url": "data:image/png;base64," + "iVBORw0KGgo" * 40}}
+
+
+def test_an_image_the_user_sent_counts_in_the_budget_and_goes_with_the_request(make_memory, msg, memory_text):
+    memory = make_memory(settings=MemorySettings(budget=1200, recent_messages=2))
+    question = "What is wrong with order W123 on this receipt? " + "It was a long trip. " * 30
+    memory.observe({"role": "user", "content": [{"type": "text", "text": question}, SCREENSHOT]})
+    memory.observe(msg.call("call_1", "get_order", {"order_id": "W123"}))
+    items = [{"item_id": f"I{i:03d}", "price": 10 + i} for i in range(60)]
+    memory.observe(
+        msg.result("call_1", "get_order", {"order_id": "W123", "status": "delivered", "items": items})
+    )
+
+    built = memory.build()
+
+    lead = built.messages[0]
+    assert lead["role"] == "user" and SCREENSHOT in lead["content"]  # the text shortened, the image kept
+    assert MEDIA_TOKENS < built.total_tokens <= 1200
+    assert "I059" not in memory_text(built.messages)  # the image took room the rows had without it
+
+
+def test_a_low_detail_image_counts_less_than_a_full_one():
+    low = {"type": "image_url", "image_url": {"url": "https://x/y.png", "detail": "low"}}
+    full = {"type": "image_url", "image_url": {"url": "https://x/y.png"}}
+    assert media_tokens({"role": "user", "content": [low]}) == LOW_DETAIL_IMAGE_TOKENS
+    assert media_tokens({"role": "user", "content": [low, full, {"type": "text", "text": "hi"}]}) == (
+        LOW_DETAIL_IMAGE_TOKENS + MEDIA_TOKENS
+    )
+    assert media_tokens({"role": "user", "content": "an image_url in words"}) == 0
