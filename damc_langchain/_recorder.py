@@ -115,11 +115,12 @@ class MessageRecorder:
 
     def record_tool_result(self, result: Any) -> None:
         """Record a tool's result as it returns (a ``ToolMessage``, or those of a ``Command``'s
-        update, so parallel results keep their calls' order); never raises into the agent."""
+        update, so parallel results keep their calls' order); never raises into the agent. A
+        handoff's update carries the state's messages with its own: those recorded are skipped."""
         update = getattr(result, "update", None)  # langgraph's Command
         messages = update.get("messages", ()) if isinstance(update, dict) else (result,)
         for message in messages if isinstance(messages, (list, tuple)) else ():
-            if not isinstance(message, ToolMessage):
+            if not isinstance(message, ToolMessage) or (message.id and f"id:{message.id}" in self._seen):
                 continue
             try:
                 self._record(to_event(message))

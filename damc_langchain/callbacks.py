@@ -103,7 +103,8 @@ class DamcCallbackHandler(BaseCallbackHandler):
     def on_tool_end(self, output: Any, *, run_id: UUID, **kwargs: Any) -> None:
         update = getattr(output, "update", None)  # langgraph's Command: its ToolMessage is the answer
         if isinstance(update, dict):
-            output = next((m for m in update.get("messages") or () if isinstance(m, ToolMessage)), output)
+            running = self._running.get(run_id)
+            output = _answer_in(update.get("messages"), running[2] if running else None, output)
         if isinstance(output, ToolMessage):
             self._record(run_id, output.content, error=output.status == "error")
         else:
@@ -233,3 +234,10 @@ class DamcCallbackHandler(BaseCallbackHandler):
                 card = self.memory.card(card_id)
                 if card is not None and card.tokens < card.raw_tokens:
                     message.content = card.summary
+
+
+def _answer_in(messages: object, call_id: str | None, default: Any) -> Any:
+    """The ``ToolMessage`` of a ``Command``'s update that answers the call: the one with its id,
+    else the last (a handoff's update holds the state's earlier results before its own)."""
+    answers = [m for m in messages if isinstance(m, ToolMessage)] if isinstance(messages, list) else []
+    return next((m for m in answers if m.tool_call_id == call_id), answers[-1] if answers else default)

@@ -14,10 +14,11 @@ from langchain.agents import create_agent
 from langchain_classic.agents import AgentExecutor, create_tool_calling_agent
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import InjectedToolCallId, ToolException, tool
+from langgraph.prebuilt import InjectedState
 from langgraph.types import Command
 
 from damc_core import CardKind, DecisionMemory, InMemoryStore
-from damc_langchain import DamcCallbackHandler
+from damc_langchain import DamcCallbackHandler, DamcMiddleware
 
 from .scenario import (
     FLIGHTS,
@@ -273,3 +274,40 @@ def test_a_command_answer_and_an_image_result_become_the_cards_they_stand_for(re
         and screenshot not in results["snapshot"].text
     )
     assert memory.recall(results["snapshot"].id)["content"][1]["base64"] == screenshot  # kept in the record
+
+
+@pytest.mark.parametrize("surface", ["callbacks", "middleware"])
+def test_a_handoff_that_returns_the_state_records_only_its_own_answer(recording_model, surface):
+    """A handoff tool answers with a Command carrying the whole conversation plus its own message."""
+
+    @tool
+    def lookup(order_id: str) -> str:
+        """Look up an order."""
+        return json.dumps({"order_id": order_id, "status": "shipped"})
+
+    @tool
+    def transfer_to_billing(
+        state: Annotated[dict, InjectedState], tool_call_id: Annotated[str, InjectedToolCallId]
+    ) -> Command:
+        """Hand the customer to billing."""
+        handed = ToolMessage("Transferred to billing", tool_call_id=tool_call_id)
+        return Command(update={"messages": [*state["messages"], handed]})
+
+    memory = DecisionMemory(store=InMemoryStore())
+    model = recording_model(
+        call("lookup", {"order_id": "O-1"}, "k1"),
+        call("transfer_to_billing", {}, "h1"),
+        AIMessage("Billing here."),
+    )
+    question = {"messages": [HumanMessage("Where is O-1? Then billing, please.")]}
+    if surface == "callbacks":
+        create_agent(model, [lookup, transfer_to_billing]).invoke(
+            question, {"callbacks": [DamcCallbackHandler(memory)]}
+        )
+    else:
+        create_agent(model, [lookup, transfer_to_billing], middleware=[DamcMiddleware(memory)]).invoke(
+            question
+        )
+
+    results = [(m["tool_call_id"], m["content"]) for m in memory.messages() if m["role"] == "tool"]
+    assert results == [("k1", '{"order_id": "O-1", "status": "shipped"}'), ("h1", "Transferred to billing")]
