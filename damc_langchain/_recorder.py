@@ -65,8 +65,9 @@ class MessageRecorder:
     def observe(self, messages: Sequence[BaseMessage]) -> None:
         """Record the messages not recorded yet (the agent resends its whole history each step).
         A message is seen once recorded: one the store failed to take is tried again next time.
-        The newest user turn is the run's request, never a resent one, even when it repeats an
-        earlier turn's words (a second "yes")."""
+        The newest user turn is the run's request, new even when it repeats an earlier turn's
+        words (a second "yes"), unless what was recorded ends with it: a run retried after it
+        failed (a rate limit) sends its request again."""
         request = max((i for i, m in enumerate(messages) if m.type == "human"), default=-1)
         if any(m.id and f"id:{m.id}" not in self._seen for m in messages):  # a run's new input:
             mark = self.memory.event_count  # another worker may have served this thread meanwhile
@@ -82,18 +83,25 @@ class MessageRecorder:
                 self._early_results[message.tool_call_id] -= 1
             else:
                 event = to_event(message)
-                if not (self._resent and index != request and self._known(event, first=index == 0)):
+                if not (self._resent and self._known(event, first=index == 0, request=index == request)):
                     self._record(event)
             self._seen.add(key)
 
-    def _known(self, event: dict[str, Any], *, first: bool) -> bool:
+    def _known(self, event: dict[str, Any], *, first: bool, request: bool) -> bool:
         """Whether a message of a resent history was recorded before: found in the recorded
-        events after the ones the run's earlier messages matched (a run starts matching anew)."""
+        events after the ones the run's earlier messages matched (a run starts matching anew);
+        the ``request`` only as the last event recorded."""
         if first:
             self._matched = 0
-        try:
-            found = self._recorded.index(_content_key(event), self._matched)
-        except ValueError:
+        key = _content_key(event)
+        last = len(self._recorded) - 1
+        found = last if last >= self._matched and self._recorded[last] == key else -1
+        if not request:
+            try:
+                found = self._recorded.index(key, self._matched)
+            except ValueError:
+                found = -1
+        if found < 0:
             self._matched = len(self._recorded) + 1  # new from here on: nothing later repeats
             return False
         self._matched = found + 1

@@ -16,6 +16,7 @@ from langchain_core.tools import tool
 from damc_core import DecisionMemory, InMemoryStore, MemorySettings
 from damc_langchain import DamcMiddleware
 
+from .conftest import RecordingChatModel
 from .scenario import FLIGHTS, SCRIPT, book, call, get_user_details, search_flights, text
 
 
@@ -349,6 +350,40 @@ def test_a_user_turn_repeating_an_earlier_ones_words_is_a_new_turn(recording_mod
     recorded = [(m["role"], m["content"]) for m in middleware.memory.messages()]
     assert recorded == [(m["role"], m["content"]) for m in chat]
     assert model.received[-1][-1].content == "yes"
+
+
+@pytest.mark.parametrize("resend", [False, True], ids=["new turn only", "whole chat"])
+def test_a_run_retried_after_the_model_failed_records_its_request_once(recording_model, resend):
+    class RateLimited(RecordingChatModel):
+        failures: int = 1
+
+        def _generate(self, messages, stop=None, run_manager=None, **kwargs):
+            if self.failures:
+                self.failures -= 1
+                raise RuntimeError("429 rate limited")
+            return super()._generate(messages, stop, run_manager, **kwargs)
+
+    middleware = DamcMiddleware(memory())
+    agent = create_agent(
+        RateLimited(script=[AIMessage("Hi Mia."), AIMessage("Booked.")]), [], middleware=[middleware]
+    )
+    chat = [{"role": "user", "content": "I am Mia"}]
+    with pytest.raises(RuntimeError, match="429"):
+        agent.invoke({"messages": list(chat)})
+
+    chat.append(
+        {"role": "assistant", "content": agent.invoke({"messages": list(chat)})["messages"][-1].content}
+    )
+    chat.append({"role": "user", "content": "Book HAT107"})
+    agent.invoke({"messages": list(chat) if resend else chat[-1:]})
+
+    recorded = [(m["role"], m["content"]) for m in middleware.memory.messages()]
+    assert recorded == [
+        ("user", "I am Mia"),
+        ("assistant", "Hi Mia."),
+        ("user", "Book HAT107"),
+        ("assistant", "Booked."),
+    ]
 
 
 def test_a_summary_of_the_conversation_is_not_recorded_as_a_user_turn():
