@@ -141,6 +141,15 @@ def _with_blocks(event: dict[str, Any], blocks: Sequence[ContentBlock]) -> dict[
     return {**event, "blocks": kept} if kept else event
 
 
+def _text_key(event: Mapping[str, Any]) -> str:
+    """A text turn's key among the messages handed over: role, text and the blocks kept with it
+    (two turns asking "What is in this picture?" about different pictures are two messages)."""
+    blocks = json.dumps(event.get("blocks") or [], sort_keys=True, default=str)
+    return json.dumps(
+        [event.get("role"), content_text(event.get("content")), hashlib.sha256(blocks.encode()).hexdigest()]
+    )
+
+
 def _blocks_of(event: Mapping[str, Any]) -> list[ContentBlock]:
     """The blocks :func:`_with_blocks` kept, as LlamaIndex blocks again."""
     kept = event.get("blocks")
@@ -550,7 +559,7 @@ class Recorder:
         if steps is not None:  # a ReAct transcript: its actions and observations become calls and results
             cards = self._record_react(steps, confirm=confirm, answer=answer)
         else:
-            self._originals[f"text:{role}:{key[1]}"] = message  # the newest: the request sent last
+            self._originals[_text_key(event)] = message  # the newest: the request sent last
             cards = [self.memory.observe(event).id]
             self._track(cards[0], confirm)
         self._texts[key] += 1  # counted once recorded: a turn the store refused is recorded when seen again
@@ -689,7 +698,7 @@ class Recorder:
                 blocks=[TextBlock(text=text), *_blocks_of(event)],
                 additional_kwargs=kwargs,
             )
-        original = self._originals.get(f"text:{role}:{text}")
+        original = self._originals.get(_text_key(event))
         if original is not None:
             return original
         role_of = MessageRole(role) if role in _VALID_ROLES else MessageRole.USER

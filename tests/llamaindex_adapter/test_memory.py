@@ -319,7 +319,7 @@ def test_a_message_the_store_refused_is_recorded_with_the_next_one(tmp_path):
     assert [m.content for m in memory.get_all()] == ["Book HAT107", "Which card?", "credit_card_4421486"]
 
 
-def test_the_newest_of_two_turns_with_the_same_words_is_sent_with_its_own_image(recording_llm):
+def test_each_of_two_turns_with_the_same_words_is_sent_with_its_own_image(recording_llm):
     from llama_index.core.base.llms.types import ImageBlock, TextBlock
 
     llm = recording_llm(
@@ -338,6 +338,6 @@ def test_the_newest_of_two_turns_with_the_same_words_is_sent_with_its_own_image(
         )
         run(agent, user_msg=question, memory=memory)
 
-    newest = llm.received[-1][-1]
-    (image,) = [b for b in newest.blocks if isinstance(b, ImageBlock)]
-    assert b"dog" in image.resolve_image().read()
+    questions = [m for m in llm.received[-1] if m.role == "user"]
+    pictures = [b.resolve_image().read() for m in questions for b in m.blocks if isinstance(b, ImageBlock)]
+    assert pictures == [b"\x89PNG-cat", b"\x89PNG-dog"]
