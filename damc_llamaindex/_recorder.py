@@ -232,7 +232,9 @@ def _args_key(arguments: Mapping[str, Any] | str | None) -> str:
         except (ValueError, RecursionError):
             parsed = None
         arguments = parsed if isinstance(parsed, dict) else parse_action_input(arguments)
-    return json.dumps(arguments or {}, sort_keys=True, default=str)
+    # keys as JSON has them (text): a ReAct ``Action Input`` may be a Python dict with 1 and "a" as keys
+    plain = json.loads(json.dumps(arguments or {}, default=str, skipkeys=True))
+    return json.dumps(plain, sort_keys=True)
 
 
 def _call_key(call: Mapping[str, Any]) -> str:
@@ -286,7 +288,8 @@ class Recorder:
         self._text_cards: dict[tuple[str, str], list[list[str]]] = {}
         """(role, text) of a turn -> its cards (a ReAct transcript has several), per occurrence."""
         self._steps: dict[tuple[str, str, str], tuple[str, str, str]] = {}
-        """(tool, arguments, observation) of a ReAct step -> (call id, call card, result card)."""
+        """(tool, arguments, observation) of a ReAct step -> (call id, call card, result card);
+        the result card is "" while the store has not taken the result."""
         self._react_ids: set[str] = set()
         self._originals: dict[str, ChatMessage] = {}
         """Tool calls, result call id or text key -> the LlamaIndex message it was recorded from."""
@@ -301,7 +304,7 @@ class Recorder:
         self._answers: dict[tuple[str, str], list[str]] = {}
         """(role, text) of final answers recorded as their step ended, not yet handed to memory ->
         their cards. A ReAct answer is known by its answer text: the agent hands it over inside
-        the run's whole transcript."""
+        the run's whole transcript. A new user turn ends the wait: the run that answered is over."""
         self._answered: deque[int] = deque(maxlen=32)
         """Identities of the latest answers recorded."""
 
@@ -345,6 +348,7 @@ class Recorder:
         with self._lock:
             if message.role == MessageRole.USER:
                 self.pending.clear()  # a new user turn: the previous run's scratchpad is history now
+                self._answers.clear()
                 self._catch_up()
             self._record(message, confirm=True)
 
@@ -401,6 +405,10 @@ class Recorder:
                     if seen[key] <= self._texts[key] and message is not request:
                         continue
                 self._record(message, confirm=confirm)
+            if (
+                request is not None
+            ):  # a run starts: an earlier run's answer was handed back above, or never is
+                self._answers.clear()
 
     def _recorded_last(self, message: ChatMessage) -> bool:
         """Whether the newest event of the conversation is this message's turn."""
@@ -608,28 +616,31 @@ class Recorder:
         """Record one action and its observation unless already recorded; return the result's card id."""
         key = (action.tool, _args_key(action.arguments), observation)
         known = self._steps.get(key)
-        if known is not None:
+        if known is not None and known[2]:
             call_id, call_card, result_card = known
             self._react_ids.add(call_id)
             self._confirm(call_card, confirm)
             self._confirm(result_card, confirm)
             return result_card
-        call_id = self._new_id()
-        self._react_ids.add(call_id)
-        arguments = json.dumps(action.arguments or {}, default=str)
-        call = self.memory.observe(
-            {
-                "role": "assistant",
-                "content": action.text or None,
-                "tool_calls": [_call(call_id, action.tool, arguments)],
-            }
-        )
-        self._track(call.id, confirm)
+        if known is None:  # else the call was recorded and the store refused its result: go on from there
+            call_id = self._new_id()
+            self._react_ids.add(call_id)
+            arguments = json.dumps(action.arguments or {}, default=str)
+            call = self.memory.observe(
+                {
+                    "role": "assistant",
+                    "content": action.text or None,
+                    "tool_calls": [_call(call_id, action.tool, arguments)],
+                }
+            )
+            self._track(call.id, confirm)
+            known = self._steps[key] = (call_id, call.id, "")
+        call_id, call_card, _ = known
         result = self.memory.observe(
             {"role": "tool", "tool_call_id": call_id, "name": action.tool, "content": observation}
         )
         self._track(result.id, confirm)
-        self._steps[key] = (call_id, call.id, result.id)
+        self._steps[key] = (call_id, call_card, result.id)
         return result.id
 
     def _track(self, card_id: str, confirm: bool) -> None:

@@ -15,11 +15,15 @@ from llama_index.core.base.llms.types import ChatMessage, MessageRole
 from llama_index.core.bridge.pydantic import ConfigDict, Field, PrivateAttr
 from llama_index.core.memory import BaseMemory
 
-from damc_core import DecisionMemory
+from damc_core import DecisionMemory, StoreClosedError, StoreError
 
 from ._recorder import Recorder, recorder_for
 
 logger = logging.getLogger("damc.llamaindex")
+
+WAITING_KEPT = 1000
+"""Messages put that wait for a store that refuses them (a locked file) before DAMC gives up on
+recording them: the agent's verbatim history still holds them."""
 
 
 class DamcMemory(BaseMemory):
@@ -124,13 +128,21 @@ class DamcMemory(BaseMemory):
 
     def _record_waiting(self) -> None:
         """Record the messages put, in order; one the store refused (a locked file) waits, with
-        those after it, for the next ``put`` or ``get``. Kept verbatim above, the agent goes on."""
+        those after it, for the next ``put`` or ``get``, up to ``WAITING_KEPT`` of them. A message
+        that cannot be recorded at all is left out. Kept verbatim above, the agent goes on."""
         while self._unrecorded:
+            message = self._unrecorded[0]
             try:
-                self._recorder.put(self._unrecorded[0])
-            except Exception:
-                logger.exception("damc: recording a %s message failed", self._unrecorded[0].role.value)
+                self._recorder.put(message)
+            except StoreError as exc:
+                if isinstance(exc, StoreClosedError) or len(self._unrecorded) > WAITING_KEPT:
+                    logger.error("damc: %s; %d messages put are not recorded", exc, len(self._unrecorded))
+                    self._unrecorded.clear()
+                else:
+                    logger.warning("damc: recording a %s message waits: %s", message.role.value, exc)
                 return
+            except Exception:
+                logger.exception("damc: recording a %s message failed; it is left out", message.role.value)
             self._unrecorded.pop(0)
 
     def set(self, messages: list[ChatMessage]) -> None:

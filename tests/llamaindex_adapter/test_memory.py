@@ -319,6 +319,85 @@ def test_a_message_the_store_refused_is_recorded_with_the_next_one(tmp_path):
     assert [m.content for m in memory.get_all()] == ["Book HAT107", "Which card?", "credit_card_4421486"]
 
 
+def test_a_react_transcript_the_store_took_in_part_is_finished_not_repeated():
+    from damc_core import DecisionMemory, InMemoryStore, StoreError
+
+    class LockedOnce(InMemoryStore):
+        """A store that refuses its third write once, as a file another process holds does."""
+
+        writes = 0
+
+        def append(self, record):
+            self.writes += 1
+            if self.writes == 3:
+                raise StoreError("database is locked")
+            super().append(record)
+
+    memory = DamcMemory(memory=DecisionMemory(store=LockedOnce()))
+    memory.put(ChatMessage(role="user", content="Where is O-1?"))
+    memory.put(  # the call is stored, its result refused: the transcript waits
+        ChatMessage(
+            role="assistant",
+            content='Thought: I need the order.\nAction: get_order\nAction Input: {"id": "O-1"}\n'
+            "Observation: shipped\nThought: I can answer.\nAnswer: O-1 has shipped.",
+        )
+    )
+    memory.put(ChatMessage(role="user", content="Thanks"))
+
+    recorded = [(m["role"], m.get("tool_call_id") or m["content"]) for m in memory.memory.messages()]
+    call_id = memory.memory.messages()[1]["tool_calls"][0]["id"]
+    assert recorded == [
+        ("user", "Where is O-1?"),
+        ("assistant", "I need the order."),
+        ("tool", call_id),
+        ("assistant", "O-1 has shipped."),
+        ("user", "Thanks"),
+    ]
+
+
+def test_a_closed_store_neither_stops_the_agent_nor_keeps_what_it_cannot_take(caplog):
+    memory = DamcMemory(memory=damc())
+    memory.put(ChatMessage(role="user", content="Book HAT107"))
+    memory.memory.store.close()
+
+    for turn in ("Which card?", "credit_card_4421486"):
+        memory.put(ChatMessage(role="user", content=turn))
+
+    assert [m.content for m in memory.get_all()] == ["Book HAT107", "Which card?", "credit_card_4421486"]
+    assert caplog.text.count("are not recorded") == 2  # each given up on, none left waiting
+
+
+def test_a_react_action_input_with_number_keys_is_recorded_and_the_turns_after_it_too():
+    memory = DamcMemory(memory=damc())
+    memory.put(ChatMessage(role="user", content="Look up matrix M"))
+    memory.put(
+        ChatMessage(
+            role="assistant",
+            content="Thought: I need the matrix.\nAction: get_matrix\n"
+            "Action Input: {'m': {1: 'row one', 'name': 'M'}}\nObservation: ok\n"
+            "Thought: I can answer.\nAnswer: M has one row.",
+        )
+    )
+    memory.put(ChatMessage(role="user", content="Thanks"))
+
+    contents = [m["content"] for m in memory.memory.messages() if not m.get("tool_calls")]
+    assert contents == ["Look up matrix M", "ok", "M has one row.", "Thanks"]
+
+
+def test_an_answer_of_an_earlier_run_does_not_hide_a_later_message_with_its_words(recording_llm):
+    model = recording_llm(*(ChatMessage(role="assistant", content="Done.") for _ in range(3)))
+    memory = damc()
+    agent = FunctionAgent(tools=[], llm=DamcLLM(llm=model, memory=memory), system_prompt="Help.")
+    for question in ("Cancel O-1", "Cancel O-2", "Cancel O-3"):
+        run(agent, question)  # the agent's own memory: DAMC records each answer as its step ends
+
+    notes = DamcMemory(memory=memory)  # the app goes on with a memory of its own on the conversation
+    notes.put(ChatMessage(role="user", content="Cancel O-4"))
+    notes.put(ChatMessage(role="assistant", content="Done."))
+
+    assert [m["content"] for m in memory.messages()][-3:] == ["Done.", "Cancel O-4", "Done."]
+
+
 def test_each_of_two_turns_with_the_same_words_is_sent_with_its_own_image(recording_llm):
     from llama_index.core.base.llms.types import ImageBlock, TextBlock
 
