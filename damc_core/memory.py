@@ -74,6 +74,7 @@ from .types import (
 from .value import (
     CandidateSource,
     DecisionRecorder,
+    Forgetting,
     ObservedDecision,
     ValuationContext,
     Valuator,
@@ -1288,6 +1289,11 @@ class DecisionMemory:
         self._session = _Session(seq=self._session.seq)
         self._built = None
         self._open_decisions.clear()
+        if isinstance(self.valuator, Forgetting):
+            try:
+                self.valuator.forget(self.namespace)
+            except Exception as exc:  # the conversation is cleared all the same
+                logger.warning("damc: the valuator could not forget the cleared conversation: %s", exc)
 
     def _reload(self, since: int = 0) -> None:
         """Bring the in-process view up to the store by replaying its cards in order, from record

@@ -99,6 +99,14 @@ class DecisionRecorder(Protocol):
     def record_decision(self, decision: ObservedDecision) -> None: ...
 
 
+@runtime_checkable
+class Forgetting(Protocol):
+    """A valuator that keeps something of each conversation outside the store (an index of its
+    cards): told when ``DecisionMemory.clear()`` starts a conversation over, it drops that."""
+
+    def forget(self, namespace: Namespace) -> None: ...
+
+
 class TaskMode(str, Enum):
     """How the agent's task weighs the value dimensions."""
 
@@ -483,6 +491,12 @@ class WeightedValuators:
         for valuator, _ in self.parts:
             if isinstance(valuator, DecisionRecorder):
                 valuator.record_decision(decision)
+
+    def forget(self, namespace: Namespace) -> None:
+        """Tell every part that keeps something of the conversation."""
+        for valuator, _ in self.parts:
+            if isinstance(valuator, Forgetting):
+                valuator.forget(namespace)
 
 
 def heuristics_of(valuator: Valuator | None) -> HeuristicValuator:

@@ -112,6 +112,13 @@ class RetrievalValuator:
                 self._states.popitem(last=False)
             return state
 
+    def forget(self, namespace: Namespace) -> None:
+        """Drop the namespace's cards from the index: a cleared conversation's cards are searched
+        no more, and would take the places of the new ones among the hits."""
+        with self._states_lock:
+            self._states.pop(namespace.key, None)
+        self.index.drop(namespace)
+
     # -- candidate generation -------------------------------------------------------------------
     def candidates(
         self, cards: Mapping[str, Card], *, focus: DecisionFocus, limit: int, namespace: Namespace

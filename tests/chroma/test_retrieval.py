@@ -165,6 +165,23 @@ def test_identifier_only_in_the_text_is_found_by_exact_match(chroma_config: Chro
     assert found.score == 0.5
 
 
+def test_a_cleared_conversations_cards_leave_the_index(chroma_config: ChromaConfig) -> None:
+    index = CardIndex(chroma_config, embedder=HashingEmbedder())
+    memory = DecisionMemory(namespace=ALICE, store=InMemoryStore(), valuator=RetrievalValuator(index, k=4))
+    for flight in range(10):
+        memory.observe(
+            {"role": "user", "content": f"old note {flight}: reservation ZXQ987 on HAT0{flight:02d}"}
+        )
+    memory.build()
+
+    memory.clear()
+    memory.observe({"role": "user", "content": "New start: please cancel reservation ZXQ987"})
+    memory.build()
+
+    hits = index.search(ALICE, "cancel reservation ZXQ987", terms=["zxq987"], k=4)
+    assert [h.card_id for h in hits] == ["c11"]  # the old notes (c0-c9) would fill every place
+
+
 def test_exact_match_follows_cards_to_cold_storage_and_new_text(chroma_config: ChromaConfig) -> None:
     index = CardIndex(chroma_config, embedder=HashingEmbedder())
     order = _card(1, "[c1] get_order_details(order_id=#W4923227) -> pending")
