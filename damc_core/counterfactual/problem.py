@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ..encode import SURROGATE
+
 
 @dataclass(frozen=True, slots=True)
 class ScoreRequest:
@@ -14,6 +16,13 @@ class ScoreRequest:
     """Everything before the action, ending with the action prefix and no trailing space."""
     continuation: str
     """The action's text; starts with a space when the prefix does not end a line."""
+
+    def __post_init__(self) -> None:
+        # half an emoji (a trace cut inside one) is no UTF-8, which every tokenizer needs: U+FFFD
+        for name in ("context", "continuation"):
+            text = getattr(self, name)
+            if SURROGATE.search(text):
+                object.__setattr__(self, name, SURROGATE.sub("\ufffd", text))
 
 
 @dataclass(frozen=True, slots=True)

@@ -92,6 +92,14 @@ def test_a_space_at_the_end_of_the_context_changes_the_measurement(scorer):
     assert abs(right - shifted) > 0.5
 
 
+def test_text_cut_inside_an_emoji_is_scored_with_a_replacement_character(scorer):
+    context = BOOKING.context([True] * 4)
+    cut = scorer.score([ScoreRequest(context + "\ud83d", BOOKING.action)])[0]
+    replaced = scorer.score([ScoreRequest(context + "\ufffd", BOOKING.action)])[0]
+
+    assert cut == pytest.approx(replaced)
+
+
 def test_bad_requests_and_settings_get_clear_errors(scorer, tmp_path):
     with pytest.raises(ValueError, match="continuation is empty"):
         scorer.score([ScoreRequest("Next tool call:", "")])
