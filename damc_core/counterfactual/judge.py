@@ -30,8 +30,10 @@ Memory card:
 How important is this card for the current decision, 0-10, and why?
 Answer as: SCORE: <0-10> - <one short reason>"""
 
-_SCORE = re.compile(r"(?:score\s*[:=]?\s*)?(-?\d+(?:\.\d+)?)\s*(?:/\s*10\b|out of 10\b)?", re.I)
 _LABELLED = re.compile(r"score\s*[:=]?\s*\**\s*(-?\d+(?:\.\d+)?)", re.I)
+_RATED = re.compile(r"(?<![\w.])(-?\d+(?:\.\d+)?)\s*(?:/\s*10\b|out of 10\b)", re.I)
+_NUMBER = re.compile(r"(?<![\w.])(-?\d+(?:\.\d+)?)(?![\w])")
+"""A number on its own: not the ``3`` of the card id ``[c3]`` or of ``ZXQ987`` that judges echo."""
 
 
 class JudgeModel(Protocol):
@@ -57,13 +59,14 @@ class Rating:
 def parse_rating(reply: object) -> Rating:
     """The 0-10 score and reason in a reply; ``score=None`` (with why) when there is none.
 
-    A labelled ``SCORE: 7`` wins over other numbers; otherwise the first number is taken. A number
-    outside 0-10 is not clamped: a judge that answers 70 did not use the scale, so it is unusable.
+    A labelled ``SCORE: 7`` wins over other numbers, then a rating (``9/10``, ``9 out of 10``),
+    then the first number on its own. A number outside 0-10 is not clamped: a judge that answers
+    70 did not use the scale, so it is unusable.
     """
     if not isinstance(reply, str) or not reply.strip():
         return Rating(None, f"empty or non-text reply ({type(reply).__name__})")
     text = reply.strip()
-    match = _LABELLED.search(text) or _SCORE.search(text)
+    match = _LABELLED.search(text) or _RATED.search(text) or _NUMBER.search(text)
     if match is None:
         return Rating(None, f"no score in reply {_clip(text)!r}")
     score = float(match.group(1))

@@ -63,6 +63,10 @@ def openai_judge(endpoint: RecordingEndpoint) -> OpenAIJudge:
         ("**Score:** 7.5/10 because it lists the flights", 7.5),
         ("I'd say 3 out of 10; it only repeats the greeting", 3.0),
         ("0 - irrelevant", 0.0),
+        ("Card [c3] is highly relevant: 9/10", 9.0),
+        ("The [c3] card matters a lot, 9 out of 10", 9.0),
+        ("Reservation ZXQ987 is needed: 9/10", 9.0),
+        ("[c12] holds the flight the user picked. 8", 8.0),
     ],
 )
 def test_parse_rating_reads_scores_in_the_shapes_models_write(reply, score):
