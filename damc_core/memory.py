@@ -88,6 +88,9 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 KNOWN_ROLES = frozenset({"system", "developer", "user", "assistant", "tool"})
+OPEN_DECISIONS_KEPT = 64
+"""Tool calls awaiting their result to be learnt from; the oldest give way (a call whose result
+never came would hold its context, the history up to it, for good)."""
 
 SHORTLIST_BUDGETS = 4
 """Cards are rendered for a decision only while their standing cost, in value order, stays within
@@ -434,6 +437,8 @@ class DecisionMemory:
                 self._open_decisions[call_id] = ObservedDecision(
                     self.namespace, card.seq, system, history, ids, built, action
                 )
+            while len(self._open_decisions) > OPEN_DECISIONS_KEPT:  # calls whose result never came
+                del self._open_decisions[next(iter(self._open_decisions))]
             return
         decision = self._open_decisions.pop(card.tool_call_id or "", None)
         if decision is None or card.kind is not CardKind.TOOL_RESULT:

@@ -15,6 +15,7 @@ from damc_core.counterfactual.book import ValueBook, ValuedDecision, similarity
 from damc_core.counterfactual.valuator import Blend, CounterfactualValuator
 from damc_core.encode import argument_values, parse_arguments
 from damc_core.errors import ConfigError, TraceError
+from damc_core.memory import OPEN_DECISIONS_KEPT
 from damc_core.types import DecisionFocus
 from damc_core.value import ObservedDecision, ValuationContext
 
@@ -142,6 +143,31 @@ def test_memory_reports_built_calls_whose_result_came_back_clean(airline_message
     built = memory.build(budget=400)
     steered = {d.card_id for d in built.decisions if any(s.name == "counterfactual" for s in d.scores)}
     assert "c3" in steered  # the profile held the user id and the card the booking used
+
+
+def test_calls_whose_result_never_comes_are_let_go_after_the_newest_few(make_memory, msg):
+    class LearnsFromDecisions:
+        def __init__(self):
+            self.heuristics = HeuristicValuator()
+            self.calls_reported: list[str] = []
+
+        def value(self, cards, *, context):
+            return self.heuristics.value(cards, context=context)
+
+        def record_decision(self, decision):
+            self.calls_reported.append(decision.action["tool_calls"][0]["id"])
+
+    valuator = LearnsFromDecisions()
+    memory = make_memory(valuator=valuator)
+    memory.observe(msg.user("Check the status of every order"))
+    for n in range(OPEN_DECISIONS_KEPT + 10):  # a tool that never answers: each call waits
+        memory.build(budget=400)
+        memory.observe(msg.call(f"call_{n}", "get_order", {"order_id": f"W{n}"}))
+
+    memory.observe(msg.result("call_0", "get_order", {"status": "shipped"}))  # too late to learn from
+    memory.observe(msg.result(f"call_{OPEN_DECISIONS_KEPT + 9}", "get_order", {"status": "shipped"}))
+
+    assert valuator.calls_reported == [f"call_{OPEN_DECISIONS_KEPT + 9}"]
 
 
 def test_a_counterfactual_valuator_in_a_weighted_mix_still_learns(airline_messages, make_memory):
