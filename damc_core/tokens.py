@@ -188,8 +188,10 @@ class CharEstimateCounter:
 
 
 def message_text(message: Message) -> str:
-    """The text a model reads from a message: its content plus its tool calls as ``name(args)``."""
+    """The text a model reads from a message: its content plus its tool calls as ``name(args)``,
+    and the model's reasoning an adapter keeps beside the content (see :func:`side_blocks`)."""
     parts = [content_text(message.get("content"), reasoning=True)]
+    parts += [str(b.get("content") or "") for b in side_blocks(message) if b.get("block_type") == "thinking"]
     for call in message.get("tool_calls") or ():
         function = call_function(call)
         parts.append(f"{function.get('name')}({function.get('arguments')})")
@@ -233,19 +235,29 @@ def _part_text(part: object, reasoning: bool) -> str:
 
 _REASONING_PARTS = frozenset({"thinking", "redacted_thinking", "reasoning"})
 _MEDIA_PARTS = frozenset({"image_url", "image", "input_audio", "audio", "file"})
+_MEDIA_BLOCKS = frozenset({"image", "audio", "video", "document"})
+
+
+def side_blocks(message: Message) -> list[dict[str, Any]]:
+    """Blocks an adapter keeps beside a message's content, in its framework's own form, to send
+    them back as they were (LlamaIndex's images and thinking, under ``blocks``)."""
+    blocks = message.get("blocks")
+    return [b for b in blocks if isinstance(b, dict)] if isinstance(blocks, list) else []
 
 
 def media_tokens(message: Message) -> int:
-    """Estimated tokens of the media parts of a message's content (``MEDIA_TOKENS`` each)."""
+    """Estimated tokens of the media a message carries (``MEDIA_TOKENS`` each), in its content
+    parts or its side blocks."""
     content = message.get("content")
-    if not isinstance(content, list):
-        return 0
     total = 0
-    for part in content:
+    for part in content if isinstance(content, list) else ():
         if isinstance(part, dict) and part.get("type") in _MEDIA_PARTS and "text" not in part:
             image_url = part.get("image_url")
             low = isinstance(image_url, dict) and image_url.get("detail") == "low"
             total += LOW_DETAIL_IMAGE_TOKENS if low else MEDIA_TOKENS
+    for block in side_blocks(message):
+        if block.get("block_type") in _MEDIA_BLOCKS:
+            total += LOW_DETAIL_IMAGE_TOKENS if block.get("detail") == "low" else MEDIA_TOKENS
     return total
 
 

@@ -10,7 +10,7 @@ import re
 import pytest
 
 from damc_core import ConfigError, DefaultAssembler, MemorySettings, valid_sequence
-from damc_core.tokens import LOW_DETAIL_IMAGE_TOKENS, MEDIA_TOKENS, media_tokens
+from damc_core.tokens import LOW_DETAIL_IMAGE_TOKENS, MEDIA_TOKENS, count_messages, media_tokens
 
 
 def call(*ids, content=None, name="lookup"):
@@ -649,3 +649,21 @@ def test_a_low_detail_image_counts_less_than_a_full_one():
         LOW_DETAIL_IMAGE_TOKENS + MEDIA_TOKENS
     )
     assert media_tokens({"role": "user", "content": "an image_url in words"}) == 0
+
+
+def test_media_and_reasoning_an_adapter_keeps_beside_the_content_count_too(make_memory):
+    memory = make_memory()
+    thinking = "the parcel photo shows a dented corner " * 20
+    result = {
+        "role": "tool",
+        "tool_call_id": "p1",
+        "content": "parcel of W123",
+        "blocks": [  # LlamaIndex's blocks, kept as they were to go back to the model
+            {"block_type": "image", "image": "iVBORw0KGgo", "image_mimetype": "image/png"},
+            {"block_type": "thinking", "content": thinking},
+        ],
+    }
+
+    tokens = count_messages([result], memory.counter)
+
+    assert tokens > MEDIA_TOKENS + memory.counter.count(thinking)
