@@ -405,7 +405,7 @@ def test_each_of_two_turns_with_the_same_words_is_sent_with_its_own_image(record
         ChatMessage(role="assistant", content="A cat."), ChatMessage(role="assistant", content="A dog.")
     )
     agent = FunctionAgent(tools=[], llm=llm, system_prompt="Describe pictures.")
-    memory = DamcMemory(memory=damc())
+    memory = DamcMemory(memory=damc(budget=5000))  # room for both pictures (765 tokens each)
 
     for picture in (b"\x89PNG-cat", b"\x89PNG-dog"):
         question = ChatMessage(
