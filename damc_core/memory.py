@@ -1255,11 +1255,14 @@ class DecisionMemory:
         self._reload(since=self._session.seq)
 
     @_synchronized
-    def history(self) -> list[tuple[str, Message]]:
-        """(card id, event) of each dialogue event of the conversation, oldest first, as the
-        pipeline read it, from memory: an adapter learns what a reopened memory holds without
-        reading the store once per card. System prompts are not dialogue and are left out."""
-        return [(entry.card_id, entry.message) for entry in self._session.history]
+    def history(self, since: int = 0) -> list[tuple[str, Message]]:
+        """(card id, event) of each dialogue event of the conversation from event ``since`` on,
+        oldest first, as the pipeline read it, from memory: an adapter learns what a reopened
+        memory holds (or another worker added) without reading the store once per card. System
+        prompts are not dialogue and are left out."""
+        history = self._session.history
+        start = bisect.bisect_left(history, since, key=lambda entry: _seq_of(entry.card_id)) if since else 0
+        return [(entry.card_id, entry.message) for entry in history[start:]]
 
     def for_session(self, session: str) -> DecisionMemory:
         """A memory for another session of the same user, sharing this one's store, pipeline and

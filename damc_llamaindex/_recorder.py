@@ -45,6 +45,9 @@ _ANSWER = re.compile(r"^Answer(?: \(Starts With\))?:[ \t]*(.*)\Z", re.M | re.S)
 _REPLIES_KEPT = 1024
 """Tool calls kept awaiting their result, the oldest forgotten past this many: a run stopped before
 its calls returned leaves them behind."""
+_ORIGINALS_KEPT = 1024
+"""Messages kept to be handed back as the very objects the agent put (the newest ones: a view
+holds the newest messages of the conversation)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -313,9 +316,7 @@ class Recorder:
         saved chat back after a restart) is not recorded twice; from event ``since`` on, what
         another worker on the conversation stored."""
         try:
-            for card_id, event in memory.history():
-                if int(card_id[1:]) < since:
-                    continue
+            for card_id, event in memory.history(since):
                 role, text = event.get("role"), content_text(event.get("content"))
                 if role == "tool":
                     call_id = str(event.get("tool_call_id"))
@@ -546,7 +547,7 @@ class Recorder:
                 self._resumed_results[call_id] -= 1
             elif not known:
                 self._track(self._observe(result, event), confirm)
-                self._originals[f"tool:{call_id}"] = message
+                self._keep_original(f"tool:{call_id}", message)
             return
         calls = event.get("tool_calls") or []
         if calls:
@@ -556,7 +557,7 @@ class Recorder:
             card = self.memory.observe({**event, "tool_calls": fresh})
             for call in fresh:
                 self._seen.setdefault(_call_key(call), []).append(card.id)
-            self._originals[f"calls:{json.dumps(fresh)}"] = message
+            self._keep_original(f"calls:{json.dumps(fresh)}", message)
             self._track(card.id, confirm)
             return
         key = (role, event["content"] or "")
@@ -567,11 +568,19 @@ class Recorder:
         if steps is not None:  # a ReAct transcript: its actions and observations become calls and results
             cards = self._record_react(steps, confirm=confirm, answer=answer)
         else:
-            self._originals[_text_key(event)] = message  # the newest: the request sent last
+            self._keep_original(_text_key(event), message)  # the newest: the request sent last
             cards = [self.memory.observe(event).id]
             self._track(cards[0], confirm)
         self._texts[key] += 1  # counted once recorded: a turn the store refused is recorded when seen again
         self._text_cards.setdefault(key, []).append(cards)
+
+    def _keep_original(self, key: str, message: ChatMessage) -> None:
+        """Keep the message a recorded event came from, to hand the agent its own object back;
+        past ``_ORIGINALS_KEPT`` the oldest is rebuilt from its event instead (images included)."""
+        self._originals.pop(key, None)
+        self._originals[key] = message
+        while len(self._originals) > _ORIGINALS_KEPT:
+            del self._originals[next(iter(self._originals))]
 
     def record_react_tail(self, messages: Sequence[ChatMessage]) -> dict[int, Card]:
         """ReAct scratchpad messages (assistant actions, ``Observation:`` turns): record new steps,

@@ -128,6 +128,7 @@ def test_refresh_reads_only_what_the_other_worker_wrote_since(db_path, counter, 
         assert second_handle.records_read == [30, 1]
         assert worker_b.cards()[-1].summary == "[c30] user: Refund to gift_card_5."
         assert len(worker_b.cards()) == 31
+        assert worker_b.history(since=30) == [("c30", {"role": "user", "content": "Refund to gift_card_5."})]
 
 
 def test_a_cleared_conversation_stays_cleared_when_the_store_is_reopened(db_path, counter, clock, msg):
