@@ -80,7 +80,9 @@ class MessageRecorder:
             if message.additional_kwargs.get("lc_source") == "summarization":
                 pass  # SummarizationMiddleware's digest of turns DAMC holds whole: not a user turn
             elif isinstance(message, ToolMessage) and self._early_results[message.tool_call_id] > 0:
-                self._early_results[message.tool_call_id] -= 1
+                self._early_results.subtract((message.tool_call_id,))
+                if not self._early_results[message.tool_call_id]:
+                    del self._early_results[message.tool_call_id]
             else:
                 event = to_event(message)
                 if not (self._resent and self._known(event, first=index == 0, request=index == request)):
