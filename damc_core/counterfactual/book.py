@@ -99,19 +99,26 @@ class ValueBook:
     def estimate(
         self, namespace: Namespace, card_ids: Iterable[str], *, terms: frozenset[str], before: int
     ) -> dict[str, Estimate]:
-        """Each card's similarity-weighted mean value over the decisions made before ``before``."""
-        past = [(d, similarity(terms, d.terms)) for d in self.decisions(namespace, before=before)]
+        """Each card's similarity-weighted mean value over the decisions made before ``before``,
+        in one pass over those decisions' values (not one per card: a long session holds
+        hundreds of both)."""
+        wanted = set(card_ids)
+        sums: dict[str, list[float]] = {}  # card id -> [weighted nats, total weight, decisions, best weight]
+        sources: defaultdict[str, set[str]] = defaultdict(set)
+        for decision in self.decisions(namespace, before=before):
+            weight = similarity(terms, decision.terms)
+            for card_id in wanted.intersection(decision.values):
+                held = sums.setdefault(card_id, [0.0, 0.0, 0, 0.0])
+                held[0] += decision.values[card_id] * weight
+                held[1] += weight
+                held[2] += 1
+                held[3] = max(held[3], weight)
+                sources[card_id].add(decision.source)
         out = {}
-        for card_id in card_ids:
-            weighted = [(d, w) for d, w in past if card_id in d.values]
-            if not weighted:
-                continue
-            total = sum(w for _, w in weighted)
-            nats = sum(d.values[card_id] * w for d, w in weighted) / total
-            if not math.isfinite(nats):
-                continue
-            sources = tuple(sorted({d.source for d, _ in weighted}))
-            out[card_id] = Estimate(nats, len(weighted), max(w for _, w in weighted), sources)
+        for card_id, (weighted, total, count, best) in sums.items():
+            nats = weighted / total
+            if math.isfinite(nats):
+                out[card_id] = Estimate(nats, int(count), best, tuple(sorted(sources[card_id])))
         return out
 
     # -- files -----------------------------------------------------------------------------------
