@@ -166,15 +166,13 @@ class ChromaStore:
 
     def append(self, record: RawRecord) -> None:
         """Add the record unless its id is taken. Chroma has no insert-if-absent, and its ``add``
-        of an id it holds does nothing and says nothing: the record is read back, and another
-        writer's record under the id (it added first) is a ``RecordExistsError`` like any other."""
+        of an id it holds leaves the record as it was: the record is read back (one round trip
+        besides the add), and another writer's record under the id is a ``RecordExistsError``."""
         key = record.namespace.key
         doc_id = f"{key}|{record.id}"
         token = uuid.uuid4().hex  # this add's mark, to tell its record from another writer's
 
         def add() -> None:
-            if self._records.get(ids=[doc_id], include=[])["ids"]:
-                raise RecordExistsError(record.id, key)
             meta: dict[str, str | int | float] = {
                 "ns": key,
                 "seq": record.seq,
