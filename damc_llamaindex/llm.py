@@ -87,6 +87,7 @@ class DamcLLM(FunctionCallingLLM):
         closing: list[ChatMessage] = []  # an instruction the agent appends for this call only
         while rest and rest[-1].role == MessageRole.SYSTEM:  # ("You have reached the maximum ...")
             closing.insert(0, rest.pop())
+        rest, retry = _without_retry(rest)
         start = _react_tail(rest, produced)
         self._recorder.observe_view(rest[:start])
         tail = rest[start:]
@@ -97,7 +98,7 @@ class DamcLLM(FunctionCallingLLM):
         for index, card in cards.items():
             if card.tokens < card.raw_tokens:
                 tail[index] = ChatMessage(role=tail[index].role, content=f"Observation: {card.summary}")
-        return [*converted, *tail, *closing]
+        return [*converted, *retry, *tail, *closing]
 
     def _with_tools_input(
         self, user_msg: str | ChatMessage | None, chat_history: list[ChatMessage] | None
@@ -288,6 +289,38 @@ class DamcLLM(FunctionCallingLLM):
         self, prompt: str, formatted: bool = False, **kwargs: Any
     ) -> CompletionResponseAsyncGen:
         return await self.llm.astream_complete(prompt, formatted=formatted, **kwargs)
+
+
+RETRY_PROMPTS = ("Error while parsing the output:", "FAILURE: Your previous response was empty.")
+"""How ReActAgent's correction of a reply it could not parse begins."""
+
+
+def _without_retry(messages: list[ChatMessage]) -> tuple[list[ChatMessage], list[ChatMessage]]:
+    """The messages without the retry a ReAct agent adds for one call: the reply it could not
+    parse and its correction (a user turn only in form), after the user's message said again.
+    They are sent, not recorded: the agent's own memory never holds them, and the correction is
+    no request of the user's."""
+    kept: list[ChatMessage] = []
+    retry: list[ChatMessage] = []
+    for message in messages:
+        if (
+            message.role == MessageRole.USER
+            and kept
+            and kept[-1].role == MessageRole.ASSISTANT
+            and message_text(message).startswith(RETRY_PROMPTS)
+        ):
+            pair = [kept.pop(), message]
+            said = kept[-1:]  # the user's message, said again before the retry
+            if said and said[0].role == MessageRole.USER and any(_same_turn(said[0], m) for m in kept[:-1]):
+                pair.insert(0, kept.pop())
+            retry += pair
+        else:
+            kept.append(message)
+    return kept, retry
+
+
+def _same_turn(a: ChatMessage, b: ChatMessage) -> bool:
+    return a.role == b.role and message_text(a) == message_text(b)
 
 
 def _react_tail(messages: list[ChatMessage], produced: set[int]) -> int:

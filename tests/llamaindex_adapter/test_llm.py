@@ -319,6 +319,25 @@ def test_words_said_again_in_a_later_run_are_a_turn_of_their_own(recording_llm, 
     assert llm.received[-1][-1].content == questions[1]
 
 
+@pytest.mark.parametrize("fails_at", [0, 1], ids=["first step", "after a tool call"])
+def test_a_reply_react_could_not_parse_and_its_correction_are_sent_not_recorded(recording_llm, fails_at):
+    unparsable = ChatMessage(role="assistant", content="Thought: I will look the user up.")
+    script = list(REACT_SCRIPT)
+    script.insert(fails_at, unparsable)
+    model = recording_llm(*script, function_calling=False)
+    memory = damc()
+    agent = ReActAgent(tools=TOOLS, llm=DamcLLM(llm=model, memory=memory))
+
+    run(agent, QUESTION, memory=DamcMemory(memory=memory))
+
+    retried = [m.content for m in model.received[fails_at + 1]]
+    correction = next(i for i, c in enumerate(retried) if c.startswith("Error while parsing the output:"))
+    assert retried[correction - 1] == unparsable.content  # the model sees the retry as the agent made it
+    recorded = [(m["role"], m["content"]) for m in memory.messages()]
+    assert [c for role, c in recorded if role == "user"] == [QUESTION]  # the correction is no user turn
+    assert unparsable.content not in str(recorded) and recorded[-1] == ("assistant", ANSWER)
+
+
 @pytest.mark.parametrize("with_memory", [True, False], ids=["with DamcMemory", "DamcLLM alone"])
 def test_a_react_answer_is_recorded_once(recording_llm, with_memory):
     model = recording_llm(*REACT_SCRIPT, react_answer("credit_card_4421486"), function_calling=False)
