@@ -1297,9 +1297,13 @@ class DecisionMemory:
         self._session = _Session(seq=self._session.seq)
         self._built = None
         self._open_decisions.clear()
+        self._forget_before(self._session.seq)
+
+    def _forget_before(self, seq: int) -> None:
+        """Tell a valuator that keeps something of the conversation that it started over at ``seq``."""
         if isinstance(self.valuator, Forgetting):
             try:
-                self.valuator.forget(self.namespace)
+                self.valuator.forget(self.namespace, before=seq)
             except Exception as exc:  # the conversation is cleared all the same
                 logger.warning("damc: the valuator could not forget the cleared conversation: %s", exc)
 
@@ -1313,6 +1317,7 @@ class DecisionMemory:
         if cleared:
             self._session = _Session(seq=records[cleared[-1]].seq + 1)
             records = records[cleared[-1] + 1 :]
+            self._forget_before(self._session.seq)  # (cleared by another memory, or before a crash)
         if not records:
             return
         stored = {card.id: card for card in self.store.cards(self.namespace, since=records[0].seq)}

@@ -102,9 +102,10 @@ class DecisionRecorder(Protocol):
 @runtime_checkable
 class Forgetting(Protocol):
     """A valuator that keeps something of each conversation outside the store (an index of its
-    cards): told when ``DecisionMemory.clear()`` starts a conversation over, it drops that."""
+    cards): told when a conversation was started over at event ``before`` (``clear()``, here or
+    in another memory on the namespace), it drops what it keeps of the cards before it."""
 
-    def forget(self, namespace: Namespace) -> None: ...
+    def forget(self, namespace: Namespace, *, before: int) -> None: ...
 
 
 class TaskMode(str, Enum):
@@ -492,11 +493,17 @@ class WeightedValuators:
             if isinstance(valuator, DecisionRecorder):
                 valuator.record_decision(decision)
 
-    def forget(self, namespace: Namespace) -> None:
-        """Tell every part that keeps something of the conversation."""
+    def forget(self, namespace: Namespace, *, before: int) -> None:
+        """Tell every part that keeps something of the conversation, each even when one fails."""
+        failures = []
         for valuator, _ in self.parts:
             if isinstance(valuator, Forgetting):
-                valuator.forget(namespace)
+                try:
+                    valuator.forget(namespace, before=before)
+                except Exception as exc:
+                    failures.append(exc)
+        if failures:
+            raise failures[0]
 
 
 def heuristics_of(valuator: Valuator | None) -> HeuristicValuator:

@@ -24,7 +24,14 @@ from dataclasses import dataclass
 
 from ..errors import ConfigError
 from ..types import Card, DecisionFocus, Namespace, Score, ScoredCard
-from ..value import CandidateSource, HeuristicValuator, ObservedDecision, ValuationContext, Valuator
+from ..value import (
+    CandidateSource,
+    Forgetting,
+    HeuristicValuator,
+    ObservedDecision,
+    ValuationContext,
+    Valuator,
+)
 from .book import Estimate, ValueBook, ValuedDecision
 
 logger = logging.getLogger("damc")
@@ -110,6 +117,11 @@ class CounterfactualValuator:
         if isinstance(self.base, CandidateSource):
             return self.base.candidates(cards, focus=focus, limit=limit, namespace=namespace)
         return []
+
+    def forget(self, namespace: Namespace, *, before: int) -> None:
+        """Passed on to the base valuator (e.g. retrieval's index) when it keeps something."""
+        if isinstance(self.base, Forgetting):
+            self.base.forget(namespace, before=before)
 
     def value(self, cards: Sequence[Card], *, context: ValuationContext) -> list[ScoredCard]:
         base = self.base.value(cards, context=context)

@@ -284,6 +284,14 @@ class CardIndex:
             postings = _postings_of(got["ids"], [str(d) for d in got["documents"] or []])
             _post(self.terms(namespace, cold=cold), postings, remove=True)
 
+    def delete_before(self, namespace: Namespace, seq: int) -> None:
+        """Remove the cards made before event ``seq`` (a conversation cleared there) from the live
+        and cold index. The collections stay: other processes hold them open."""
+        older: dict[str, Any] = {"seq": {"$lt": seq}}
+        for cold in (False, True):
+            got = self.collection(namespace, cold=cold).get(where=older, include=[])
+            self.delete(namespace, got["ids"], cold=cold)
+
     def drop(self, namespace: Namespace) -> None:
         """Delete every collection of a namespace (live, cold and their identifier twins): its
         cards are searched no more. Records and cards in the store are untouched."""

@@ -112,12 +112,13 @@ class RetrievalValuator:
                 self._states.popitem(last=False)
             return state
 
-    def forget(self, namespace: Namespace) -> None:
-        """Drop the namespace's cards from the index: a cleared conversation's cards are searched
-        no more, and would take the places of the new ones among the hits."""
+    def forget(self, namespace: Namespace, *, before: int) -> None:
+        """Remove the namespace's cards made before event ``before`` from the index: a cleared
+        conversation's cards are searched no more, and would take the new ones' places among
+        the hits. What this process knew of the index is read afresh."""
         with self._states_lock:
             self._states.pop(namespace.key, None)
-        self.index.drop(namespace)
+        self.index.delete_before(namespace, before)
 
     # -- candidate generation -------------------------------------------------------------------
     def candidates(

@@ -182,6 +182,39 @@ def test_a_cleared_conversations_cards_leave_the_index(chroma_config: ChromaConf
     assert [h.card_id for h in hits] == ["c11"]  # the old notes (c0-c9) would fill every place
 
 
+def test_a_clear_by_one_worker_leaves_the_others_retrieval_working(
+    chroma_config: ChromaConfig, tmp_path
+) -> None:
+    """Two workers (their own index handles) serve one conversation; one clears it."""
+    from damc_core import SQLiteStore
+    from damc_core.counterfactual.valuator import CounterfactualValuator
+
+    def worker() -> tuple[DecisionMemory, CardIndex]:
+        index = CardIndex(chroma_config, embedder=HashingEmbedder())
+        retrieval = CounterfactualValuator(base=RetrievalValuator(index, k=4))  # a wrapper passes it on
+        return DecisionMemory(
+            namespace=ALICE, store=SQLiteStore(tmp_path / "m.sqlite3"), valuator=retrieval
+        ), index
+
+    (first, _), (second, second_index) = worker(), worker()
+    for flight in range(6):
+        first.observe(
+            {"role": "user", "content": f"old note {flight}: reservation ZXQ987 on HAT0{flight:02d}"}
+        )
+    first.build()
+    second.refresh()
+    second.build()
+
+    first.clear()
+    first.observe({"role": "user", "content": "New start: please cancel reservation ZXQ987"})
+    second.build()  # before it reads the clear: what it indexed stays out of the index all the same
+    second.refresh()
+    second.build()
+
+    hits = second_index.search(ALICE, "cancel reservation ZXQ987", terms=["zxq987"], k=4)
+    assert [h.card_id for h in hits] == ["c7"]
+
+
 def test_exact_match_follows_cards_to_cold_storage_and_new_text(chroma_config: ChromaConfig) -> None:
     index = CardIndex(chroma_config, embedder=HashingEmbedder())
     order = _card(1, "[c1] get_order_details(order_id=#W4923227) -> pending")
