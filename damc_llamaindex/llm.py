@@ -87,9 +87,9 @@ class DamcLLM(FunctionCallingLLM):
         closing: list[ChatMessage] = []  # an instruction the agent appends for this call only
         while rest and rest[-1].role == MessageRole.SYSTEM:  # ("You have reached the maximum ...")
             closing.insert(0, rest.pop())
-        rest, retry = _without_retry(rest)
         start = _react_tail(rest, produced)
-        self._recorder.observe_view(rest[:start])
+        history, retry = _without_retry(rest[:start])
+        self._recorder.observe_view(history)
         tail = rest[start:]
         cards = self._recorder.record_react_tail(tail) if tail else {}
         exclude = self._recorder.pending if tail else ()
@@ -293,29 +293,30 @@ class DamcLLM(FunctionCallingLLM):
 
 RETRY_PROMPTS = ("Error while parsing the output:", "FAILURE: Your previous response was empty.")
 """How ReActAgent's correction of a reply it could not parse begins."""
+RETRY_FORMAT = "Thought: <"
+"""What the correction always holds: the format the reply should have had."""
 
 
 def _without_retry(messages: list[ChatMessage]) -> tuple[list[ChatMessage], list[ChatMessage]]:
-    """The messages without the retry a ReAct agent adds for one call: the reply it could not
-    parse and its correction (a user turn only in form), after the user's message said again.
-    They are sent, not recorded: the agent's own memory never holds them, and the correction is
-    no request of the user's."""
-    kept: list[ChatMessage] = []
-    retry: list[ChatMessage] = []
-    for message in messages:
-        if (
-            message.role == MessageRole.USER
-            and kept
-            and kept[-1].role == MessageRole.ASSISTANT
-            and message_text(message).startswith(RETRY_PROMPTS)
-        ):
-            pair = [kept.pop(), message]
-            said = kept[-1:]  # the user's message, said again before the retry
-            if said and said[0].role == MessageRole.USER and any(_same_turn(said[0], m) for m in kept[:-1]):
-                pair.insert(0, kept.pop())
-            retry += pair
-        else:
-            kept.append(message)
+    """The history without the retry a ReAct agent adds at its end for one call: the reply it
+    could not parse and its correction (a user turn only in form), after the user's message said
+    again. They are sent, not recorded: the agent's own memory never holds them, and the
+    correction is no request of the user's."""
+    if len(messages) < 2:
+        return messages, []
+    reply, correction = messages[-2:]
+    text = message_text(correction)
+    if not (
+        reply.role == MessageRole.ASSISTANT
+        and correction.role == MessageRole.USER
+        and text.startswith(RETRY_PROMPTS)
+        and RETRY_FORMAT in text
+    ):
+        return messages, []
+    kept, retry = messages[:-2], messages[-2:]
+    said = kept[-1:]  # the user's message, said again before the retry
+    if said and said[0].role == MessageRole.USER and any(_same_turn(said[0], m) for m in kept[:-1]):
+        kept, retry = kept[:-1], [*said, *retry]
     return kept, retry
 
 

@@ -338,6 +338,23 @@ def test_a_reply_react_could_not_parse_and_its_correction_are_sent_not_recorded(
     assert unparsable.content not in str(recorded) and recorded[-1] == ("assistant", ANSWER)
 
 
+def test_a_user_pasting_a_parser_error_is_a_user_turn(recording_llm):
+    pasted = "Error while parsing the output: unexpected '}' at line 3 of my config.yaml"
+    model = recording_llm(
+        ChatMessage(role="assistant", content="Hello!"),
+        ChatMessage(role="assistant", content="Line 2 lacks a brace."),
+    )
+    memory = damc()
+    agent = FunctionAgent(tools=[], llm=DamcLLM(llm=model, memory=memory), system_prompt="Help.")
+    history = ChatMemoryBuffer.from_defaults(tokenizer_fn=offline_tokenizer())
+
+    run(agent, "hi", memory=history)
+    run(agent, pasted, memory=history)
+
+    assert [m["content"] for m in memory.messages() if m["role"] == "user"] == ["hi", pasted]
+    assert model.received[-1][-1].content == pasted
+
+
 @pytest.mark.parametrize("with_memory", [True, False], ids=["with DamcMemory", "DamcLLM alone"])
 def test_a_react_answer_is_recorded_once(recording_llm, with_memory):
     model = recording_llm(*REACT_SCRIPT, react_answer("credit_card_4421486"), function_calling=False)
