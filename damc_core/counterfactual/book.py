@@ -102,23 +102,20 @@ class ValueBook:
         """Each card's similarity-weighted mean value over the decisions made before ``before``,
         in one pass over those decisions' values (not one per card: a long session holds
         hundreds of both)."""
-        wanted = set(card_ids)
-        sums: dict[str, list[float]] = {}  # card id -> [weighted nats, total weight, decisions, best weight]
-        sources: defaultdict[str, set[str]] = defaultdict(set)
+        wanted = dict.fromkeys(card_ids)
+        found: defaultdict[str, list[tuple[ValuedDecision, float]]] = defaultdict(list)
         for decision in self.decisions(namespace, before=before):
             weight = similarity(terms, decision.terms)
-            for card_id in wanted.intersection(decision.values):
-                held = sums.setdefault(card_id, [0.0, 0.0, 0, 0.0])
-                held[0] += decision.values[card_id] * weight
-                held[1] += weight
-                held[2] += 1
-                held[3] = max(held[3], weight)
-                sources[card_id].add(decision.source)
+            for card_id in wanted.keys() & decision.values.keys():
+                found[card_id].append((decision, weight))
         out = {}
-        for card_id, (weighted, total, count, best) in sums.items():
-            nats = weighted / total
+        for card_id in wanted:
+            if not (weighted := found.get(card_id)):
+                continue
+            nats = sum(d.values[card_id] * w for d, w in weighted) / sum(w for _, w in weighted)
             if math.isfinite(nats):
-                out[card_id] = Estimate(nats, int(count), best, tuple(sorted(sources[card_id])))
+                sources = tuple(sorted({d.source for d, _ in weighted}))
+                out[card_id] = Estimate(nats, len(weighted), max(w for _, w in weighted), sources)
         return out
 
     # -- files -----------------------------------------------------------------------------------

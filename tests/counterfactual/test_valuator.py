@@ -59,6 +59,36 @@ def test_estimate_is_the_similarity_weighted_mean_over_earlier_decisions():
     assert book.estimate(Namespace(user="other"), ["c1"], terms=frozenset(), before=10) == {}
 
 
+def test_estimates_over_a_long_book_are_each_cards_weighted_mean_in_card_order():
+    import random
+
+    rng = random.Random(7)
+    words = [f"w{i}" for i in range(40)]
+    book = ValueBook(
+        ValuedDecision(
+            NS,
+            seq,
+            frozenset(rng.sample(words, 6)),
+            {f"c{rng.randrange(80)}": rng.uniform(-3, 3) for _ in range(12)},
+            rng.choice(["loo", "judge"]),
+        )
+        for seq in range(300)
+    )
+    asked, terms = [f"c{i}" for i in rng.sample(range(90), 40)], frozenset(words[:6])
+
+    estimates = book.estimate(NS, asked, terms=terms, before=250)
+
+    for card_id, estimate in estimates.items():
+        past = [
+            (d, similarity(terms, d.terms)) for d in book.decisions(NS, before=250) if card_id in d.values
+        ]
+        assert estimate.nats == sum(d.values[card_id] * w for d, w in past) / sum(w for _, w in past)
+        assert estimate.decisions == len(past) and estimate.sources == tuple(
+            sorted({d.source for d, _ in past})
+        )
+    assert list(estimates) == [c for c in asked if c in estimates]
+
+
 def test_without_evidence_the_heuristic_value_stands(airline_messages, make_memory):
     memory = make_memory()
     for message in airline_messages[:6]:
