@@ -50,6 +50,9 @@ class MessageRecorder:
         """With ``resent``: the content key of every event recorded, in order."""
         self._matched = 0
         """How far into ``_recorded`` the running run's resent history has been matched."""
+        self._open_request: str | None = None
+        """With ``resent``: the newest user turn recorded, while no answer to it has been recorded
+        nor lost (a run that fails before answering is retried with this request)."""
         self._learn(memory.messages() if resume else ())
 
     def _learn(self, events: Sequence[dict[str, Any]]) -> None:
@@ -60,14 +63,24 @@ class MessageRecorder:
             elif event.get("role") == "tool":
                 self._early_results[str(event.get("tool_call_id"))] += 1
             if self._resent:
-                self._recorded.append(_content_key(event))
+                self._note(event)
+
+    def _note(self, event: dict[str, Any]) -> None:
+        """Add a recorded event to the resent-history bookkeeping."""
+        key = _content_key(event)
+        self._recorded.append(key)
+        if event.get("role") == "user":
+            self._open_request = key
+        elif event.get("role") == "assistant" and not event.get("tool_calls"):
+            self._open_request = None  # answered: the same words again are a new turn
 
     def observe(self, messages: Sequence[BaseMessage]) -> None:
         """Record the messages not recorded yet (the agent resends its whole history each step).
         A message is seen once recorded: one the store failed to take is tried again next time.
         The newest user turn is the run's request, new even when it repeats an earlier turn's
-        words (a second "yes"), unless what was recorded ends with it: a run retried after it
-        failed (a rate limit) sends its request again."""
+        words (a second "yes"), unless it is the request recorded last and nothing answered it
+        (nor was lost on the way): a run retried after it failed (a rate limit) sends its
+        request again."""
         request = max((i for i, m in enumerate(messages) if m.type == "human"), default=-1)
         if any(m.id and f"id:{m.id}" not in self._seen for m in messages):  # a run's new input:
             mark = self.memory.event_count  # another worker may have served this thread meanwhile
@@ -96,9 +109,9 @@ class MessageRecorder:
         if first:
             self._matched = 0
         key = _content_key(event)
-        last = len(self._recorded) - 1
-        found = last if last >= self._matched and self._recorded[last] == key else -1
-        if not request:
+        if request:
+            found = len(self._recorded) - 1 if key == self._open_request else -1
+        else:
             try:
                 found = self._recorded.index(key, self._matched)
             except ValueError:
@@ -110,9 +123,13 @@ class MessageRecorder:
         return True
 
     def _record(self, event: dict[str, Any]) -> None:
-        self.memory.observe(event)
+        try:
+            self.memory.observe(event)
+        except Exception:
+            self._open_request = None  # something after the request was lost: a repeat is new
+            raise
         if self._resent:
-            self._recorded.append(_content_key(event))
+            self._note(event)
             self._matched = len(self._recorded) + 1
 
     def record_reply(self, message: BaseMessage) -> None:

@@ -386,6 +386,62 @@ def test_a_run_retried_after_the_model_failed_records_its_request_once(recording
     ]
 
 
+def test_a_run_that_failed_after_a_tool_call_records_its_request_once_when_retried(recording_model):
+    class FailsOnce(RecordingChatModel):
+        failed: bool = False
+
+        def _generate(self, messages, stop=None, run_manager=None, **kwargs):
+            if len(self.received) == 1 and not self.failed:  # the call after the tool's result
+                self.failed = True
+                raise RuntimeError("503 overloaded")
+            return super()._generate(messages, stop, run_manager, **kwargs)
+
+    model = FailsOnce(
+        script=[call("get_user_details", {"user_id": "mia_li_3668"}, "c1"), AIMessage("Mia Li.")]
+    )
+    middleware = DamcMiddleware(memory())
+    agent = create_agent(model, [get_user_details], middleware=[middleware])
+    question = {"messages": [{"role": "user", "content": "Who is mia_li_3668?"}]}
+    with pytest.raises(RuntimeError, match="503"):
+        agent.invoke(question)
+
+    model.received.clear()
+    model.script = [call("get_user_details", {"user_id": "mia_li_3668"}, "c2"), AIMessage("Mia Li.")]
+    agent.invoke(question)
+
+    users = [m["content"] for m in middleware.memory.messages() if m["role"] == "user"]
+    assert users == ["Who is mia_li_3668?"]
+
+
+def test_the_same_words_after_a_reply_the_store_lost_are_a_new_turn(recording_model):
+    from damc_core import StoreError
+
+    class LocksOnAReply(InMemoryStore):
+        """Refuses the next assistant message once armed, as a file locked for a moment does."""
+
+        armed: bool = False
+
+        def append(self, record):
+            if self.armed and '"role": "assistant"' in record.body:
+                self.armed = False
+                raise StoreError("database is locked")
+            super().append(record)
+
+    store = LocksOnAReply()
+    model = recording_model(
+        AIMessage("Cancel W1, are you sure?"), AIMessage("Refund to your gift card too?"), AIMessage("Done.")
+    )
+    agent = create_agent(model, [], middleware=[middleware := DamcMiddleware(DecisionMemory(store=store))])
+    agent.invoke({"messages": [{"role": "user", "content": "Cancel order W1"}]})
+    store.armed = True
+    agent.invoke({"messages": [{"role": "user", "content": "yes"}]})  # its reply is lost
+
+    agent.invoke({"messages": [{"role": "user", "content": "yes"}]})  # the app sends the new turn only
+
+    users = [m["content"] for m in middleware.memory.messages() if m["role"] == "user"]
+    assert users == ["Cancel order W1", "yes", "yes"]
+
+
 def test_a_summary_of_the_conversation_is_not_recorded_as_a_user_turn():
     from damc_langchain._recorder import MessageRecorder
 
