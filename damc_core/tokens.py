@@ -234,7 +234,7 @@ def _part_text(part: object, reasoning: bool) -> str:
 
 
 _REASONING_PARTS = frozenset({"thinking", "redacted_thinking", "reasoning"})
-_MEDIA_PARTS = frozenset({"image_url", "image", "input_audio", "audio", "file"})
+_MEDIA_PARTS = frozenset({"image_url", "image", "input_audio", "audio", "video", "file", "document"})
 _MEDIA_BLOCKS = frozenset({"image", "audio", "video", "document"})
 
 

@@ -649,6 +649,9 @@ def test_a_low_detail_image_counts_less_than_a_full_one():
         LOW_DETAIL_IMAGE_TOKENS + MEDIA_TOKENS
     )
     assert media_tokens({"role": "user", "content": "an image_url in words"}) == 0
+    video = {"type": "video", "base64": "AAAA", "mime_type": "video/mp4"}  # LangChain's video block
+    pdf = {"type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": "JVBE"}}
+    assert media_tokens({"role": "user", "content": [video, pdf]}) == 2 * MEDIA_TOKENS
 
 
 def test_media_and_reasoning_an_adapter_keeps_beside_the_content_count_too(make_memory):
