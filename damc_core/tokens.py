@@ -31,6 +31,7 @@ MEDIA_TOKENS = 765
 costs at OpenAI's high detail (85 at ``detail: low``). A provider's real figure depends on the
 media's size, which DAMC does not decode; an estimate keeps a screenshot from passing for free."""
 LOW_DETAIL_IMAGE_TOKENS = 85
+"""Tokens counted for an image sent at ``detail: low`` (a fixed 512-pixel rendering)."""
 
 
 class TokenCounter(Protocol):
