@@ -105,7 +105,7 @@ class MessageRecorder:
     def _known(self, event: dict[str, Any], *, first: bool, request: bool) -> bool:
         """Whether a message of a resent history was recorded before: found in the recorded
         events after the ones the run's earlier messages matched (a run starts matching anew);
-        the ``request`` only as the last event recorded."""
+        the ``request`` only as the open request (see ``_open_request``)."""
         if first:
             self._matched = 0
         key = _content_key(event)

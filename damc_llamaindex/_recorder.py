@@ -406,10 +406,8 @@ class Recorder:
                     if seen[key] <= self._texts[key] and message is not request:
                         continue
                 self._record(message, confirm=confirm)
-            if (
-                request is not None
-            ):  # a run starts: an earlier run's answer was handed back above, or never is
-                self._answers.clear()
+            if request is not None:
+                self._answers.clear()  # a run starts: an earlier run's answer was handed back, or never is
 
     def _recorded_last(self, message: ChatMessage) -> bool:
         """Whether the newest event of the conversation is this message's turn."""
