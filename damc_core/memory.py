@@ -379,6 +379,7 @@ class DecisionMemory:
         self._valuator = valuator
         self._recorder = valuator if isinstance(valuator, DecisionRecorder) else None
         self._source = valuator if isinstance(valuator, CandidateSource) else None
+        self._forgetter = valuator if isinstance(valuator, Forgetting) else None
 
     # -- observe -------------------------------------------------------------------------------
     @_synchronized
@@ -1301,9 +1302,9 @@ class DecisionMemory:
 
     def _forget_before(self, seq: int) -> None:
         """Tell a valuator that keeps something of the conversation that it started over at ``seq``."""
-        if isinstance(self.valuator, Forgetting):
+        if self._forgetter is not None:
             try:
-                self.valuator.forget(self.namespace, before=seq)
+                self._forgetter.forget(self.namespace, before=seq)
             except Exception as exc:  # the conversation is cleared all the same
                 logger.warning("damc: the valuator could not forget the cleared conversation: %s", exc)
 
