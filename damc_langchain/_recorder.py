@@ -144,10 +144,8 @@ class MessageRecorder:
         """Record a tool's result as it returns (a ``ToolMessage``, or those of a ``Command``'s
         update, so parallel results keep their calls' order); never raises into the agent. A
         handoff's update carries the state's messages with its own: those recorded are skipped."""
-        update = getattr(result, "update", None)  # langgraph's Command
-        messages = update.get("messages", ()) if isinstance(update, dict) else (result,)
-        for message in messages if isinstance(messages, (list, tuple)) else ():
-            if not isinstance(message, ToolMessage) or (message.id and f"id:{message.id}" in self._seen):
+        for message in tool_messages(result):
+            if message.id and f"id:{message.id}" in self._seen:
                 continue
             try:
                 self._record(to_event(message))
@@ -157,6 +155,14 @@ class MessageRecorder:
                     self._early_results[message.tool_call_id] += 1
             except Exception:
                 logger.exception("damc: recording a tool result failed; the agent goes on")
+
+
+def tool_messages(result: Any) -> list[ToolMessage]:
+    """The tool messages a tool's result holds: the result itself, or those of a langgraph
+    ``Command``'s update."""
+    update = getattr(result, "update", None)
+    messages = update.get("messages", ()) if isinstance(update, dict) else (result,)
+    return [m for m in messages if isinstance(m, ToolMessage)] if isinstance(messages, (list, tuple)) else []
 
 
 class Conversations:

@@ -24,6 +24,8 @@ from langchain_core.outputs import LLMResult
 
 from damc_core import DecisionMemory
 
+from ._recorder import tool_messages
+
 logger = logging.getLogger("damc.langchain")
 _RUNS_KEPT = 4096
 """Runs remembered for finding a model call's top-level run; the oldest are forgotten."""
@@ -101,10 +103,11 @@ class DamcCallbackHandler(BaseCallbackHandler):
         self._running[run_id] = (name, arguments, tool_call_id, announced is not None)
 
     def on_tool_end(self, output: Any, *, run_id: UUID, **kwargs: Any) -> None:
-        update = getattr(output, "update", None)  # langgraph's Command: its ToolMessage is the answer
-        if isinstance(update, dict):
+        answers = tool_messages(output)
+        if answers:  # a Command's update holds the state's earlier results before its own answer
             running = self._running.get(run_id)
-            output = _answer_in(update.get("messages"), running[2] if running else None, output)
+            call_id = running[2] if running else None
+            output = next((m for m in answers if m.tool_call_id == call_id), answers[-1])
         if isinstance(output, ToolMessage):
             self._record(run_id, output.content, error=output.status == "error")
         else:
@@ -234,10 +237,3 @@ class DamcCallbackHandler(BaseCallbackHandler):
                 card = self.memory.card(card_id)
                 if card is not None and card.tokens < card.raw_tokens:
                     message.content = card.summary
-
-
-def _answer_in(messages: object, call_id: str | None, default: Any) -> Any:
-    """The ``ToolMessage`` of a ``Command``'s update that answers the call: the one with its id,
-    else the last (a handoff's update holds the state's earlier results before its own)."""
-    answers = [m for m in messages if isinstance(m, ToolMessage)] if isinstance(messages, list) else []
-    return next((m for m in answers if m.tool_call_id == call_id), answers[-1] if answers else default)
