@@ -11,7 +11,7 @@ Identifiers are looked up by id, not by filter: every filtered ``get`` of Chroma
 scans the whole collection (a document ``$contains`` took 47 ms at 100k cards, a metadata equality
 15 ms, growing linearly), while a ``get`` by ids uses its index. So each card collection has a
 twin, ``..._terms``, with one entry per identifier (:func:`identifier_terms`) whose id is the
-identifier and whose metadata lists the first ``POSTINGS`` cards holding it; a lookup reads the
+identifier and whose metadata lists the latest ``POSTINGS`` cards holding it; a lookup reads the
 focus identifiers' entries, then those cards, and keeps the cards whose text holds the identifier.
 Collections made before the twin existed (no ``damc_terms`` in their metadata) are still searched
 by document substring: same hits, slower; re-adding their cards under another
@@ -55,9 +55,9 @@ the namespace over, on this machine or another, continues the count."""
 DIGEST = "digest"
 """Metadata key of an entry: :func:`document_digest` of its document."""
 POSTINGS = 64
-"""Card ids kept per identifier; a lookup wants at most ``k`` of them, so an identifier as common
-as a date is no longer written once it has this many (and retiring its first cards can hide the
-rest from the exact lookup, never from the vector search)."""
+"""Card ids kept per identifier, the latest indexed first; a lookup wants at most ``k`` of them. An
+identifier as common as a user id keeps its newest cards (what the agent works from); older ones
+are left to the vector search."""
 TERMS_FORMAT = ("damc_terms", 1)
 """Collection metadata of card collections that have an identifier twin."""
 SPAN_PARTS = 8
@@ -360,7 +360,7 @@ class CardIndex:
         held: dict[str, list[tuple[str, Any]]] = {t: [] for t in terms}
         cards: dict[str, tuple[Any, str] | None] = {}
         while batch := {t: ids[: k - len(held[t])] for t, ids in queue.items() if ids and len(held[t]) < k}:
-            # the first k cards of each posting, then more only where some were retired or rewritten
+            # the newest k cards of each posting, then more only where some were retired or rewritten
             missing = list(dict.fromkeys(i for ids in batch.values() for i in ids if i not in cards))
             if missing:
                 got = collection.get(ids=missing, include=["metadatas", "documents"])
@@ -472,7 +472,7 @@ def _members(meta: Any) -> tuple[str, ...]:
 
 
 def _postings_of(card_ids: Sequence[str], documents: Sequence[str]) -> dict[str, list[str]]:
-    """Identifier -> the ids of the given cards whose document holds it."""
+    """Identifier -> the ids of the given cards (oldest first) whose document holds it."""
     wanted: dict[str, list[str]] = {}
     for card_id, document in zip(card_ids, documents, strict=True):
         for term in identifier_terms(document):
@@ -494,10 +494,8 @@ def _post(twin: Collection | None, wanted: Mapping[str, list[str]], *, remove: b
             if remove:
                 gone = set(wanted[term])
                 new = [i for i in old if i not in gone]
-            elif len(old) < POSTINGS:
-                new = list(dict.fromkeys([*old, *wanted[term]]))[:POSTINGS]
             else:
-                continue
+                new = list(dict.fromkeys([*reversed(wanted[term]), *old]))[:POSTINGS]
             if new != old:
                 changed[term] = new
         if changed:

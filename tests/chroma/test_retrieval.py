@@ -165,6 +165,20 @@ def test_identifier_only_in_the_text_is_found_by_exact_match(chroma_config: Chro
     assert found.score == 0.5
 
 
+def test_an_identifier_in_every_card_finds_the_newest_cards(chroma_config: ChromaConfig) -> None:
+    index = CardIndex(chroma_config, embedder=HashingEmbedder())
+    for start in range(0, 100, 25):  # cards indexed as they are made
+        index.add(
+            ALICE,
+            [
+                _card(s, f"[c{s}] get_reservation(user_id=mia_li_3668) -> seat {s}A")
+                for s in range(start, start + 25)
+            ],
+        )
+    hits = index.search(ALICE, "weather in seattle", terms=["mia_li_3668"], k=3)
+    assert [h.card_id for h in hits if h.exact][:3] == ["c99", "c98", "c97"]
+
+
 def test_a_cleared_conversations_cards_leave_the_index(chroma_config: ChromaConfig) -> None:
     index = CardIndex(chroma_config, embedder=HashingEmbedder())
     memory = DecisionMemory(namespace=ALICE, store=InMemoryStore(), valuator=RetrievalValuator(index, k=4))
