@@ -56,6 +56,7 @@ from .tokens import (
     call_function,
     content_text,
     count_messages,
+    is_content_parts,
     media_tokens,
 )
 from .types import (
@@ -1460,7 +1461,7 @@ def normalize_event(event: Mapping[str, Any] | Any) -> tuple[Message, str]:
             message["content"] = f"[binary content, {len(content)} bytes, base64] " + base64.b64encode(
                 bytes(content)
             ).decode("ascii")
-    elif content is not None and not isinstance(content, str) and not _is_content_parts(content):
+    elif content is not None and not isinstance(content, str) and not is_content_parts(content):
         try:
             message["content"] = json.dumps(content, ensure_ascii=False)
         except (TypeError, ValueError, RecursionError):
@@ -1545,43 +1546,6 @@ def _with_text(message: Message, text: str) -> Message:
         [p for p in content if isinstance(p, dict) and "text" not in p] if isinstance(content, list) else []
     )
     return {**message, "content": [{"type": "text", "text": text}, *kept] if kept else text}
-
-
-def _is_content_parts(content: object) -> bool:
-    """OpenAI content parts (``[{"type": "text", "text": ...}, ...]``), as opposed to a JSON payload
-    that happens to have ``type`` keys (``[{"type": "economy"}]``): each part has a known type and
-    the field that type carries."""
-    return isinstance(content, list) and bool(content) and all(_is_part(part) for part in content)
-
-
-def _is_part(part: object) -> bool:
-    if not isinstance(part, dict) or not isinstance(kind := part.get("type"), str) or kind not in _PARTS:
-        return False
-    payload, extra = _PARTS[kind]
-    return bool(payload & part.keys()) and set(part) <= {"type", "cache_control", *payload, *extra}
-
-
-_MEDIA = ("base64", "data")  # inline only: {"type": "image", "url": ...} is as likely an API's data
-_MEDIA_EXTRA = ("mime_type", "id", "source_type", "filename", "extras")
-_PARTS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
-    "text": (frozenset({"text"}), frozenset({"annotations"})),
-    "image_url": (frozenset({"image_url"}), frozenset()),
-    "input_audio": (frozenset({"input_audio"}), frozenset()),
-    "file": (frozenset({"file", *_MEDIA}), frozenset(_MEDIA_EXTRA)),
-    "image": (frozenset(_MEDIA), frozenset(_MEDIA_EXTRA)),
-    "audio": (frozenset(_MEDIA), frozenset(_MEDIA_EXTRA)),
-    "refusal": (frozenset({"refusal"}), frozenset()),
-    "thinking": (frozenset({"thinking"}), frozenset({"signature"})),
-    "redacted_thinking": (frozenset({"data"}), frozenset()),
-    "reasoning": (
-        frozenset({"reasoning", "summary"}),
-        frozenset({"id", "signature", "encrypted_content", "index"}),
-    ),
-}
-"""Content part types -> (fields that carry the part, one at least; other fields it may have):
-OpenAI's parts, LangChain's media blocks, and the reasoning a provider wants back with its tool
-call (Anthropic's ``thinking``, LangChain's ``reasoning``), kept as parts rather than flattened
-into text (a screenshot's base64 is no table of values)."""
 
 
 def _fallback_card(message: Message, record: RawRecord, card_id: str, exc: Exception) -> Card:

@@ -235,8 +235,63 @@ def _part_text(part: object, reasoning: bool) -> str:
 
 
 _REASONING_PARTS = frozenset({"thinking", "redacted_thinking", "reasoning"})
-_MEDIA_PARTS = frozenset({"image_url", "image", "input_audio", "audio", "video", "file", "document"})
 _MEDIA_BLOCKS = frozenset({"image", "audio", "video", "document"})
+_INLINE = ("base64", "data", "file_id", "source")
+"""Fields that carry a media part: inline data, a provider's file id, or Anthropic's ``source``.
+A bare ``url`` is not one: ``{"type": "image", "url": ...}`` is as likely an API's data."""
+_MEDIA_EXTRA = (
+    "mime_type",
+    "id",
+    "source_type",
+    "filename",
+    "extras",
+    "index",
+    "title",
+    "context",
+    "citations",
+)
+_CONTENT_PARTS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
+    "text": (frozenset({"text"}), frozenset({"annotations", "id", "index", "extras"})),
+    "image_url": (frozenset({"image_url"}), frozenset()),
+    "input_audio": (frozenset({"input_audio"}), frozenset()),
+    "file": (frozenset({"file", *_INLINE}), frozenset(_MEDIA_EXTRA)),
+    "image": (frozenset(_INLINE), frozenset(_MEDIA_EXTRA)),
+    "audio": (frozenset(_INLINE), frozenset(_MEDIA_EXTRA)),
+    "video": (frozenset(_INLINE), frozenset(_MEDIA_EXTRA)),
+    "document": (frozenset({"source"}), frozenset(_MEDIA_EXTRA)),
+    "refusal": (frozenset({"refusal"}), frozenset()),
+    "thinking": (frozenset({"thinking"}), frozenset({"signature"})),
+    "redacted_thinking": (frozenset({"data"}), frozenset()),
+    "reasoning": (
+        frozenset({"reasoning", "summary"}),
+        frozenset({"id", "signature", "encrypted_content", "index"}),
+    ),
+}
+"""Content part types -> (fields that carry the part, one at least; other fields it may have):
+OpenAI's parts, LangChain's and Anthropic's media blocks, and the reasoning a provider wants back
+with its tool call (Anthropic's ``thinking``, LangChain's ``reasoning``), kept as parts rather
+than flattened into text (a screenshot's base64 is no table of values)."""
+_MEDIA_PARTS = frozenset(_CONTENT_PARTS) - _REASONING_PARTS - {"text", "refusal"}
+
+
+def is_content_parts(content: object) -> bool:
+    """A list of chat content parts (``[{"type": "text", "text": ...}, ...]``), as opposed to a JSON
+    payload that happens to have ``type`` keys (``[{"type": "economy"}]``): each part has a known
+    type and the field that type carries."""
+    return isinstance(content, list) and bool(content) and all(_is_part(part) for part in content)
+
+
+def _is_part(part: object) -> bool:
+    if not isinstance(part, dict):
+        return False
+    kind = part.get("type")
+    if not isinstance(kind, str) or kind not in _CONTENT_PARTS:
+        return False
+    payload, extra = _CONTENT_PARTS[kind]
+    if not payload & part.keys() or not set(part) <= {"type", "cache_control", *payload, *extra}:
+        return False
+    source = part.get("source")
+    return source is None or (isinstance(source, dict) and "type" in source)  # Anthropic's form
 
 
 def side_blocks(message: Message) -> list[dict[str, Any]]:
@@ -252,7 +307,7 @@ def media_tokens(message: Message) -> int:
     content = message.get("content")
     total = 0
     for part in content if isinstance(content, list) else ():
-        if isinstance(part, dict) and part.get("type") in _MEDIA_PARTS and "text" not in part:
+        if _is_part(part) and part["type"] in _MEDIA_PARTS:
             image_url = part.get("image_url")
             low = isinstance(image_url, dict) and image_url.get("detail") == "low"
             total += LOW_DETAIL_IMAGE_TOKENS if low else MEDIA_TOKENS

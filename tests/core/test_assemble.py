@@ -641,6 +641,32 @@ def test_an_image_the_user_sent_counts_in_the_budget_and_goes_with_the_request(m
     assert "I059" not in memory_text(built.messages)  # the image took room the rows had without it
 
 
+@pytest.mark.parametrize(
+    "attachment",
+    [
+        {"type": "video", "base64": "AAAAIGZ0eXA" * 40, "mime_type": "video/mp4"},  # LangChain's block
+        {"type": "image", "file_id": "file-abc123"},  # a provider's file, by id
+        {  # Anthropic's document block
+            "type": "document",
+            "source": {"type": "base64", "media_type": "application/pdf", "data": "JVBERi0" * 40},
+            "title": "receipt.pdf",
+        },
+    ],
+)
+def test_media_in_langchain_or_anthropic_block_form_goes_as_a_part_not_as_text(make_memory, msg, attachment):
+    memory = make_memory(settings=MemorySettings(budget=2000, recent_messages=2))
+    memory.observe({"role": "user", "content": [{"type": "text", "text": "Is order W123 on this?"}, attachment]})
+    memory.observe(msg.call("call_1", "get_order", {"order_id": "W123"}))
+    memory.observe(msg.result("call_1", "get_order", {"order_id": "W123", "status": "delivered"}))
+
+    built = memory.build()
+
+    lead = built.messages[0]
+    assert lead["content"][1] == attachment
+    assert "Is order W123 on this?" in lead["content"][0]["text"]
+    assert built.total_tokens > MEDIA_TOKENS
+
+
 def test_a_low_detail_image_counts_less_than_a_full_one():
     low = {"type": "image_url", "image_url": {"url": "https://x/y.png", "detail": "low"}}
     full = {"type": "image_url", "image_url": {"url": "https://x/y.png"}}
