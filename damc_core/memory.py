@@ -45,6 +45,7 @@ from .encode import (
     parse_arguments,
 )
 from .errors import ConfigError, RecordExistsError, StoreError
+from .excerpt import excerpt
 from .extract import FUNCTION_WORDS, IDENTIFIER_TERM, exact_terms, is_identifier
 from .render import CardRenderer
 from .select import FAR_OVER_BUDGET, OVER_BUDGET, HybridSelector, Selector, Supersession, upgrade_detail
@@ -124,10 +125,17 @@ RECALL_TOOL: dict[str, Any] = {
         "name": "recall",
         "description": "Return the full raw record behind a memory card, e.g. every row of a long "
         "search result. Use it when a card (it starts with its id, e.g. [c12]) ends in '(more)', '(cut)' "
-        "or '(+N more rows)', or a needed detail is missing.",
+        "or '(+N more rows)', or a needed detail is missing. For a long record, pass match to get only "
+        "the rows (or lines) that contain a text, such as an id or a name.",
         "parameters": {
             "type": "object",
-            "properties": {"card_id": {"type": "string", "description": "Card id such as c12."}},
+            "properties": {
+                "card_id": {"type": "string", "description": "Card id such as c12."},
+                "match": {
+                    "type": "string",
+                    "description": "Optional: only the rows or lines that contain this text (case-blind).",
+                },
+            },
             "required": ["card_id"],
         },
     },
@@ -1218,9 +1226,12 @@ class DecisionMemory:
         return _stored_body(record)
 
     def handle_recall(self, arguments: Mapping[str, Any] | str) -> str:
-        """Answer a ``recall`` tool call (see :data:`RECALL_TOOL`) with the raw content as text; a
-        store that cannot be read gives the agent an answer saying so, not an exception."""
-        card_id = str(parse_arguments(arguments).get("card_id", "")).strip().strip("[]")
+        """Answer a ``recall`` tool call (see :data:`RECALL_TOOL`) with the raw content as text, or
+        with ``match`` its rows or lines that hold that text (:func:`~damc_core.excerpt.excerpt`);
+        a store that cannot be read gives the agent an answer saying so, not an exception."""
+        parsed = parse_arguments(arguments)
+        card_id = str(parsed.get("card_id", "")).strip().strip("[]")
+        match = parsed.get("match")
         try:
             raw = self.recall(card_id)
         except Exception as exc:
@@ -1229,7 +1240,13 @@ class DecisionMemory:
         if raw is None:
             return f"No memory card {card_id!r} in this session."
         content = raw.get("content")
-        return content if isinstance(content, str) else json.dumps(content, ensure_ascii=False, default=str)
+        text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False, default=str)
+        if not isinstance(match, (str, int, float)) or isinstance(match, bool) or not str(match).strip():
+            return text
+        found = excerpt(text, str(match))
+        if found is None:
+            return f"Nothing in {card_id!r} contains {str(match)!r}; recall it without match for all of it."
+        return found
 
     @property
     def event_count(self) -> int:

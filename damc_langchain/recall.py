@@ -37,8 +37,8 @@ def tool_answered_by(memory_of_run: Callable[[], DecisionMemory]) -> BaseTool:
     """The recall tool, answered from the memory ``memory_of_run`` returns for the running call."""
     spec = RECALL_TOOL["function"]
 
-    def recall(card_id: str) -> str:
-        return memory_of_run().handle_recall({"card_id": card_id})
+    def recall(card_id: str, match: str | None = None) -> str:
+        return memory_of_run().handle_recall({"card_id": card_id, "match": match})
 
     return StructuredTool.from_function(
         recall, name=spec["name"], description=spec["description"], args_schema=spec["parameters"]

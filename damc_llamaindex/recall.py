@@ -12,18 +12,22 @@ from llama_index.core.tools import FunctionTool
 from damc_core import RECALL_TOOL, DecisionMemory
 
 _SPEC = RECALL_TOOL["function"]
+_FIELDS = _SPEC["parameters"]["properties"]
 
 
 class RecallArguments(BaseModel):
     card_id: str = Field(description=_SPEC["parameters"]["properties"]["card_id"]["description"])
+    match: str | None = Field(
+        default=None, description=_SPEC["parameters"]["properties"]["match"]["description"]
+    )
 
 
 def recall_tool(memory: DecisionMemory) -> FunctionTool:
     """``damc_core.RECALL_TOOL`` as a LlamaIndex tool answered from ``memory``: add it to the
     agent's tools beside ``DamcMemory`` / ``DamcLLM`` on the same memory."""
 
-    def recall(card_id: str) -> str:
-        return memory.handle_recall({"card_id": card_id})
+    def recall(card_id: str, match: str | None = None) -> str:
+        return memory.handle_recall({"card_id": card_id, "match": match})
 
     return FunctionTool.from_defaults(
         recall, name=_SPEC["name"], description=_SPEC["description"], fn_schema=RecallArguments

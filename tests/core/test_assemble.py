@@ -655,7 +655,9 @@ def test_an_image_the_user_sent_counts_in_the_budget_and_goes_with_the_request(m
 )
 def test_media_in_langchain_or_anthropic_block_form_goes_as_a_part_not_as_text(make_memory, msg, attachment):
     memory = make_memory(settings=MemorySettings(budget=2000, recent_messages=2))
-    memory.observe({"role": "user", "content": [{"type": "text", "text": "Is order W123 on this?"}, attachment]})
+    memory.observe(
+        {"role": "user", "content": [{"type": "text", "text": "Is order W123 on this?"}, attachment]}
+    )
     memory.observe(msg.call("call_1", "get_order", {"order_id": "W123"}))
     memory.observe(msg.result("call_1", "get_order", {"order_id": "W123", "status": "delivered"}))
 

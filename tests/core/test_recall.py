@@ -22,6 +22,7 @@ def test_recall_tool_is_a_valid_openai_function_tool():
     assert parameters["type"] == "object"
     assert parameters["properties"]["card_id"]["type"] == "string"
     assert parameters["required"] == ["card_id"]
+    assert parameters["properties"]["match"]["type"] == "string"
     assert set(parameters["required"]) <= set(parameters["properties"])
 
 
@@ -133,6 +134,53 @@ def test_a_recalled_record_reaches_the_model_as_it_is(make_memory, msg):
         "content": answer,
     }
     assert json.loads(answer) == rows  # verbatim, as the model asked
+
+
+def test_a_row_past_the_cards_rows_is_recalled_by_match_and_reaches_the_model(make_memory, msg):
+    catalog = [{"sku": f"SKU{i:05d}", "name": f"widget {i}", "price": i} for i in range(2000)]
+    memory = make_memory(settings=MemorySettings(budget=3000, recent_messages=2))
+    memory.observe(msg.call("call_1", "list_catalog", {}))
+    listing = memory.observe(msg.result("call_1", "list_catalog", catalog))
+    memory.observe(msg.user("What does SKU01500 cost?"))
+    assert '"widget 1500"' not in str(memory.build().messages)  # past the rows a card keeps
+
+    memory.observe(msg.call("call_2", "recall", {"card_id": listing.id, "match": "sku01500"}))
+    answer = memory.handle_recall({"card_id": listing.id, "match": "sku01500"})
+    memory.observe(msg.result("call_2", "recall", answer))
+
+    assert json.loads(answer) == [{"sku": "SKU01500", "name": "widget 1500", "price": 1500}]
+    assert "widget 1500" in str(memory.build().messages)
+
+
+def test_recall_by_match_keeps_the_fields_around_the_rows_that_hold_it(memory, msg):
+    order = {
+        "order_id": "#W4923227",
+        "status": "delivered",
+        "items": [{"item_id": "8310926033", "color": "blue"}, {"item_id": "1151293680", "color": "red"}],
+        "payment_history": [{"payment_id": "credit_card_3124723", "amount": 120.5}],
+    }
+    memory.observe(msg.call("call_1", "get_order_details", {"order_id": "#W4923227"}))
+    card = memory.observe(msg.result("call_1", "get_order_details", order))
+
+    answer = memory.handle_recall({"card_id": card.id, "match": "BLUE"})
+
+    assert json.loads(answer) == {
+        "order_id": "#W4923227",
+        "status": "delivered",
+        "items": [{"item_id": "8310926033", "color": "blue"}],
+    }
+    assert memory.handle_recall({"card_id": card.id, "match": "green"}) == (
+        f"Nothing in {card.id!r} contains 'green'; recall it without match for all of it."
+    )
+    assert json.loads(memory.handle_recall({"card_id": card.id, "match": ""})) == order
+
+
+def test_recall_by_match_of_free_text_gives_its_matching_lines(memory, msg):
+    log = "\n".join(f"12:{i:02d} job {i} ok" for i in range(60)) + "\n12:60 job 60 FAILED: disk full"
+    memory.observe(msg.call("call_1", "read_log", {"job": "nightly"}))
+    card = memory.observe(msg.result("call_1", "read_log", log))
+
+    assert memory.handle_recall({"card_id": card.id, "match": "failed"}) == "12:60 job 60 FAILED: disk full"
 
 
 def test_a_recall_from_a_store_that_fails_is_an_answer_not_an_exception(make_memory, msg):

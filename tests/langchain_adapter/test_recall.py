@@ -91,6 +91,8 @@ def test_recall_tool_answers_from_a_memory_for_any_agent():
     assert json.loads(tool.invoke({"card_id": result_card.id})) == FLIGHTS
     assert json.loads(tool.invoke({"card_id": f"[{result_card.id}]"})) == FLIGHTS  # as the card shows it
     assert tool.invoke({"card_id": "c99"}) == "No memory card 'c99' in this session."
+    picked = FLIGHTS[1]["flight_number"]
+    assert json.loads(tool.invoke({"card_id": result_card.id, "match": picked})) == [FLIGHTS[1]]
 
 
 def test_a_store_that_fails_gives_the_agent_an_answer_not_an_exception():

@@ -49,6 +49,8 @@ def test_recall_tool_answers_by_card_id_and_says_when_there_is_none():
     assert tool.metadata.get_parameters_dict()["required"] == ["card_id"]
     assert json.loads(tool.call(card_id=card.id).content) == FLIGHTS
     assert tool.call(card_id="c99").content == "No memory card 'c99' in this session."
+    picked = FLIGHTS[1]["flight_number"]
+    assert json.loads(tool.call(card_id=card.id, match=picked).content) == [FLIGHTS[1]]
 
 
 def test_a_store_that_fails_gives_the_agent_an_answer_not_an_exception():
