@@ -736,7 +736,7 @@ class DecisionMemory:
         header = self._header_tokens()
         memory_budget = max(0, budget - self._renderer.count_messages(recent) - header)
         valued = self.valuator.value(candidates, context=context)
-        kept, dropped = self._select(valued, wide, memory_budget)
+        kept, dropped = self._select(valued, wide, memory_budget, context.now)
         richer = {index: [message] for index, message in whole.items()}
         if lean := self._recent_yielding(recent_entries, recent, dropped, context, wide):
             for index, message in enumerate(recent):
@@ -744,7 +744,7 @@ class DecisionMemory:
                     richer.setdefault(index, []).append(message)
             recent = lean
             memory_budget = max(0, budget - self._renderer.count_messages(recent) - header)
-            kept, dropped = self._select(valued, wide, memory_budget)
+            kept, dropped = self._select(valued, wide, memory_budget, context.now)
         room = memory_budget - sum(s.card.tokens for s in kept)
         count = self._renderer.count_messages
         for index, forms in richer.items():  # a result cut for the cards goes back if they left room
@@ -753,7 +753,7 @@ class DecisionMemory:
                 if extra <= room:
                     recent[index], room = message, room - extra
                     break
-        memory = fence_memory([self._line(s.card, context.now) for s in kept]) if kept else ""
+        memory = fence_memory([s.card.summary for s in kept]) if kept else ""
         messages = self.assembler.assemble(system=system, memory=memory, recent=recent)
         decisions += [
             Decision(
@@ -956,7 +956,7 @@ class DecisionMemory:
         return candidates, decisions
 
     def _select(
-        self, valued: list[ScoredCard], focus: DecisionFocus, budget: int
+        self, valued: list[ScoredCard], focus: DecisionFocus, budget: int, now: float
     ) -> tuple[list[ScoredCard], list[tuple[ScoredCard, str]]]:
         """Select in value order, each card at its base detail: tool results as skeletons (what the
         next calls take: identifiers, statuses, fields that fed calls), other cards at key detail.
@@ -968,7 +968,8 @@ class DecisionMemory:
         focus matches first, but only as far as the cards worth ``NEWEST_YIELDS_TO`` need the
         room. The user's newest turn, the request, goes in full (up to ``REQUEST_SHARE`` of the
         budget): its key detail keeps only sentences with values or restrictions, and "yes, go
-        ahead" has neither."""
+        ahead" has neither. Every rendering carries its tags (``as of``, ``superseded by``), so
+        what is selected is what is sent."""
         scored, beyond = _shortlist(valued, budget)
         newest = self._session.newest.get("tool")
         request = self._session.newest.get("user")
@@ -985,10 +986,13 @@ class DecisionMemory:
                 return "skeleton"
             return "key"
 
+        def tagged(card: Card) -> Card:
+            return self._renderer.with_summary(card, self._tagged(card.summary, originals[card.id], now))
+
         def based_card(card: Card) -> Card:
             if asked is not None and card.id == request:
-                return asked
-            return self._renderer.render(card, view(card.id), base(card))
+                return tagged(asked)
+            return tagged(self._renderer.render(card, view(card.id), base(card)))
 
         based = [item._replace(card=based_card(item.card)) for item in scored]
         newest_cut: Card | None = None
@@ -1002,12 +1006,14 @@ class DecisionMemory:
             if self._answers_recall(newest):
                 share = self._recall_share(budget, asked)
             if self._renderer.render(originals[newest], None, "key").tokens > share:
-                newest_cut = self._renderer.render(originals[newest], focus, "key", cut_in_focus_order=share)
+                newest_cut = tagged(
+                    self._renderer.render(originals[newest], focus, "key", cut_in_focus_order=share)
+                )
                 based = [item._replace(card=newest_cut) if item.card.id == newest else item for item in based]
 
         def leaner(card: Card, tokens: int) -> Card:
             skeleton = self._renderer.render(originals[card.id], focus, "skeleton")
-            lean = skeleton if skeleton.tokens < card.tokens else card
+            lean = tagged(skeleton) if skeleton.tokens < card.tokens else card
             return lean if lean.tokens <= tokens else self._renderer.cut(lean, tokens)
 
         selection = (
@@ -1020,8 +1026,8 @@ class DecisionMemory:
         def at(detail: Detail) -> Callable[[Card], Card]:
             def richer(card: Card) -> Card:
                 if newest_cut is not None and card.id == newest:  # whole, if the rest left room
-                    return self._renderer.render(originals[card.id], None, "key")
-                return self._renderer.render(originals[card.id], view(card.id), detail)
+                    return tagged(self._renderer.render(originals[card.id], None, "key"))
+                return tagged(self._renderer.render(originals[card.id], view(card.id), detail))
 
             return richer
 
@@ -1089,8 +1095,9 @@ class DecisionMemory:
         chosen.update(retrieved)
         return [session.cards[i] for i in chosen if i in session.cards]
 
-    def _line(self, card: Card, now: float) -> str:
-        line = card.summary
+    def _tagged(self, line: str, card: Card, now: float) -> str:
+        """``line`` (a rendering of ``card``) with the card's tags after its id: ``as of`` for an
+        old volatile value, ``superseded by`` for a card a newer one replaced."""
         if card.volatile and card.as_of is not None and now - card.as_of >= self.settings.as_of_after:
             stamp = time.strftime("%Y-%m-%d %H:%M", time.gmtime(card.as_of))
             line = line.replace("] ", f"] (as of {stamp}) ", 1)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
 from conftest import FLIGHTS
 
 from damc_core import DecisionFocus, MemorySettings, SummarizingCompressor, TemplateCompressor
+from damc_core.assemble import fence_memory
 
 LONG_TEXT = (
     "The hotel Maris Lodge offers rooms from 2024-06-01 to 2024-06-05. "
@@ -307,6 +309,28 @@ def test_volatile_cards_older_than_the_threshold_show_as_of(make_memory, msg, cl
 
     assert "as of" not in fresh
     assert "(as of 2024-05-15 15:00)" in stale
+
+
+@pytest.mark.parametrize("superseded", ["drop", "mark"])
+def test_as_of_and_superseded_tags_count_in_the_budget(make_memory, msg, clock, superseded):
+    from damc_core import MemorySettings
+
+    memory = make_memory(settings=MemorySettings(budget=400, recent_messages=0, superseded=superseded))
+    memory.observe(msg.user("Check all my reservations, user mia_li_3668."))
+    for n in range(60):  # 30 reservations looked up twice, the second time cancelled
+        reservation = {"reservation_id": f"R{n % 30:05d}", "status": ["confirmed", "cancelled"][n // 30]}
+        memory.observe(
+            msg.call(f"k{n}", "get_reservation_details", {"reservation_id": reservation["reservation_id"]})
+        )
+        memory.observe(msg.result(f"k{n}", "get_reservation_details", {**reservation, "price": 100 + n}))
+    clock.advance(3600)  # every volatile card now shows "(as of ...)"
+
+    built = memory.build()
+
+    assert "(as of " in built.memory
+    assert built.total_tokens <= 400
+    explained = sum(d.tokens for d in built.decisions if d.kept)
+    assert abs(explained + memory.counter.count(fence_memory([])) - built.memory_tokens) <= 4  # tags included
 
 
 def test_a_long_free_text_result_is_summarized_once_whatever_the_focus(make_memory, msg):
