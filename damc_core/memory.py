@@ -961,7 +961,8 @@ class DecisionMemory:
         """Select in value order, each card at its base detail: tool results as skeletons (what the
         next calls take: identifiers, statuses, fields that fed calls), other cards at key detail.
         A card that does not fit goes in as the first lines that do before any less valuable card.
-        What is left upgrades kept cards to key, then full detail, most valuable first.
+        What is left upgrades kept cards to key, then full detail, most valuable first, then
+        shows their long tables whole rather than the rows the focus picks.
 
         The newest tool result is rendered whole at key detail, the agent may pick from it next;
         past ``newest_share`` of what the request leaves it is cut to that share, the rows the
@@ -1031,9 +1032,12 @@ class DecisionMemory:
 
             return richer
 
+        def whole(card: Card) -> Card:  # long tables with all their rows, not the focus's
+            return tagged(self._renderer.render(originals[card.id], None, "full"))
+
         full = selection.kept
-        for detail in ("key", "full"):
-            full = upgrade_detail(full, at(detail), budget_left=budget - sum(s.card.tokens for s in full))
+        for richer in (at("key"), at("full"), whole):
+            full = upgrade_detail(full, richer, budget_left=budget - sum(s.card.tokens for s in full))
         kept = sorted(full, key=lambda s: s.card.seq)
         return kept, selection.dropped
 

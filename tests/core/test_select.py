@@ -374,6 +374,22 @@ def test_older_results_go_in_as_skeletons_and_take_detail_back_while_the_budget_
     assert roomy.count("Spruce Street") == 3  # with room, every card in full
 
 
+def test_an_older_search_goes_with_all_its_rows_when_the_budget_has_room(make_memory, msg, memory_text):
+    from damc_core import MemorySettings
+
+    memory = make_memory(settings=MemorySettings(budget=8000, recent_messages=2))
+    memory.observe(msg.user("Find me the cheapest JFK to SEA flight on May 20."))
+    flights = [{"flight_number": f"HAT{n:03d}", "price": 300 - 20 * n} for n in range(1, 9)]
+    memory.observe(msg.call("a", "search_direct_flight", {"origin": "JFK", "destination": "SEA"}))
+    memory.observe(msg.result("a", "search_direct_flight", flights))
+    memory.observe(msg.call("b", "get_user_details", {"user_id": "mia_li_3668"}))
+    memory.observe(msg.result("b", "get_user_details", {"user_id": "mia_li_3668", "membership": "gold"}))
+
+    assert "HAT008 140" in memory_text(
+        memory.build().messages
+    )  # the cheapest, the sixth row past the preview
+
+
 def test_a_card_whose_first_line_alone_is_over_the_budget_is_left_out_not_clipped(make_memory, msg):
     from damc_core import MemorySettings
 
