@@ -319,7 +319,7 @@ def test_a_request_in_words_focuses_the_card_that_holds_such_things(memory, msg)
 def test_a_word_the_user_said_before_a_table_showed_it_focuses_that_tables_rows(memory, msg, memory_text):
     memory.observe(msg.user("Exchange my keyboard for one with clicky switches, please."))
     memory.observe(msg.call("p", "get_product_details", {"product_id": "1656367028"}))
-    switches = ["linear", "tactile", "linear", "tactile", "clicky", "linear"] * 2
+    switches = ["linear", "tactile", "linear", "tactile", "clicky", "linear"] * 8  # too long to show whole
     variants = {
         f"77064102{i:02d}": {
             "item_id": f"77064102{i:02d}",
