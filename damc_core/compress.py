@@ -70,21 +70,33 @@ def row_names(table: Table, row: tuple[str, ...]) -> Iterator[str]:
     return (identifier.lower() for identifier in row_identifiers(table, row))
 
 
-def _point_stale_rows(table: Table, stale: tuple[tuple[str, str], ...]) -> Table:
-    """Replace the volatile cells of re-quoted rows by ``see cN`` so no outdated price is shown."""
-    volatile = _volatile_columns(table.columns)
+def _point_stale_rows(
+    table: Table, stale: tuple[tuple[str, str], ...], cells: tuple[tuple[str, str, str], ...]
+) -> Table:
+    """Replace the volatile cells of re-quoted rows (or the re-quoted cells of a row) by ``see cN``
+    so no outdated price is shown."""
+    volatile = volatile_columns(table.columns)
     newer = {entity: card_id for entity, card_id in stale}
+    newer_cells = {(entity, column): card_id for entity, column, card_id in cells}
     rows = []
     for row in table.rows:
-        pointer = next((newer[name] for name in row_names(table, row) if name in newer), None)
-        if pointer is not None:
-            row = tuple(f"see {pointer}" if i in volatile and cell else cell for i, cell in enumerate(row))
-        rows.append(row)
+        names = list(row_names(table, row))
+        whole = next((newer[name] for name in names if name in newer), None)
+        shown = list(row)
+        for i in volatile:
+            pointer = whole or next(
+                (newer_cells[(n, table.columns[i])] for n in names if (n, table.columns[i]) in newer_cells),
+                None,
+            )
+            if pointer is not None and shown[i]:
+                shown[i] = f"see {pointer}"
+        rows.append(tuple(shown))
     return Table(table.path, table.columns, tuple(rows))
 
 
 @functools.lru_cache(maxsize=4096)
-def _volatile_columns(columns: tuple[str, ...]) -> frozenset[int]:
+def volatile_columns(columns: tuple[str, ...]) -> frozenset[int]:
+    """Columns whose values change over time: prices, statuses, seats and stock counts."""
     return frozenset(
         i
         for i, c in enumerate(columns)
@@ -278,8 +290,8 @@ class TemplateCompressor:
             omitted = omitted or text != card.text
             body = f"{body} {text}".strip()
         for table in card.tables:
-            if card.stale_rows:
-                table = _point_stale_rows(table, card.stale_rows)
+            if card.stale_rows or card.stale_cells:
+                table = _point_stale_rows(table, card.stale_rows, card.stale_cells)
             if detail == "skeleton":
                 cut = self._skeleton_table(table, wanted, fields)
                 omitted = omitted or cut != table

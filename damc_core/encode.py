@@ -287,7 +287,7 @@ class DefaultEncoder:
         constraints = _constraints(facts, tables, extract if not is_json else "")
         if error:
             constraints = [f"{name} failed: {_clip(stripped, 160)}", *constraints]
-        volatile = any(f.kind in ("amount", "status") for f in facts) or any(
+        volatile = any(f.kind in ("amount", "status") or _COUNT_COLUMN.search(f.path) for f in facts) or any(
             _COUNT_COLUMN.search(c) or fact_kind(c, "") in ("amount", "status")
             for t in tables
             for c in t.columns

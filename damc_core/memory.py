@@ -33,6 +33,7 @@ from .compress import (
     TemplateCompressor,
     mentions,
     row_names,
+    volatile_columns,
 )
 from .encode import (
     SURROGATE,
@@ -491,9 +492,13 @@ class DecisionMemory:
             card = _with_categories(card, words & session.categories)
         self._link(card, message)
         card = self._score(card)
-        for other_id, name in self._refreshed(card):
+        for other_id, name, columns in self._refreshed(card):
             other = session.cards[other_id]
-            session.put(replace(other, stale_rows=(*other.stale_rows, (name, card.id))))
+            if columns:  # re-quoted in part
+                cells = (*other.stale_cells, *((name, column, card.id) for column in columns))
+                session.put(replace(other, stale_cells=cells))
+            else:
+                session.put(replace(other, stale_rows=(*other.stale_rows, (name, card.id))))
         session.put(card)
         self._index(card)
         if message.get("role") in ("system", "developer"):  # the newest replaces the one before
@@ -664,19 +669,32 @@ class DecisionMemory:
         for key in card.entity_keys:
             self._session.by_entity[key].add(card.id)
 
-    def _refreshed(self, card: Card) -> list[tuple[str, str]]:
-        """(older card id, entity) for each table row this card re-quotes: it names the entity (by an
-        id in its arguments or at its top level) and states prices, statuses or availability."""
+    def _refreshed(self, card: Card) -> list[tuple[str, str, tuple[str, ...]]]:
+        """(older card id, entity, columns) for each table row this card re-quotes: it names the
+        entity (by an id in its arguments or at its top level) and states prices, statuses or
+        availability: the row's own columns in part give ``columns`` (a seat count without the
+        price: the row keeps its other values); all of them, or values under other names (a
+        fare lookup's ``price_per_passenger``), give none: every volatile cell of the row is out
+        of date. Of the newest ``MENTION_FANOUT`` cards holding the entity, so one mentioned in
+        many cards since (a flight the dialogue keeps naming) is still re-quoted in its search."""
         if card.kind is not CardKind.TOOL_RESULT or not card.volatile:
             return []
         names = {v.lower() for v in argument_values(card.arguments) if is_identifier(v)}
         names |= {f.value.lower() for f in card.facts if f.kind == "id" and "." not in f.path}
+        stated = {f.path for f in card.facts}.union(*(t.columns for t in card.tables))
         found = []
         for name in sorted(names):
-            for other_id in self._session.by_term.get(name, ())[-LINK_FANOUT:]:
+            for other_id in self._session.by_term.get(name, ())[-MENTION_FANOUT:]:
                 other = self._session.cards[other_id]
-                if other.volatile and any(_row_holds(t, name) for t in other.tables):
-                    found.append((other_id, name))
+                if not other.volatile:
+                    continue
+                for table in other.tables:
+                    if _row_holds(table, name):
+                        quoted = {table.columns[i] for i in volatile_columns(table.columns)}
+                        shared = quoted & stated
+                        partly = tuple(sorted(shared)) if shared != quoted else ()
+                        found.append((other_id, name, partly))
+                        break
         return sorted(found, key=lambda pair: _seq_of(pair[0]))
 
     def _supersede(self, card: Card) -> None:

@@ -93,7 +93,10 @@ class CardRenderer:
             fields,
             named,
             card.used_terms,
-            len(card.stale_rows) + len(card.stale_facts) + len(card.facts),  # each only grows
+            len(card.stale_rows)
+            + len(card.stale_cells)
+            + len(card.stale_facts)
+            + len(card.facts),  # only grow
             cut_in_focus_order,
         )
         rendered = self._renderings.get(cache_key)

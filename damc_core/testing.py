@@ -51,6 +51,7 @@ def sample_card(seq: int, **fields: object) -> Card:
         "volatile": True,
         "entity_keys": (("HAT069", "price"),),
         "stale_rows": (("hat069", "c12"),),
+        "stale_cells": (("hat070", "available_seats", "c12"),),
         "stale_facts": (("price", "c12"),),
         "superseded_by": "c12",
         "prior": 0.7,

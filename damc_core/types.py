@@ -175,6 +175,9 @@ class Card:
     stale_rows: tuple[tuple[str, str], ...] = ()
     """(entity, newer card id) for table rows whose prices or statuses a newer card re-quoted;
     those cells are rendered as a pointer to the newer card instead of the old value."""
+    stale_cells: tuple[tuple[str, str, str], ...] = ()
+    """(entity, column, newer card id) for single cells of table rows a newer card re-quoted in
+    part (a seat count without the price): those cells point to the newer card, the rest stay."""
     stale_facts: tuple[tuple[str, str], ...] = ()
     """(fact path, newer card id) for values a newer card on the same entity changed; rendered as a
     pointer to the newer card, so the outdated value is not shown as current."""

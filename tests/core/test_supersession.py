@@ -147,3 +147,40 @@ def test_a_record_that_only_shares_an_airport_re_quotes_nothing(memory, msg, mem
 
     assert memory.card(search.id).stale_rows == ()
     assert "1859" in memory_text(memory.build(budget=2000).messages)
+
+
+SEATS = [
+    {"flight_number": f"HAT00{n}", "status": "available", "available_seats": 5, "price": 100 + n}
+    for n in range(1, 5)
+]
+
+
+def test_a_seat_count_re_quoted_alone_points_only_that_cell_to_the_newer_card(memory, msg, memory_text):
+    memory.observe(msg.call("s1", "search_direct_flight", {"origin": "JFK", "destination": "SEA"}))
+    search = memory.observe(msg.result("s1", "search_direct_flight", SEATS))
+    memory.observe(msg.call("q1", "get_seats", {"flight_number": "HAT002"}))
+    seats = memory.observe(msg.result("q1", "get_seats", {"flight_number": "HAT002", "available_seats": 2}))
+
+    assert memory.card(search.id).stale_cells == (("hat002", "available_seats", seats.id),)
+    fenced = memory_text(memory.build(budget=2000).messages)
+    assert f'HAT002 "see {seats.id}" 102' in fenced  # the price was not re-quoted: it stays
+
+
+def test_a_flight_named_in_many_cards_since_its_search_is_still_re_quoted(memory, msg):
+    memory.observe(msg.call("s1", "search_direct_flight", {"origin": "JFK", "destination": "SEA"}))
+    search = memory.observe(msg.result("s1", "search_direct_flight", SEATS))
+    for n in range(10):  # the dialogue keeps naming HAT001
+        memory.observe(msg.call(f"n{n}", "get_flight_notes", {"flight_number": "HAT001"}))
+        memory.observe(
+            msg.result(f"n{n}", "get_flight_notes", {"flight_number": "HAT001", "note": f"gate B{n}"})
+        )
+    memory.observe(msg.call("q1", "get_flight_status", {"flight_number": "HAT001"}))
+    quote = memory.observe(
+        msg.result(
+            "q1",
+            "get_flight_status",
+            {"flight_number": "HAT001", "status": "sold out", "available_seats": 0, "price": 999},
+        )
+    )
+
+    assert memory.card(search.id).stale_rows == (("hat001", quote.id),)
