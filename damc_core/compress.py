@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal, Protocol
 
 from .encode import argument_values, field_name, list_items
-from .extract import fact_kind, identifiers, term_variants
+from .extract import NEGATIVE_STATUS, fact_kind, identifiers, term_variants
 from .types import Card, CardKind, DecisionFocus, Table
 
 Detail = Literal["full", "key", "skeleton"]
@@ -305,11 +305,13 @@ class TemplateCompressor:
 
     def _skeleton_table(self, table: Table, wanted: frozenset[str], fields: frozenset[str]) -> Table:
         """Of a short table, every row; of a long one, the rows holding a wanted value. Only the
-        identity columns and the fields that calls take are kept, when the table has any."""
+        identity columns, the fields that calls take and a status column that rules rows out
+        (``sold out``) are kept, when the table has any."""
         keep = sorted(
             {
                 *identity_columns(table.columns),
                 *(i for i, c in enumerate(table.columns) if field_name(c) in fields),
+                *_ruling_out_columns(table),
             }
         )
         rows = (
@@ -381,6 +383,14 @@ class TemplateCompressor:
         if len(rows) < table.size:
             lines.append(f" (+{table.size - len(rows)} more rows)")
         return "\n".join(lines)
+
+
+def _ruling_out_columns(table: Table) -> Iterator[int]:
+    """Status columns where some row says the option is out (sold out, cancelled): without them a
+    skeleton lists that row like any other."""
+    for i, column in enumerate(table.columns):
+        if fact_kind(column, "") == "status" and any(NEGATIVE_STATUS.search(row[i]) for row in table.rows):
+            yield i
 
 
 def rows_by_focus(table: Table, focus: DecisionFocus) -> Table:

@@ -135,6 +135,20 @@ def test_a_skeleton_keeps_identifiers_and_statuses_and_drops_the_rest(memory, ms
     assert skeleton.startswith(f"[{card.id}]") and skeleton.endswith(" (more)")
 
 
+def test_a_skeleton_of_a_search_keeps_the_status_that_rules_flights_out(memory, msg):
+    flights = [
+        {"flight_number": f"HAT00{n}", "status": "sold out" if n % 2 else "available", "price": 100 + n}
+        for n in range(1, 6)
+    ]
+    memory.observe(msg.call("s1", "search_direct_flight", {"origin": "JFK", "destination": "SEA"}))
+    card = memory.observe(msg.result("s1", "search_direct_flight", flights))
+
+    skeleton = TemplateCompressor().render(card, detail="skeleton")
+
+    assert 'HAT001 "sold out"' in skeleton and "HAT002 available" in skeleton
+    assert "101" not in skeleton
+
+
 def test_a_skeleton_keeps_the_fields_that_calls_take(memory, msg):
     memory.observe(msg.user("Hi, my user id is mia_li_3668."))
     memory.observe(msg.call("c1", "get_user", {"user_id": "mia_li_3668"}))
