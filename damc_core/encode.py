@@ -494,12 +494,15 @@ def _label_column(table: Table) -> int:
 def _entity_keys(
     name: str, arguments: Mapping[str, Any], facts: list[Fact], tables: list[Table]
 ) -> tuple[tuple[str, str], ...]:
-    """(entity, attribute) pairs: an id at the top of an object names the entity of its fields."""
+    """(entity, attribute) pairs: an id at the top of an object names the entity of its fields; a
+    result without one (a list, free text, an error message) is the call's own record, so the same
+    call answered again replaces it."""
     keys: list[tuple[str, str]] = []
     root_ids = [
         f
         for f in facts
-        if "." not in f.path
+        if f.path != "text"  # an id found in free text names nothing its other values belong to
+        and "." not in f.path
         and "[" not in f.path
         and f.kind == "id"
         and fact_kind(f.path, f.value) == "id"

@@ -184,3 +184,16 @@ def test_a_flight_named_in_many_cards_since_its_search_is_still_re_quoted(memory
     )
 
     assert memory.card(search.id).stale_rows == (("hat001", quote.id),)
+
+
+def test_the_same_failed_call_repeated_keeps_only_its_newest_error(memory, msg, memory_text):
+    booking = {"user_id": "mia_li_3668", "flight_number": "HAT001", "date": "2024-05-20"}
+    errors = []
+    for n in range(5):
+        memory.observe(msg.call(f"b{n}", "book_reservation", booking))
+        errors.append(
+            memory.observe(msg.result(f"b{n}", "book_reservation", "Error: flight HAT001 not available"))
+        )
+
+    assert [memory.card(e.id).superseded_by for e in errors] == [errors[-1].id] * 4 + [None]
+    assert memory_text(memory.build().messages).count("not available") == 1
