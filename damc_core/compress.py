@@ -91,7 +91,7 @@ def _point_stale_rows(
             if pointer is not None and shown[i]:
                 shown[i] = f"see {pointer}"
         rows.append(tuple(shown))
-    return Table(table.path, table.columns, tuple(rows))
+    return replace(table, rows=tuple(rows))
 
 
 @functools.lru_cache(maxsize=4096)
@@ -319,12 +319,14 @@ class TemplateCompressor:
             if keep and len(table.rows) <= self.focus_min_rows
             else self.matching_rows(table, wanted)
         )
+        left_out = table.size - len(rows)  # the header still tells the list's size
         if not keep:
-            return Table(table.path, table.columns, tuple(rows))
+            return Table(table.path, table.columns, tuple(rows), left_out)
         return Table(
             table.path,
             tuple(table.columns[i] for i in keep),
             tuple(tuple(row[i] for i in keep) for row in rows),
+            left_out,
         )
 
     @staticmethod
@@ -358,9 +360,8 @@ class TemplateCompressor:
                 for i in shown
                 if all(_is_key_value(fact_kind(table.columns[i], row[i]), row[i]) for row in rows)
             ]
-        constant = [
-            i for i in shown if len(table.rows) > 1 and all(row[i] == table.rows[0][i] for row in table.rows)
-        ]
+        whole = len(table.rows) > 1 and not table.left_out  # "all" speaks for the whole list
+        constant = [i for i in shown if whole and all(row[i] == table.rows[0][i] for row in table.rows)]
         shown = [i for i in shown if i not in constant]
         header = f" {table.path or 'rows'} ({table.size})"
         if constant:
@@ -380,7 +381,7 @@ class TemplateCompressor:
         else:
             lines.append(header + ": " + _cells(table.columns[i] for i in shown))
             lines.extend(" " + _cells(row[i] for i in shown) for row in rows)
-        if len(rows) < table.size:
+        if len(rows) < table.size and detail != "skeleton":  # a skeleton says "(more)" at its end
             lines.append(f" (+{table.size - len(rows)} more rows)")
         return "\n".join(lines)
 
@@ -398,7 +399,7 @@ def rows_by_focus(table: Table, focus: DecisionFocus) -> Table:
     match equally keep their order. A cut of it keeps the likeliest picks."""
     group_of, group_score = _focus_scores(table, focus)
     order = sorted(range(len(table.rows)), key=lambda i: -group_score[group_of[i]])
-    return Table(table.path, table.columns, tuple(table.rows[i] for i in order))
+    return replace(table, rows=tuple(table.rows[i] for i in order))
 
 
 def _focus_scores(table: Table, focus: DecisionFocus) -> tuple[list[str], dict[str, float]]:

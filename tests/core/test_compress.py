@@ -149,6 +149,19 @@ def test_a_skeleton_of_a_search_keeps_the_status_that_rules_flights_out(memory, 
     assert "101" not in skeleton
 
 
+def test_a_skeleton_of_a_long_list_tells_its_size_and_no_all_for_the_rows_it_picked(memory, msg):
+    airports = [{"code": f"A{i:04d}", "user": "mia_li_3668" if i % 97 == 0 else "other"} for i in range(1200)]
+    memory.observe(msg.call("a1", "list_all_airports", {}))
+    card = memory.observe(msg.result("a1", "list_all_airports", airports))
+
+    skeleton = TemplateCompressor().render(
+        card, focus=DecisionFocus(terms=frozenset({"mia_li_3668"})), detail="skeleton"
+    )
+
+    assert "rows (1200)" in skeleton and "A0097" in skeleton
+    assert "all user=" not in skeleton
+
+
 def test_a_skeleton_keeps_the_fields_that_calls_take(memory, msg):
     memory.observe(msg.user("Hi, my user id is mia_li_3668."))
     memory.observe(msg.call("c1", "get_user", {"user_id": "mia_li_3668"}))
