@@ -675,8 +675,9 @@ class DecisionMemory:
         availability: the row's own columns in part give ``columns`` (a seat count without the
         price: the row keeps its other values); all of them, or values under other names (a
         fare lookup's ``price_per_passenger``), give none: every volatile cell of the row is out
-        of date. Of the newest ``MENTION_FANOUT`` cards holding the entity, so one mentioned in
-        many cards since (a flight the dialogue keeps naming) is still re-quoted in its search."""
+        of date. Of the newest ``LINK_FANOUT`` volatile tables among the newest ``MENTION_FANOUT``
+        cards holding the entity, so one mentioned in many cards since (a flight the dialogue
+        keeps naming) is still re-quoted in its search."""
         if card.kind is not CardKind.TOOL_RESULT or not card.volatile:
             return []
         names = {v.lower() for v in argument_values(card.arguments) if is_identifier(v)}
@@ -684,10 +685,10 @@ class DecisionMemory:
         stated = {f.path for f in card.facts}.union(*(t.columns for t in card.tables))
         found = []
         for name in sorted(names):
-            for other_id in self._session.by_term.get(name, ())[-MENTION_FANOUT:]:
-                other = self._session.cards[other_id]
-                if not other.volatile:
-                    continue
+            holders = self._session.by_term.get(name, ())[-MENTION_FANOUT:]
+            quoting = [c for i in reversed(holders) if (c := self._session.cards[i]).volatile and c.tables]
+            for other in quoting[:LINK_FANOUT]:  # the newest tables that may list it
+                other_id = other.id
                 for table in other.tables:
                     if _row_holds(table, name):
                         quoted = {table.columns[i] for i in volatile_columns(table.columns)}
@@ -1051,6 +1052,8 @@ class DecisionMemory:
             return richer
 
         def whole(card: Card) -> Card:  # long tables with all their rows, not the focus's
+            if card.id == newest or not self.compressor.depends_on_focus(card, detail="full"):
+                return card
             return tagged(self._renderer.render(originals[card.id], None, "full"))
 
         full = selection.kept
