@@ -19,6 +19,7 @@ import numbers
 import re
 import threading
 import time
+import uuid
 from collections import Counter, defaultdict, deque
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
@@ -554,8 +555,10 @@ class DecisionMemory:
         call_id: str | None = None,
         error: bool = False,
     ) -> Card:
-        """Record a tool call and its result in one go (for callers that do not keep messages)."""
-        call_id = call_id or f"call_{self._session.seq}"
+        """Record a tool call and its result in one go (for callers that do not keep messages).
+        Without ``call_id`` the pair gets a random one: two workers on one conversation must not
+        give their calls the same id."""
+        call_id = call_id or f"call_{uuid.uuid4().hex[:24]}"
         args_text = arguments if isinstance(arguments, str) else json.dumps(arguments or {}, default=str)
         self.observe(
             {

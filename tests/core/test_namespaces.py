@@ -100,6 +100,20 @@ def test_two_memories_on_one_session_keep_both_writers_events(db_path, counter, 
     assert contents == ["My order is W111.", "Also cancel reservation ABC123.", "Refund to gift_card_5."]
 
 
+def test_two_workers_recording_tool_calls_in_one_go_never_share_a_call_id(db_path, counter, clock):
+    session = Namespace(user="omar", session="trip")
+    with SQLiteStore(db_path) as first_handle, SQLiteStore(db_path) as second_handle:
+        worker_a = DecisionMemory(namespace=session, store=first_handle, counter=counter, clock=clock)
+        worker_b = DecisionMemory(namespace=session, store=second_handle, counter=counter, clock=clock)
+
+        worker_a.observe_tool("get_user", {"user_id": "omar_1"}, {"user_id": "omar_1", "orders": ["W111"]})
+        worker_b.observe_tool("get_order", {"order_id": "W111"}, {"order_id": "W111", "status": "pending"})
+
+        calls = [m for m in worker_b.messages() if m["role"] == "assistant"]
+        assert len({c["tool_calls"][0]["id"] for c in calls}) == 2
+        assert "pending" in str(worker_b.build().messages)
+
+
 class ReadCountingStore(SQLiteStore):
     """A real SQLite store that notes how many records each read returned."""
 
