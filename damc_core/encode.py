@@ -51,6 +51,13 @@ class Encoder(Protocol):
 _ERROR_TEXT = re.compile(r"^\s*(error|exception|traceback|failed|failure)\b", re.I)
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 _COUNT_COLUMN = re.compile(r"(avail|seat|stock|remaining|quantity|inventory|capacity|left)", re.I)
+
+
+def _changes(field: str, kind: str) -> bool:
+    """Whether a field's value can change over time: an amount, a status, a count of seats or stock."""
+    return kind in ("amount", "status") or _COUNT_COLUMN.search(field) is not None
+
+
 _AMOUNT_ACROSS_LINES = re.compile(r"[$€£]\n|\n(?:USD|EUR|GBP|dollar)", re.I)
 """A currency sign or unit on the other side of a line break from its number: that amount spans
 two sentences, so the amounts found sentence by sentence are not the text's."""
@@ -287,10 +294,8 @@ class DefaultEncoder:
         constraints = _constraints(facts, tables, extract if not is_json else "")
         if error:
             constraints = [f"{name} failed: {_clip(stripped, 160)}", *constraints]
-        volatile = any(f.kind in ("amount", "status") or _COUNT_COLUMN.search(f.path) for f in facts) or any(
-            _COUNT_COLUMN.search(c) or fact_kind(c, "") in ("amount", "status")
-            for t in tables
-            for c in t.columns
+        volatile = any(_changes(f.path, f.kind) for f in facts) or any(
+            _changes(c, fact_kind(c, "")) for t in tables for c in t.columns
         )
         terms = self._terms(facts, tables, extract_scan)
         terms.update(v.lower() for v in argument_values(arguments) if len(v) >= 2)

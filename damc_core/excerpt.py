@@ -12,8 +12,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-_NOT_FOUND = object()
-
 
 def excerpt(content: str, match: str) -> str | None:
     """The parts of ``content`` that hold ``match`` (case-blind), or ``None`` when none does."""

@@ -691,15 +691,14 @@ class DecisionMemory:
             holders = self._session.by_term.get(name, ())[-MENTION_FANOUT:]
             quoting = [c for i in reversed(holders) if (c := self._session.cards[i]).volatile and c.tables]
             for other in quoting[:LINK_FANOUT]:  # the newest tables that may list it
-                other_id = other.id
                 for table in other.tables:
                     if _row_holds(table, name):
                         quoted = {table.columns[i] for i in volatile_columns(table.columns)}
                         shared = quoted & stated
                         partly = tuple(sorted(shared)) if shared != quoted else ()
-                        found.append((other_id, name, partly))
+                        found.append((other.id, name, partly))
                         break
-        return sorted(found, key=lambda pair: _seq_of(pair[0]))
+        return sorted(found, key=lambda quote: _seq_of(quote[0]))
 
     def _supersede(self, card: Card) -> None:
         session = self._session
@@ -1276,8 +1275,8 @@ class DecisionMemory:
             return f"No memory card {card_id!r} in this session."
         content = raw.get("content")
         text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False, default=str)
-        if not isinstance(match, (str, int, float)) or isinstance(match, bool) or not str(match).strip():
-            return text
+        if not isinstance(match, (str, int, float)) or isinstance(match, bool):
+            return text  # no match asked for (or not a text): the whole record
         found = excerpt(text, str(match))
         if found is None:
             return f"Nothing in {card_id!r} contains {str(match)!r}; recall it without match for all of it."

@@ -93,10 +93,7 @@ class CardRenderer:
             fields,
             named,
             card.used_terms,
-            len(card.stale_rows)
-            + len(card.stale_cells)
-            + len(card.stale_facts)
-            + len(card.facts),  # only grow
+            sum(map(len, (card.stale_rows, card.stale_cells, card.stale_facts, card.facts))),  # each grows
             cut_in_focus_order,
         )
         rendered = self._renderings.get(cache_key)

@@ -16,10 +16,8 @@ _FIELDS = _SPEC["parameters"]["properties"]
 
 
 class RecallArguments(BaseModel):
-    card_id: str = Field(description=_SPEC["parameters"]["properties"]["card_id"]["description"])
-    match: str | None = Field(
-        default=None, description=_SPEC["parameters"]["properties"]["match"]["description"]
-    )
+    card_id: str = Field(description=_FIELDS["card_id"]["description"])
+    match: str | None = Field(default=None, description=_FIELDS["match"]["description"])
 
 
 def recall_tool(memory: DecisionMemory) -> FunctionTool:
