@@ -82,6 +82,7 @@ class MessageRecorder:
         (nor was lost on the way): a run retried after it failed (a rate limit) sends its
         request again."""
         request = max((i for i, m in enumerate(messages) if m.type == "human"), default=-1)
+        in_graph = any(m.id for m in messages)
         if any(m.id and f"id:{m.id}" not in self._seen for m in messages):  # a run's new input:
             mark = self.memory.event_count  # another worker may have served this thread meanwhile
             self.memory.refresh()
@@ -100,6 +101,10 @@ class MessageRecorder:
                 event = to_event(message)
                 if not (self._resent and self._known(event, first=index == 0, request=index == request)):
                     self._record(event)
+                    if in_graph and isinstance(message, ToolMessage) and not message.id:
+                        # the error result LangChain adds to a call for the request only: the
+                        # state takes it later, with an id, and it is known then by its call id
+                        self._early_results[message.tool_call_id] += 1
             self._seen.add(key)
 
     def _known(self, event: dict[str, Any], *, first: bool, request: bool) -> bool:

@@ -82,6 +82,9 @@ class DamcMiddleware(AgentMiddleware):
                 reply -= 1
             if reply and isinstance(messages[reply - 1], AIMessage):
                 recorder = self.conversations.current()
+                # catch up first: a tool result the store refused as the tool returned (a file
+                # locked for a moment) goes in before the reply, or the reply waits for it
+                recorder.observe(messages[: reply - 1])
                 for message in messages[reply - 1 :]:
                     recorder.record_reply(message)
         except Exception:

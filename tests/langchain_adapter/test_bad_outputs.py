@@ -85,7 +85,7 @@ def test_a_call_whose_arguments_did_not_parse_reaches_the_model_with_its_error(r
             {"type": "invalid_tool_call", "id": "b1", "name": "lookup", "args": '{"query": "', "error": None}
         ],
     )
-    model = recording_model(truncated, AIMessage("It did not go through."))
+    model = recording_model(truncated, AIMessage("It did not go through."), AIMessage("Try again?"))
     # a window of four: the first question, the broken call, its error and the new question
     damc = DecisionMemory(store=InMemoryStore(), settings=MemorySettings(budget=400, recent_messages=4))
     agent = create_agent(
@@ -105,6 +105,11 @@ def test_a_call_whose_arguments_did_not_parse_reaches_the_model_with_its_error(r
     kinds = [c.kind.value for c in damc.for_session("t1").cards()]
     assert kinds[:4] == ["user_instruction", "tool_call", "tool_error", "user_instruction"]
     assert kinds[4:] == ["assistant_conclusion"]  # the answer, recorded as it comes
+
+    agent.invoke({"messages": [HumanMessage("and now?")]}, thread)  # the state holds the error now
+
+    kinds = [c.kind.value for c in damc.for_session("t1").cards()]
+    assert kinds.count("tool_error") == 1 and kinds[5:] == ["user_instruction", "assistant_conclusion"]
 
 
 def test_a_result_the_store_could_not_take_is_recorded_once_the_store_is_back(recording_model, tmp_path):

@@ -664,3 +664,36 @@ def test_two_workers_serving_one_thread_in_turns_record_each_message_once(record
     reopened = DecisionMemory(store=SQLiteStore(tmp_path / "memory.sqlite3")).for_session("T")
     said = [m["content"] for m in reopened.messages()]
     assert said == ["turn 0", "answer 0", "turn 1", "answer 0", "turn 2", "answer 1", "turn 3", "answer 1"]
+
+
+def test_a_tool_result_the_locked_store_refused_is_remembered_before_the_answer(recording_model, tmp_path):
+    import sqlite3
+
+    from damc_core import SQLiteStore
+
+    path = tmp_path / "memory.sqlite3"
+    other_process = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+
+    @tool
+    def lookup_order(order_id: str) -> dict:
+        """Look up an order."""
+        other_process.execute("BEGIN IMMEDIATE")  # a backup takes the file's write lock meanwhile
+        return {"order_id": order_id, "status": "delivered"}
+
+    class AnswersOnceTheLockIsGone(RecordingChatModel):
+        def _generate(self, messages, stop=None, run_manager=None, **kwargs):
+            if other_process.in_transaction:
+                other_process.execute("ROLLBACK")
+            return super()._generate(messages, stop, run_manager, **kwargs)
+
+    model = AnswersOnceTheLockIsGone(
+        script=[call("lookup_order", {"order_id": "W1"}, "call_1"), AIMessage("W1 was delivered.")]
+    )
+    damc = DamcMiddleware(DecisionMemory(store=SQLiteStore(path, timeout=0.05)))
+    agent = create_agent(model, [lookup_order], middleware=[damc])
+
+    agent.invoke({"messages": [{"role": "user", "content": "Where is order W1?"}]})
+
+    recorded = [(m["role"], m.get("content") or "") for m in damc.memory.messages()]
+    assert [role for role, _ in recorded] == ["user", "assistant", "tool", "assistant"]
+    assert "delivered" in recorded[2][1] and recorded[3][1] == "W1 was delivered."
