@@ -14,7 +14,7 @@ from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Literal, Protocol
 
-from .encode import argument_values, field_name, list_items
+from .encode import argument_values, changes_over_time, field_name, list_items
 from .extract import NEGATIVE_STATUS, fact_kind, identifiers, term_variants
 from .types import Card, CardKind, DecisionFocus, Table
 
@@ -97,14 +97,7 @@ def _point_stale_rows(
 @functools.lru_cache(maxsize=4096)
 def volatile_columns(columns: tuple[str, ...]) -> frozenset[int]:
     """Columns whose values change over time: prices, statuses, seats and stock counts."""
-    return frozenset(
-        i
-        for i, c in enumerate(columns)
-        if fact_kind(c, "") in ("amount", "status") or _VOLATILE_COLUMN.search(c)
-    )
-
-
-_VOLATILE_COLUMN = re.compile(r"(avail|seat|stock|remaining|quantity|inventory|left|price|fare|rate)", re.I)
+    return frozenset(i for i, c in enumerate(columns) if changes_over_time(c, fact_kind(c, "")))
 
 
 def mentions(value: str, wanted: Collection[str]) -> bool:

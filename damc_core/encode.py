@@ -51,11 +51,15 @@ class Encoder(Protocol):
 _ERROR_TEXT = re.compile(r"^\s*(error|exception|traceback|failed|failure)\b", re.I)
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 _COUNT_COLUMN = re.compile(r"(avail|seat|stock|remaining|quantity|inventory|capacity|left)", re.I)
+"""A count that can run out: zero there rules an option out."""
+_QUOTE_COLUMN = re.compile(r"(price|fare|rate)", re.I)
+"""A quoted price and what goes with it (``price_updated``, ``fare_id``), whatever its value looks like."""
 
 
-def _changes(field: str, kind: str) -> bool:
-    """Whether a field's value can change over time: an amount, a status, a count of seats or stock."""
-    return kind in ("amount", "status") or _COUNT_COLUMN.search(field) is not None
+def changes_over_time(field: str, kind: str) -> bool:
+    """Whether a field's value can change over time: an amount, a status, a count of seats or stock,
+    a quote."""
+    return kind in ("amount", "status") or any(p.search(field) for p in (_COUNT_COLUMN, _QUOTE_COLUMN))
 
 
 _AMOUNT_ACROSS_LINES = re.compile(r"[$€£]\n|\n(?:USD|EUR|GBP|dollar)", re.I)
@@ -294,8 +298,8 @@ class DefaultEncoder:
         constraints = _constraints(facts, tables, extract if not is_json else "")
         if error:
             constraints = [f"{name} failed: {_clip(stripped, 160)}", *constraints]
-        volatile = any(_changes(f.path, f.kind) for f in facts) or any(
-            _changes(c, fact_kind(c, "")) for t in tables for c in t.columns
+        volatile = any(changes_over_time(f.path, f.kind) for f in facts) or any(
+            changes_over_time(c, fact_kind(c, "")) for t in tables for c in t.columns
         )
         terms = self._terms(facts, tables, extract_scan)
         terms.update(v.lower() for v in argument_values(arguments) if len(v) >= 2)
