@@ -78,7 +78,7 @@ class Hit:
 
     card_id: str
     similarity: float
-    """Cosine similarity of the card's text and the query, in [-1, 1] (0 when found only verbatim)."""
+    """Cosine similarity of the card's text and the query, in [-1, 1]."""
     exact: tuple[str, ...]
     """Focus identifiers the card holds verbatim."""
     score: float
@@ -94,6 +94,18 @@ class Merged:
     entry_id: str
     members: tuple[str, ...]
     document: str
+
+
+def _similarities(collection: Any, card_ids: list[str], query_vector: np.ndarray) -> dict[str, float]:
+    """Cosine similarity of the query and each card's stored embedding (rows are L2-normalized)."""
+    if not card_ids:
+        return {}
+    got = collection.get(ids=card_ids, include=["embeddings"])
+    vectors = got["embeddings"]
+    if vectors is None or not len(vectors):
+        return {}
+    similarity = np.asarray(vectors, dtype=np.float32) @ np.asarray(query_vector, dtype=np.float32)
+    return dict(zip(got["ids"], map(float, similarity), strict=True))
 
 
 def card_document(card: Card) -> str:
@@ -324,19 +336,26 @@ class CardIndex:
             raise ConfigError(f"k must be > 0, got {k}")
         collection = self.collection(namespace, cold=cold)
         found: dict[str, tuple[float, tuple[str, ...], tuple[str, ...]]] = {}
+        query_vectors = self.embedder.embed([query])
         result = collection.query(
-            query_embeddings=self.embedder.embed([query]), n_results=k, include=["metadatas", "distances"]
+            query_embeddings=query_vectors, n_results=k, include=["metadatas", "distances"]
         )
         for card_id, meta, distance in zip(
             result["ids"][0], (result["metadatas"] or [[]])[0], (result["distances"] or [[]])[0], strict=True
         ):
             found[card_id] = (1.0 - float(distance), (), _members(meta))
+        nearest = set(found)
         identifiers = sorted({t.lower() for t in terms}, key=_longest)
         chosen = [t for t in identifiers if IDENTIFIER_TERM.fullmatch(t) and len(t) >= 4]
         for term, card_ids, metas in self._exact(namespace, chosen[:MAX_EXACT_TERMS], k, cold=cold):
             for card_id, meta in zip(card_ids, metas, strict=True):
                 similarity, exact, members = found.get(card_id, (0.0, (), _members(meta)))
                 found[card_id] = (similarity, (*exact, term), members)
+        # a card found only verbatim gets its similarity too, so it ranks on the same scale as
+        # the nearest ones (an old exact match above this hour's near-duplicates without the id)
+        verbatim_only = [card_id for card_id in found if card_id not in nearest]
+        for card_id, similarity in _similarities(collection, verbatim_only, query_vectors[0]).items():
+            found[card_id] = (similarity, *found[card_id][1:])
         hits = [
             Hit(card_id, sim, exact, min(1.0, max(0.0, sim) + EXACT_BONUS * len(exact)), members)
             for card_id, (sim, exact, members) in found.items()

@@ -161,8 +161,29 @@ def test_identifier_only_in_the_text_is_found_by_exact_match(chroma_config: Chro
         ALICE, "weather in seattle", terms=["CREDIT_CARD_4421486", "4421486", "nope9999"], k=3
     )
     found = next(h for h in hits if h.card_id == "c40")
-    assert found.similarity == 0.0 and set(found.exact) == {"credit_card_4421486", "4421486"}
-    assert found.score == 0.5
+    assert set(found.exact) == {"credit_card_4421486", "4421486"}
+    assert found.score == pytest.approx(max(0.0, found.similarity) + 0.5)
+
+
+def test_an_old_exact_match_ranks_above_newer_near_duplicates_without_the_id(
+    chroma_config: ChromaConfig,
+) -> None:
+    index = CardIndex(chroma_config, embedder=HashingEmbedder())
+    order = _card(1, "[c1] get_order_details(order_id=#W4923227) -> status delivered; items keyboard")
+    lookups = [
+        _card(s, f"[c{s}] get_order_details(order_id=#W10{s:05d}) -> status delivered; items keyboard, mouse")
+        for s in range(2, 40)
+    ]
+    index.add(ALICE, [order, *lookups])
+    query = "delivered keyboard, mouse"
+    assert "c1" not in {h.card_id for h in index.search(ALICE, query, k=3)}  # nearer ones fill k
+
+    hits = index.search(ALICE, query, terms=["#W4923227"], k=3)
+
+    assert hits[0].card_id == "c1" and hits[0].exact == ("#w4923227",)
+    # scored as if the vector search had returned it
+    everything = {h.card_id: h for h in index.search(ALICE, query, terms=["#W4923227"], k=40)}
+    assert hits[0].similarity == pytest.approx(everything["c1"].similarity, abs=1e-5)
 
 
 def test_an_identifier_in_every_card_finds_the_newest_cards(chroma_config: ChromaConfig) -> None:
