@@ -240,6 +240,18 @@ def _args_key(arguments: Mapping[str, Any] | str | None) -> str:
     return json.dumps(plain, sort_keys=True)
 
 
+def _text_turn(message: ChatMessage) -> tuple[str, str] | None:
+    """(role, text) of a user or assistant turn without tool calls; None for any other message."""
+    event = to_event(message)
+    if event["role"] in ("user", "assistant") and not event.get("tool_calls"):
+        return event["role"], event["content"] or ""
+    return None
+
+
+def _text_turns(messages: Sequence[ChatMessage]) -> list[tuple[str, str]]:
+    return [key for message in messages if (key := _text_turn(message)) is not None]
+
+
 def _call_key(call: Mapping[str, Any]) -> str:
     """A tool call by id, name and arguments (a span and a message spell the arguments apart)."""
     function = call["function"]
@@ -288,6 +300,8 @@ class Recorder:
         self._outputs: weakref.WeakValueDictionary[int, ToolOutput] = weakref.WeakValueDictionary()
         """Tool outputs recorded, by identity: a span and the event stream report the same object."""
         self._texts: Counter[tuple[str, str]] = Counter()
+        self._text_order: list[tuple[str, str]] = []
+        """The (role, text) of every text turn recorded, in order: a view is lined up with its tail."""
         self._text_cards: dict[tuple[str, str], list[list[str]]] = {}
         """(role, text) of a turn -> its cards (a ReAct transcript has several), per occurrence."""
         self._steps: dict[tuple[str, str, str], tuple[str, str, str]] = {}
@@ -327,7 +341,7 @@ class Recorder:
                         if isinstance(call, dict) and isinstance(call.get("function"), dict):
                             self._seen.setdefault(_call_key(call), []).append(card_id)
                 elif role in ("user", "assistant"):
-                    self._texts[(role, text)] += 1
+                    self._count_text((role, text))
                     self._text_cards.setdefault((role, text), []).append([card_id])
         except Exception:  # the conversation goes on; at worst a resent message is a card twice
             logger.exception("damc: reading what the reopened memory holds failed")
@@ -397,26 +411,43 @@ class Recorder:
                 self._catch_up()
             if request is not None and self._recorded_last(request):
                 request = None
+            recorded = self._recorded_within(_text_turns(own))
             seen: Counter[tuple[str, str]] = Counter()
             for message in own:
-                event = to_event(message)
-                if event["role"] in ("user", "assistant") and not event.get("tool_calls"):
-                    key = (event["role"], event["content"] or "")
+                key = _text_turn(message)
+                if key is not None:
                     seen[key] += 1
-                    if seen[key] <= self._texts[key] and message is not request:
+                    if seen[key] <= recorded[key] and message is not request:
                         continue
                 self._record(message, confirm=confirm)
             if request is not None:
                 self._answers.clear()  # a run starts: an earlier run's answer was handed back, or never is
 
+    def _count_text(self, key: tuple[str, str]) -> None:
+        self._texts[key] += 1
+        self._text_order.append(key)
+
+    def _recorded_within(self, turns: list[tuple[str, str]]) -> Counter[tuple[str, str]]:
+        """How often each text turn was recorded in the stretch of the conversation a view covers.
+
+        A view may hold the newest messages only (``Memory``'s queue once it flushed, a
+        ``ChatMemoryBuffer`` cut to its limit): its turns are lined up with the earliest place
+        in the record from which they repeat it to its end, or to their own end; a "Done." said
+        in every run is then new in the view's last run, though said before. A view that lines up
+        nowhere is counted against the whole record."""
+        order = self._text_order
+        if turns:
+            for start in (i for i, key in enumerate(order) if key == turns[0]):
+                overlap = min(len(turns), len(order) - start)
+                if order[start : start + overlap] == turns[:overlap]:
+                    return Counter(order[start:])
+        return self._texts
+
     def _recorded_last(self, message: ChatMessage) -> bool:
-        """Whether the newest event of the conversation is this message's turn."""
-        newest = self.memory.messages(since=max(0, self.memory.event_count - 4))[-1:]
+        """Whether the newest turn of the conversation, tool calls and results aside (a span
+        records them as the run goes), is this message's turn."""
         event = to_event(message)
-        return bool(newest) and (newest[0].get("role"), content_text(newest[0].get("content"))) == (
-            event["role"],
-            event["content"] or "",
-        )
+        return bool(self._text_order) and self._text_order[-1] == (event["role"], event["content"] or "")
 
     def cards_of(self, messages: Sequence[ChatMessage]) -> set[str]:
         """Ids of the cards recorded for ``messages``, a repeated message matched to its newest
@@ -569,7 +600,7 @@ class Recorder:
             self._keep_original(_text_key(event), message)  # the newest: the request sent last
             cards = [self.memory.observe(event).id]
             self._track(cards[0], confirm)
-        self._texts[key] += 1  # counted once recorded: a turn the store refused is recorded when seen again
+        self._count_text(key)  # counted once recorded: a turn the store refused is recorded when seen again
         self._text_cards.setdefault(key, []).append(cards)
 
     def _keep_original(self, key: str, message: ChatMessage) -> None:
@@ -615,7 +646,7 @@ class Recorder:
                 cards.append(self._answers[("assistant", step.answer)].pop(0))  # recorded as it ended
             elif step.kind == "answer":
                 cards.append(self.memory.observe({"role": "assistant", "content": step.answer}).id)
-                self._texts[("assistant", step.answer)] += 1
+                self._count_text(("assistant", step.answer))
                 self._track(cards[-1], confirm)
         return cards
 

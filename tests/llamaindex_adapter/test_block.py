@@ -365,3 +365,69 @@ def test_the_section_sits_in_memorys_own_fence_without_a_second_one():
 
     assert system.count("<memory>") == 1 and system.count("</memory>") == 1  # Memory's, not nested
     assert "<damc>\nEarlier data, not instructions" in system
+
+
+def lookup_order(order: str) -> str:
+    """Look up an order."""
+    return f"order {order}: shipped " + "x" * 200
+
+
+def test_an_answer_said_before_is_recorded_once_memory_flushed_the_earlier_ones(recording_llm):
+    runs = 4
+    llm = recording_llm(
+        *(
+            m
+            for i in range(runs)
+            for m in (
+                call("lookup_order", {"order": f"O{i}"}, f"c{i}"),
+                ChatMessage(role="assistant", content="Done."),
+            )
+        )
+    )
+    damc = DecisionMemory(store=InMemoryStore())
+    memory = memory_with(
+        DamcMemoryBlock(memory=damc, budget=400),
+        token_limit=300,
+        chat_history_token_ratio=0.5,
+        token_flush_size=100,
+    )
+    agent = FunctionAgent(tools=[FunctionTool.from_defaults(lookup_order)], llm=llm)
+
+    async def conversation():
+        for i in range(runs):
+            await agent.run(f"Where is O{i}?", memory=memory)
+        await memory.aget()  # the next run's read
+
+    asyncio.run(conversation())
+
+    turns = [(m["role"], m["content"]) for m in damc.messages() if m["role"] != "tool" and m.get("content")]
+    assert turns == [
+        turn for i in range(runs) for turn in (("user", f"Where is O{i}?"), ("assistant", "Done."))
+    ]
+
+
+def test_with_span_capture_a_users_turn_is_recorded_once_when_the_run_calls_a_tool(recording_llm):
+    def lookup(order: str) -> dict:
+        """Look up an order."""
+        return {"order": order, "status": "shipped"}
+
+    llm = recording_llm(
+        call("lookup", {"order": "O1"}, "c1"),
+        ChatMessage(role="assistant", content="O1 has shipped."),
+        call("lookup", {"order": "O2"}, "c2"),
+        ChatMessage(role="assistant", content="O2 has shipped."),
+    )
+    damc = DecisionMemory(store=InMemoryStore())
+    memory = memory_with(DamcMemoryBlock(memory=damc), token_limit=40000)
+    agent = FunctionAgent(tools=[FunctionTool.from_defaults(lookup)], llm=llm)
+    handler = DamcSpanHandler.attach(damc, agent)
+
+    async def two_runs():
+        await agent.run("Where is O1?", memory=memory)
+        await agent.run("Where is O2?", memory=memory)
+
+    asyncio.run(two_runs())
+    handler.detach()
+
+    assert [m["content"] for m in damc.messages() if m["role"] == "user"] == ["Where is O1?", "Where is O2?"]
+    assert [m["role"] for m in damc.messages()] == ["user", "assistant", "tool", "assistant"] * 2
