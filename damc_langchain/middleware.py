@@ -52,6 +52,34 @@ class DamcMiddleware(AgentMiddleware):
         """The memory of one checkpointer thread (``None``: runs without a thread id)."""
         return self.conversations.recorder_for(thread_id).memory
 
+    # -- the run -----------------------------------------------------------------------------
+    def before_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        """Record the run's input as it comes, before other middleware change the state (a
+        summary replacing turns of an imported history DAMC has not seen yet)."""
+        self._catch_up(state)
+        return None
+
+    async def abefore_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        await asyncio.to_thread(self._catch_up, state)
+        return None
+
+    def after_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        """Record what the run ends with but no model call or tool saw: a middleware that ends
+        the run (a call limit) adds its own messages, and skips the hooks after it."""
+        self._catch_up(state)
+        return None
+
+    async def aafter_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        await asyncio.to_thread(self._catch_up, state)
+        return None
+
+    def _catch_up(self, state: Any) -> None:
+        try:
+            messages = list(state.get("messages", ()) if isinstance(state, dict) else ())
+            self.conversations.current().observe(messages[: _answerable(messages)])
+        except Exception:
+            logger.exception("damc: recording the agent state failed; the agent goes on")
+
     # -- model calls -------------------------------------------------------------------------
     def wrap_model_call(
         self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]
@@ -159,6 +187,19 @@ def split_per_call(request: ModelRequest) -> tuple[list[AnyMessage], list[AnyMes
         else:
             (trailing if conversation else leading).append(message)
     return conversation, leading, trailing
+
+
+def _answerable(messages: list[AnyMessage]) -> int:
+    """How many of the state's messages can be recorded now: up to a call whose arguments did not
+    parse and that nothing answered yet; the model call adds LangChain's error result right after
+    it, and the rest follow that."""
+    answered = {m.tool_call_id for m in messages if isinstance(m, ToolMessage)}
+    for index, message in enumerate(messages):
+        if isinstance(message, AIMessage) and any(
+            call.get("id") not in answered for call in message.invalid_tool_calls
+        ):
+            return index + 1
+    return len(messages)
 
 
 def with_memory_section(prompt: SystemMessage | None, memory: str | None) -> SystemMessage | None:

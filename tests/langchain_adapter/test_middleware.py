@@ -697,3 +697,42 @@ def test_a_tool_result_the_locked_store_refused_is_remembered_before_the_answer(
     recorded = [(m["role"], m.get("content") or "") for m in damc.memory.messages()]
     assert [role for role, _ in recorded] == ["user", "assistant", "tool", "assistant"]
     assert "delivered" in recorded[2][1] and recorded[3][1] == "W1 was delivered."
+
+
+def test_an_imported_history_a_summary_shortens_before_the_first_call_is_remembered_whole(recording_model):
+    from langchain.agents.middleware import SummarizationMiddleware
+
+    history = []
+    for n in range(4):
+        history += [HumanMessage(f"Order O-{n} needs change {n}"), AIMessage(f"Noted change {n} for O-{n}.")]
+    summarizer = recording_model(AIMessage("Orders O-0 to O-3 have changes."))
+    model = recording_model(AIMessage("Four changes are pending."))
+    summary = SummarizationMiddleware(summarizer, trigger=("messages", 6), keep=("messages", 3))
+    agent = create_agent(model, [], middleware=[summary, damc := DamcMiddleware(memory())])
+
+    agent.invoke({"messages": [*history, HumanMessage("Which changes are pending?")]})
+
+    recorded = [m["content"] for m in damc.memory.messages()]
+    assert recorded == [m.content for m in history] + [
+        "Which changes are pending?",
+        "Four changes are pending.",
+    ]
+    assert "Order O-0 needs change 0" in text(model.received[0])  # from the cards, not the summary
+
+
+def test_the_messages_a_limit_ends_the_run_with_are_remembered(recording_model):
+    from langchain.agents.middleware import ToolCallLimitMiddleware
+
+    model = recording_model(
+        call("search_flights", {"origin": "JFK", "destination": "SEA", "date": "2024-05-20"}, "call_1"),
+        call("search_flights", {"origin": "JFK", "destination": "SFO", "date": "2024-05-20"}, "call_2"),
+    )
+    limit = ToolCallLimitMiddleware(run_limit=1, exit_behavior="end")
+    agent = create_agent(model, [search_flights], middleware=[damc := DamcMiddleware(memory()), limit])
+
+    state = agent.invoke({"messages": [HumanMessage("Find me a flight from JFK on May 20")]})
+
+    recorded = damc.memory.messages()
+    assert len(recorded) == len(state["messages"]) == 6
+    assert [m.get("tool_call_id") for m in recorded if m["role"] == "tool"] == ["call_1", "call_2"]
+    assert recorded[-1]["content"] == state["messages"][-1].content  # the limit's closing message

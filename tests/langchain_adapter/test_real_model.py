@@ -100,9 +100,11 @@ def test_a_real_endpoint_accepts_every_context_damc_assembles(
     assert newest["role"] == "tool" and newest["content"].startswith("[c4]")
     assert len(newest["content"]) < len(results[1].content)
     assert json.loads(results[1].content) == testing.BOOKING_FLIGHTS
-    # every event of the run is a card whose raw record is the message verbatim
-    assert [c.id for c in memory.cards()] == [f"c{i}" for i in range(7)]
+    # every event of the run is a card whose raw record is the message verbatim, down to the
+    # message the call limit ends the run with
+    assert [c.id for c in memory.cards()] == [f"c{i}" for i in range(8)]
     assert memory.recall("c4")["content"] == results[1].content
+    assert memory.recall("c7")["content"] == state["messages"][-1].content
 
 
 def test_a_real_chat_model_judges_a_card(chat_server, recorded_http):
