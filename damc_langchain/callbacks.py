@@ -13,6 +13,7 @@ tool loop's list) and is never edited. To select which messages reach the model,
 from __future__ import annotations
 
 import logging
+import re
 from collections import Counter, OrderedDict
 from collections.abc import Iterator
 from typing import Any, TypeVar
@@ -30,6 +31,8 @@ logger = logging.getLogger("damc.langchain")
 _RUNS_KEPT = 4096
 """Runs remembered for finding a model call's top-level run; the oldest are forgotten."""
 _T = TypeVar("_T")
+_MIDDLEWARE_HOOK = re.compile(r"\.(before|after)_(model|agent)$")
+"""A graph node of ``create_agent`` middleware (``SummarizationMiddleware.before_model``)."""
 
 
 def _remember(runs: OrderedDict[UUID, _T], run_id: UUID, value: _T) -> None:
@@ -64,6 +67,8 @@ class DamcCallbackHandler(BaseCallbackHandler):
         """Top-level runs whose model has been called: the first call's prompt holds the run's input."""
         self._tool_runs: OrderedDict[UUID, None] = OrderedDict()
         """Tool runs seen: a model called under one is a sub-agent's, not this conversation's."""
+        self._side_calls: OrderedDict[UUID, None] = OrderedDict()
+        """Model calls a middleware made for itself (a summarizer): their answers are not turns."""
 
     def on_chain_start(
         self,
@@ -128,6 +133,9 @@ class DamcCallbackHandler(BaseCallbackHandler):
         try:
             if self._in_tool(parent_run_id):  # a sub-agent run by a tool: its prompt is its own
                 return
+            if _MIDDLEWARE_HOOK.search(str((kwargs.get("metadata") or {}).get("langgraph_node") or "")):
+                _remember(self._side_calls, run_id, None)  # a summarizer's prompt is not the user's
+                return
             root = self._root(parent_run_id or run_id)
             new_run = root not in self._prompted_roots
             _remember(self._prompted_roots, root, None)
@@ -145,7 +153,7 @@ class DamcCallbackHandler(BaseCallbackHandler):
         """The model's text answer (a run's final answer) is a turn now, not only once a later
         prompt resends it: a run without chat history never does."""
         try:
-            if self._in_tool(kwargs.get("parent_run_id")):
+            if self._in_tool(kwargs.get("parent_run_id")) or run_id in self._side_calls:
                 return  # a sub-agent's answer reaches this conversation as its tool's result
             for generations in response.generations:
                 message = getattr(generations[0], "message", None) if generations else None
@@ -188,8 +196,8 @@ class DamcCallbackHandler(BaseCallbackHandler):
         this prompt carries no history that would count it twice. True if recorded."""
         if not (
             isinstance(message, HumanMessage) or (isinstance(message, AIMessage) and not message.tool_calls)
-        ):
-            return False
+        ) or message.additional_kwargs.get("lc_source") == "summarization":
+            return False  # (a summary stands in for turns recorded already)
         role = "user" if isinstance(message, HumanMessage) else "assistant"
         key = (role, message.id or str(message.content))
         if not again:

@@ -311,3 +311,32 @@ def test_a_handoff_that_returns_the_state_records_only_its_own_answer(recording_
 
     results = [(m["tool_call_id"], m["content"]) for m in memory.messages() if m["role"] == "tool"]
     assert results == [("k1", '{"order_id": "O-1", "status": "shipped"}'), ("h1", "Transferred to billing")]
+
+
+def test_a_summarizing_middlewares_own_model_call_is_not_the_conversation(recording_model):
+    from langchain.agents.middleware import SummarizationMiddleware
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    summarizer = recording_model(*(AIMessage(f"Summary {n}.") for n in range(3)))
+    replies = [
+        m
+        for n in range(3)
+        for m in (call("get_user_details", {"user_id": f"u{n}"}, f"call_{n}"), AIMessage(f"Answer {n}."))
+    ]
+    summary = SummarizationMiddleware(summarizer, trigger=("messages", 6), keep=("messages", 3))
+    agent = create_agent(
+        recording_model(*replies), [get_user_details], middleware=[summary], checkpointer=InMemorySaver()
+    )
+    memory = DecisionMemory(store=InMemoryStore())
+    config = {"configurable": {"thread_id": "t1"}, "callbacks": [DamcCallbackHandler(memory)]}
+
+    for n in range(3):
+        agent.invoke({"messages": [HumanMessage(f"Question {n}?")]}, config)
+
+    assert len(summarizer.received) >= 1  # the history was summarized
+    turns = [
+        m["content"]
+        for m in memory.messages()
+        if m["role"] == "user" or (m["role"] == "assistant" and not m.get("tool_calls"))
+    ]
+    assert turns == [turn for n in range(3) for turn in (f"Question {n}?", f"Answer {n}.")]
