@@ -2,7 +2,7 @@
 
 from .callbacks import DamcCallbackHandler
 from .judge import ChatModelJudge
-from .langgraph import damc_pre_model_hook
+from .langgraph import damc_post_model_hook, damc_pre_model_hook
 from .middleware import DamcMiddleware
 from .recall import recall_tool
 
@@ -11,6 +11,7 @@ __all__ = [
     "DAMCMemory",
     "DamcCallbackHandler",
     "DamcMiddleware",
+    "damc_post_model_hook",
     "damc_pre_model_hook",
     "recall_tool",
     "wrap",

@@ -194,9 +194,13 @@ class DamcCallbackHandler(BaseCallbackHandler):
         turns, and a user may say "yes" twice (tool calls and results come from tool runs).
         ``again``: a new run's input, recorded even when an earlier run had the same input and
         this prompt carries no history that would count it twice. True if recorded."""
-        if not (
-            isinstance(message, HumanMessage) or (isinstance(message, AIMessage) and not message.tool_calls)
-        ) or message.additional_kwargs.get("lc_source") == "summarization":
+        if (
+            not (
+                isinstance(message, HumanMessage)
+                or (isinstance(message, AIMessage) and not message.tool_calls)
+            )
+            or message.additional_kwargs.get("lc_source") == "summarization"
+        ):
             return False  # (a summary stands in for turns recorded already)
         role = "user" if isinstance(message, HumanMessage) else "assistant"
         key = (role, message.id or str(message.content))

@@ -1,4 +1,4 @@
-"""DAMC as a ``pre_model_hook`` for langgraph's ``create_react_agent``."""
+"""DAMC as the ``pre_model_hook`` and ``post_model_hook`` of langgraph's ``create_react_agent``."""
 
 from __future__ import annotations
 
@@ -34,5 +34,23 @@ def damc_pre_model_hook(
         except Exception:  # the agent keeps running on its own history rather than fail
             logger.exception("damc: building the context failed; the model gets the full history")
             return {"llm_input_messages": messages}
+
+    return hook
+
+
+def damc_post_model_hook(memory: DecisionMemory) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """A hook that records the model's reply as it comes, with ``damc_pre_model_hook`` on the same
+    ``memory``: a final answer is in memory even when nothing later in the thread (or no
+    checkpointer) would send it again. The graph state is left untouched."""
+    conversations = conversations_of(memory)
+
+    def hook(state: dict[str, Any]) -> dict[str, Any]:
+        try:
+            messages = state["messages"]
+            if messages:
+                conversations.current().record_reply(messages[-1])
+        except Exception:  # the agent goes on; the reply is recorded with the next model call
+            logger.exception("damc: recording the model's reply failed; the agent goes on")
+        return {}
 
     return hook

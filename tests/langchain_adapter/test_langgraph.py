@@ -12,7 +12,7 @@ pytest.importorskip("langgraph")
 from langchain_core.messages import HumanMessage, ToolMessage
 
 from damc_core import DecisionMemory, InMemoryStore, MemorySettings
-from damc_langchain import damc_pre_model_hook
+from damc_langchain import damc_post_model_hook, damc_pre_model_hook
 
 from .scenario import FLIGHTS, SCRIPT, book, get_user_details, search_flights, text
 
@@ -95,6 +95,7 @@ def test_threads_are_sessions_and_a_resumed_thread_is_not_recorded_twice(recordi
                 model,
                 [get_user_details],
                 pre_model_hook=damc_pre_model_hook(memory),
+                post_model_hook=damc_post_model_hook(memory),
                 checkpointer=checkpointer,
             )
         agent.invoke({"messages": [HumanMessage(message)]}, {"configurable": {"thread_id": thread}})
@@ -105,4 +106,27 @@ def test_threads_are_sessions_and_a_resumed_thread_is_not_recorded_twice(recordi
     _, mia = run("mia", "Thanks", AIMessage("Bye."))
 
     assert "mia_li_3668" not in text(bob_model.received[0])
-    assert [c.text for c in mia.cards()] == ["I am mia_li_3668", "Hello Mia.", "Thanks"]
+    assert [c.text for c in mia.cards()] == ["I am mia_li_3668", "Hello Mia.", "Thanks", "Bye."]
+
+
+def test_without_a_checkpointer_the_post_hook_keeps_each_answer_for_the_next_run(recording_model):
+    from langchain_core.messages import AIMessage
+
+    model = recording_model(AIMessage("Your order O-1 has shipped."), AIMessage("It arrives on May 22."))
+    memory = DecisionMemory(store=InMemoryStore())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from langgraph.prebuilt import create_react_agent
+
+        agent = create_react_agent(
+            model,
+            [get_user_details],
+            pre_model_hook=damc_pre_model_hook(memory),
+            post_model_hook=damc_post_model_hook(memory),
+        )
+
+    agent.invoke({"messages": [HumanMessage("Where is order O-1?")]})
+    agent.invoke({"messages": [HumanMessage("And when will it arrive?")]})  # the new turn only
+
+    assert "Your order O-1 has shipped." in text(model.received[1])
+    assert [c.text for c in memory.cards()][-1] == "It arrives on May 22."
