@@ -594,9 +594,10 @@ class Recorder:
             self._answers[key].pop(0)
             return
         steps = parse_react(key[1]) if role == "assistant" else None
-        if steps is not None:  # a ReAct transcript: its actions and observations become calls and results
-            cards = self._record_react(steps, confirm=confirm, answer=answer)
-        else:
+        # a ReAct transcript: its actions and observations become calls and results; an answer
+        # that only looks like an action (a model writing its call as text) is that text
+        cards = self._record_react(steps, confirm=confirm, answer=answer) if steps is not None else []
+        if not cards and (steps is None or answer):
             self._keep_original(_text_key(event), message)  # the newest: the request sent last
             cards = [self.memory.observe(event).id]
             self._track(cards[0], confirm)

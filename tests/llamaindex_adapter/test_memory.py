@@ -420,3 +420,25 @@ def test_each_of_two_turns_with_the_same_words_is_sent_with_its_own_image(record
     questions = [m for m in llm.received[-1] if m.role == "user"]
     pictures = [b.resolve_image().read() for m in questions for b in m.blocks if isinstance(b, ImageBlock)]
     assert pictures == [b"\x89PNG-cat", b"\x89PNG-dog"]
+
+
+def test_an_answer_that_writes_a_call_as_text_is_remembered_as_that_text(recording_llm):
+    written_call = 'Thought: I would look it up.\nAction: search_orders\nAction Input: {"id": "O1"}'
+    model = recording_llm(
+        ChatMessage(role="assistant", content=written_call), ChatMessage(role="assistant", content="Bye.")
+    )
+    memory = damc()
+    agent = FunctionAgent(tools=[], llm=DamcLLM(llm=model, memory=memory))
+    chat = DamcMemory(memory=memory)
+
+    run(agent, "Where is O1?", memory=chat)
+    run(agent, "Thanks", memory=chat)
+
+    recorded = [(m["role"], m["content"]) for m in memory.messages()]
+    assert recorded == [
+        ("user", "Where is O1?"),
+        ("assistant", written_call),
+        ("user", "Thanks"),
+        ("assistant", "Bye."),
+    ]
+    assert "search_orders" in text(model.received[1])  # the model sees what it wrote
