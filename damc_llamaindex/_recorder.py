@@ -418,6 +418,8 @@ class Recorder:
                 if key is not None:
                     seen[key] += 1
                     if seen[key] <= recorded[key] and message is not request:
+                        if self._answers.get(key):  # an answer recorded as its step ended, back as
+                            self._answers[key].pop(0)  # history: never handed over again
                         continue
                 self._record(message, confirm=confirm)
             if request is not None:

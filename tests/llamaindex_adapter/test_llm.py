@@ -449,3 +449,56 @@ def test_two_workers_serving_one_chat_in_turns_record_each_message_once(recordin
     reopened = DecisionMemory(namespace=Namespace("mia", "chat"), store=SQLiteStore(tmp_path / "m.sqlite3"))
     said = [m["content"] for m in reopened.messages()]
     assert said == ["turn 0", "answer 0", "turn 1", "answer 0", "turn 2", "answer 1", "turn 3", "answer 1"]
+
+
+def test_agents_with_memories_of_their_own_record_each_others_same_words(recording_llm):
+    def refund(user_id: str, amount: float) -> dict:
+        """Refund a user's card."""
+        return {"refund_id": "R-77", "user_id": user_id, "amount": amount}
+
+    def handoff(call_id: str) -> ChatMessage:
+        return call("handoff", {"to_agent": "billing", "reason": "a refund"}, call_id)
+
+    done = ChatMessage(role="assistant", content="Done.")
+    triage_llm = recording_llm(handoff("t1"), done, handoff("t3"))
+    billing_llm = recording_llm(
+        call("refund", {"user_id": "alice", "amount": 1}, "b1"),
+        done,
+        ChatMessage(role="assistant", content="Anything else?"),
+    )
+    triage_memory, billing_memory = damc(), damc()
+    triage = FunctionAgent(
+        name="triage",
+        description="Triage.",
+        tools=[],
+        can_handoff_to=["billing"],
+        llm=DamcLLM(llm=triage_llm, memory=triage_memory),
+    )
+    billing = FunctionAgent(
+        name="billing",
+        description="Refunds.",
+        tools=[FunctionTool.from_defaults(refund)],
+        llm=DamcLLM(llm=billing_llm, memory=billing_memory),
+    )
+    workflow = AgentWorkflow(agents=[triage, billing], root_agent="triage")
+    chat = ChatMemoryBuffer.from_defaults(tokenizer_fn=offline_tokenizer())
+
+    async def three_runs():
+        for question in ("Refund alice 1", "Did it work?", "Refund alice 1 again"):
+            await workflow.run(question, memory=chat)  # billing answers, then triage, then billing
+
+    asyncio.run(three_runs())
+
+    turns = [
+        (m["role"], m["content"])
+        for m in billing_memory.messages()
+        if m["role"] != "tool" and m.get("content")
+    ]
+    assert turns == [
+        ("user", "Refund alice 1"),
+        ("assistant", "Done."),  # billing's
+        ("user", "Did it work?"),
+        ("assistant", "Done."),  # triage's, which billing learns at its next run
+        ("user", "Refund alice 1 again"),
+        ("assistant", "Anything else?"),
+    ]
