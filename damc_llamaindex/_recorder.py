@@ -595,6 +595,19 @@ class Recorder:
         if not answer and self._answers.get(key):  # handed over after its step recorded it
             self._answers[key].pop(0)
             return
+        if confirm and not answer:  # a text turn of the running task's scratchpad, handed over now
+            waiting = next(
+                (
+                    cards
+                    for cards in self._text_cards.get(key, ())
+                    if cards and self.pending.issuperset(cards)
+                ),
+                None,
+            )
+            if waiting is not None:
+                for card_id in waiting:
+                    self._confirm(card_id, confirm)
+                return
         steps = parse_react(key[1]) if role == "assistant" else None
         # a ReAct transcript: its actions and observations become calls and results; an answer
         # that only looks like an action (a model writing its call as text) is that text

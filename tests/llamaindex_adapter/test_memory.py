@@ -442,3 +442,29 @@ def test_an_answer_that_writes_a_call_as_text_is_remembered_as_that_text(recordi
         ("assistant", "Bye."),
     ]
     assert "search_orders" in text(model.received[1])  # the model sees what it wrote
+
+
+def test_the_error_of_a_tool_whose_result_is_the_answer_is_recorded_once(recording_llm):
+    def cancel(order: str) -> str:
+        """Cancel an order (its result is the answer)."""
+        raise RuntimeError(f"order {order} cannot be cancelled")
+
+    model = recording_llm(
+        call("cancel", {"order": "O1"}, "c1"),
+        ChatMessage(role="assistant", content="Sorry, O1 cannot be cancelled."),
+        ChatMessage(role="assistant", content="Bye."),
+    )
+    memory = damc()
+    chat = DamcMemory(
+        memory=memory, chat_memory=ChatMemoryBuffer.from_defaults(tokenizer_fn=offline_tokenizer())
+    )
+    agent = FunctionAgent(
+        tools=[FunctionTool.from_defaults(cancel, return_direct=True)], llm=DamcLLM(llm=model, memory=memory)
+    )
+
+    run(agent, "Cancel O1", memory=chat)
+    run(agent, "Thanks", memory=chat)
+
+    # LlamaIndex puts the error into the run as an assistant message of its own, once
+    assert [m.content for m in chat.chat_memory.get_all()].count("order O1 cannot be cancelled") == 2
+    assert [m.get("content") for m in memory.messages()].count("order O1 cannot be cancelled") == 2
