@@ -137,6 +137,11 @@ class MessageRecorder:
             self._note(event)
             self._matched = len(self._recorded) + 1
 
+    def assume_recorded(self, messages: Sequence[BaseMessage]) -> None:
+        """Know ``messages`` as recorded without recording them (a retried run's request)."""
+        for index, message in enumerate(messages):
+            self._seen.add(f"id:{message.id}" if message.id else f"at:{index}")
+
     def record_reply(self, message: BaseMessage) -> None:
         """Record the model's reply as it comes, known by its id (a reply without one is recorded
         with the history it joins)."""

@@ -17,7 +17,7 @@ from pydantic import BaseModel
 
 from damc_core import DecisionMemory
 
-from ._recorder import MessageRecorder, to_messages
+from ._recorder import MessageRecorder, to_event, to_messages
 from .middleware import split_system, with_memory_section
 
 logger = logging.getLogger("damc.langchain")
@@ -72,6 +72,20 @@ def _is_chat_model(step: Any) -> bool:
     )
 
 
+def _unanswered_request(memory: DecisionMemory) -> Any:
+    """The content of the newest user turn if nothing answered it (its run failed), else None."""
+    for event in reversed(memory.messages(since=max(0, memory.event_count - _RETRY_LOOKBACK))):
+        if event.get("role") == "user":
+            return event.get("content")
+        if event.get("role") == "assistant" and not event.get("tool_calls"):
+            return None
+    return None
+
+
+_RETRY_LOOKBACK = 64
+"""Events looked back through for the request a failed run left unanswered."""
+
+
 class _DamcStep:
     """Prompt value in, DAMC's message list out.
 
@@ -98,6 +112,8 @@ class _DamcStep:
                 if self.memory.event_count == 0:
                     MessageRecorder(self.memory).observe(dialogue[:start])
                 self.recorder = MessageRecorder(self.memory)  # a new run: positions start over
+                if run and _unanswered_request(self.memory) == to_event(run[0]).get("content"):
+                    self.recorder.assume_recorded(run[:1])  # a run retried after it failed
             self.recorder.observe(run)
             built = self.memory.build(budget=self.budget)
             memory_section, recent = split_system(built.messages)

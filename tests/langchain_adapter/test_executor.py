@@ -176,3 +176,36 @@ def test_a_system_prompt_in_content_blocks_keeps_its_blocks(recording_model):
     system = model.received[2][0]
     assert system.content[0] == blocks[0]
     assert system.content[1]["text"].startswith("<memory>")
+
+
+def test_a_run_retried_after_the_model_failed_records_its_request_once(recording_model):
+    from .conftest import RecordingChatModel
+    from .scenario import call
+
+    class FailsOnItsSecondCall(RecordingChatModel):
+        failed: bool = False
+
+        def _generate(self, messages, stop=None, run_manager=None, **kwargs):
+            if len(self.received) == 1 and not self.failed:
+                self.failed = True
+                raise RuntimeError("503 overloaded")
+            return super()._generate(messages, stop, run_manager, **kwargs)
+
+    model = FailsOnItsSecondCall(
+        script=[
+            call("get_user_details", {"user_id": "mia_li_3668"}, "call_1"),
+            call("get_user_details", {"user_id": "mia_li_3668"}, "call_2"),
+            AIMessage("You have a visa."),
+            AIMessage("Booked."),
+        ]
+    )
+    damc = memory()
+    wrapped = wrap(executor(model), damc)
+    with pytest.raises(RuntimeError, match="503"):
+        wrapped.invoke({"input": "Which cards do I have? I am mia_li_3668"})
+
+    wrapped.invoke({"input": "Which cards do I have? I am mia_li_3668"})  # the app retries
+    wrapped.invoke({"input": "Which cards do I have? I am mia_li_3668"})  # answered: a new turn
+
+    users = [m["content"] for m in damc.messages() if m["role"] == "user"]
+    assert users == ["Which cards do I have? I am mia_li_3668"] * 2
