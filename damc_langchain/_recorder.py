@@ -50,6 +50,10 @@ class MessageRecorder:
         """With ``resent``: the content key of every event recorded, in order."""
         self._matched = 0
         """How far into ``_recorded`` the running run's resent history has been matched."""
+        self._held: dict[tuple[str, ...], dict[str, Any]] = {}
+        """The call ids of one assistant message -> the results that came back so far: parallel
+        calls finish in any order, and their results are recorded in the calls' order."""
+        self._lock = threading.Lock()
         self._open_request: str | None = None
         """With ``resent``: the newest user turn recorded, while no answer to it has been recorded
         nor lost (a run that fails before answering is retried with this request)."""
@@ -101,6 +105,8 @@ class MessageRecorder:
                 event = to_event(message)
                 if not (self._resent and self._known(event, first=index == 0, request=index == request)):
                     self._record(event)
+                if isinstance(message, ToolMessage):
+                    self._forget_held(message.tool_call_id)  # recorded from the state instead
                     if in_graph and isinstance(message, ToolMessage) and not message.id:
                         # the error result LangChain adds to a call for the request only: the
                         # state takes it later, with an id, and it is known then by its call id
@@ -150,10 +156,36 @@ class MessageRecorder:
         self._record(to_event(message))
         self._seen.add(f"id:{message.id}")
 
-    def record_tool_result(self, result: Any) -> None:
+    def record_tool_result(self, result: Any, *, calls: Sequence[str] = ()) -> None:
         """Record a tool's result as it returns (a ``ToolMessage``, or those of a ``Command``'s
-        update, so parallel results keep their calls' order); never raises into the agent. A
-        handoff's update carries the state's messages with its own: those recorded are skipped."""
+        update); never raises into the agent. A handoff's update carries the state's messages
+        with its own: those recorded are skipped.
+
+        ``calls``: the ids of the calls the assistant message made with this one; the results of
+        parallel calls are held until every one is back, then recorded in the calls' order. A
+        result that never comes through here (a call a middleware answered) is recorded from the
+        state at the next model call, with the others of its message."""
+        call_id = next((m.tool_call_id for m in tool_messages(result)), None)
+        if call_id is None or len(calls) < 2 or call_id not in calls:
+            self._record_results(result)
+            return
+        with self._lock:
+            held = self._held.setdefault(tuple(calls), {})
+            held[call_id] = result
+            if len(held) < len(set(calls)):
+                return
+            del self._held[tuple(calls)]
+            for each in dict.fromkeys(calls):
+                self._record_results(held[each])
+
+    def _forget_held(self, call_id: str) -> None:
+        with self._lock:
+            for calls in [calls for calls in self._held if call_id in calls]:
+                self._held[calls].pop(call_id, None)
+                if not self._held[calls]:
+                    del self._held[calls]
+
+    def _record_results(self, result: Any) -> None:
         for message in tool_messages(result):
             if message.id and f"id:{message.id}" in self._seen:
                 continue

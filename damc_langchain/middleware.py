@@ -139,11 +139,12 @@ class DamcMiddleware(AgentMiddleware):
         except Exception:
             logger.exception("damc: opening the thread's memory failed; the agent goes on")
             return
+        messages = state.get("messages", ())
         try:
-            recorder.observe(state.get("messages", ()))
+            recorder.observe(messages)
         except Exception:
             logger.exception("damc: recording the agent state failed; the agent goes on")
-        recorder.record_tool_result(result)
+        recorder.record_tool_result(result, calls=_calls_beside(messages, request.tool_call.get("id")))
 
     # -- translation -------------------------------------------------------------------------
     def _with_memory(self, request: ModelRequest) -> ModelRequest:
@@ -187,6 +188,14 @@ def split_per_call(request: ModelRequest) -> tuple[list[AnyMessage], list[AnyMes
         else:
             (trailing if conversation else leading).append(message)
     return conversation, leading, trailing
+
+
+def _calls_beside(messages: Any, call_id: object) -> list[str]:
+    """The ids of the calls the assistant message that made ``call_id`` made, in its order."""
+    for message in reversed(messages or ()):
+        if isinstance(message, AIMessage) and any(call.get("id") == call_id for call in message.tool_calls):
+            return [str(call.get("id")) for call in message.tool_calls]
+    return []
 
 
 def _answerable(messages: list[AnyMessage]) -> int:

@@ -736,3 +736,45 @@ def test_the_messages_a_limit_ends_the_run_with_are_remembered(recording_model):
     assert len(recorded) == len(state["messages"]) == 6
     assert [m.get("tool_call_id") for m in recorded if m["role"] == "tool"] == ["call_1", "call_2"]
     assert recorded[-1]["content"] == state["messages"][-1].content  # the limit's closing message
+
+
+def test_parallel_results_are_remembered_in_the_calls_order_and_a_resent_chat_adds_nothing(recording_model):
+    import time
+
+    from langchain_core.messages import convert_to_openai_messages
+
+    @tool
+    def slow_lookup(q: str) -> str:
+        """A lookup that takes a while."""
+        time.sleep(0.2)
+        return f"slow result {q}"
+
+    @tool
+    def fast_lookup(q: str) -> str:
+        """A lookup that answers at once."""
+        return f"fast result {q}"
+
+    def both(run: int) -> AIMessage:
+        return AIMessage(
+            "",
+            tool_calls=[
+                {"name": "slow_lookup", "args": {"q": str(run)}, "id": f"slow_{run}"},
+                {"name": "fast_lookup", "args": {"q": str(run)}, "id": f"fast_{run}"},
+            ],
+        )
+
+    model = recording_model(both(0), AIMessage("Answer 0."), both(1), AIMessage("Answer 1."))
+    agent = create_agent(model, [slow_lookup, fast_lookup], middleware=[damc := DamcMiddleware(memory())])
+    chat: list = []
+    for run in range(2):  # no checkpointer: the app keeps the chat as OpenAI dicts and resends it
+        chat.append({"role": "user", "content": f"Question {run}?"})
+        chat = convert_to_openai_messages(agent.invoke({"messages": list(chat)})["messages"])
+
+    recorded = [(m["role"], m.get("tool_call_id")) for m in damc.memory.messages()]
+    assert recorded == [(m["role"], m.get("tool_call_id")) for m in chat]
+    assert [r for r in recorded if r[0] == "tool"] == [
+        ("tool", "slow_0"),
+        ("tool", "fast_0"),
+        ("tool", "slow_1"),
+        ("tool", "fast_1"),
+    ]
