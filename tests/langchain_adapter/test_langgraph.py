@@ -1,4 +1,4 @@
-"""damc_pre_model_hook on langgraph's create_react_agent: the model input is DAMC's, the state is not."""
+"""DAMC's hooks on langgraph's create_react_agent: the model input is DAMC's, the state is not."""
 
 from __future__ import annotations
 
@@ -17,19 +17,27 @@ from damc_langchain import damc_post_model_hook, damc_pre_model_hook
 from .scenario import FLIGHTS, SCRIPT, book, get_user_details, search_flights, text
 
 
-def react_agent(model, hook):
+def react_agent(model, memory, tools=(get_user_details, search_flights, book), *, post_hook=True, **options):
+    """langgraph's ReAct agent with DAMC's hooks on ``memory``."""
+    if post_hook:
+        options["post_model_hook"] = damc_post_model_hook(memory)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # create_react_agent is deprecated in favour of create_agent
         from langgraph.prebuilt import create_react_agent
 
-        return create_react_agent(model, [get_user_details, search_flights, book], pre_model_hook=hook)
+        return create_react_agent(
+            model,
+            list(tools),
+            pre_model_hook=damc_pre_model_hook(memory),
+            **options,
+        )
 
 
 def test_model_input_comes_from_damc_and_state_stays_verbatim(recording_model):
     model = recording_model(*SCRIPT)
     memory = DecisionMemory(store=InMemoryStore(), settings=MemorySettings(budget=600))
 
-    result = react_agent(model, damc_pre_model_hook(memory)).invoke(
+    result = react_agent(model, memory).invoke(
         {"messages": [HumanMessage("Book HAT107 for mia_li_3668 with my visa")]}
     )
 
@@ -63,11 +71,8 @@ def test_reused_tool_call_ids_record_every_result(recording_model):
         AIMessage("O-1 shipped, O-2 cancelled."),
     )
     memory = DecisionMemory(store=InMemoryStore())
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        from langgraph.prebuilt import create_react_agent
-
-        agent = create_react_agent(model, [get_order], pre_model_hook=damc_pre_model_hook(memory))
+    # with a post_model_hook, langgraph takes a reused id's second call as answered and stops
+    agent = react_agent(model, memory, tools=[get_order], post_hook=False)
 
     agent.invoke({"messages": [HumanMessage("Status of O-1 and O-2?")]})
 
@@ -87,17 +92,7 @@ def test_threads_are_sessions_and_a_resumed_thread_is_not_recorded_twice(recordi
     def run(thread, message, *replies):
         model = recording_model(*replies)
         memory = DecisionMemory(store=SQLiteStore(tmp_path / "m.sqlite3"))  # a new process each time
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            from langgraph.prebuilt import create_react_agent
-
-            agent = create_react_agent(
-                model,
-                [get_user_details],
-                pre_model_hook=damc_pre_model_hook(memory),
-                post_model_hook=damc_post_model_hook(memory),
-                checkpointer=checkpointer,
-            )
+        agent = react_agent(model, memory, tools=[get_user_details], checkpointer=checkpointer)
         agent.invoke({"messages": [HumanMessage(message)]}, {"configurable": {"thread_id": thread}})
         return model, memory.for_session(thread)
 
@@ -114,16 +109,7 @@ def test_without_a_checkpointer_the_post_hook_keeps_each_answer_for_the_next_run
 
     model = recording_model(AIMessage("Your order O-1 has shipped."), AIMessage("It arrives on May 22."))
     memory = DecisionMemory(store=InMemoryStore())
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        from langgraph.prebuilt import create_react_agent
-
-        agent = create_react_agent(
-            model,
-            [get_user_details],
-            pre_model_hook=damc_pre_model_hook(memory),
-            post_model_hook=damc_post_model_hook(memory),
-        )
+    agent = react_agent(model, memory, tools=[get_user_details])
 
     agent.invoke({"messages": [HumanMessage("Where is order O-1?")]})
     agent.invoke({"messages": [HumanMessage("And when will it arrive?")]})  # the new turn only
