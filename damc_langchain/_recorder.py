@@ -22,6 +22,7 @@ from langchain_core.messages.tool import invalid_tool_call
 from damc_core import DecisionMemory
 
 logger = logging.getLogger("damc.langchain")
+_FAILED_GROUPS_KEPT = 64
 
 
 class MessageRecorder:
@@ -53,6 +54,8 @@ class MessageRecorder:
         self._held: dict[tuple[str, ...], dict[str, Any]] = {}
         """The call ids of one assistant message -> the results that came back so far: parallel
         calls finish in any order, and their results are recorded in the calls' order."""
+        self._failed: OrderedDict[tuple[str, ...], None] = OrderedDict()
+        """Call groups one of whose tools raised: their results are recorded as they come."""
         self._lock = threading.Lock()
         self._open_request: str | None = None
         """With ``resent``: the newest user turn recorded, while no answer to it has been recorded
@@ -170,6 +173,9 @@ class MessageRecorder:
             self._record_results(result)
             return
         with self._lock:
+            if tuple(calls) in self._failed:
+                self._record_results(result)
+                return
             held = self._held.setdefault(tuple(calls), {})
             held[call_id] = result
             if len(held) < len(set(calls)):
@@ -177,6 +183,18 @@ class MessageRecorder:
             del self._held[tuple(calls)]
             for each in dict.fromkeys(calls):
                 self._record_results(held[each])
+
+    def tool_failed(self, calls: Sequence[str]) -> None:
+        """A tool of these parallel calls raised: what the others returned is recorded now, the
+        run may end here (a booking that went through is never lost for a lookup that failed)."""
+        with self._lock:
+            self._failed[tuple(calls)] = None
+            while len(self._failed) > _FAILED_GROUPS_KEPT:
+                self._failed.popitem(last=False)
+            held = self._held.pop(tuple(calls), {})
+            for each in dict.fromkeys(calls):
+                if each in held:
+                    self._record_results(held[each])
 
     def _forget_held(self, call_id: str) -> None:
         with self._lock:

@@ -120,16 +120,32 @@ class DamcMiddleware(AgentMiddleware):
 
     # -- tool calls --------------------------------------------------------------------------
     def wrap_tool_call(self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], Any]) -> Any:
-        result = handler(request)
+        try:
+            result = handler(request)
+        except BaseException:
+            self._tool_failed(request)
+            raise
         self._record(request, result)
         return result
 
     async def awrap_tool_call(
         self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], Awaitable[Any]]
     ) -> Any:
-        result = await handler(request)
+        try:
+            result = await handler(request)
+        except BaseException:
+            await asyncio.to_thread(self._tool_failed, request)
+            raise
         await asyncio.to_thread(self._record, request, result)
         return result
+
+    def _tool_failed(self, request: ToolCallRequest) -> None:
+        try:
+            state = request.state if isinstance(request.state, dict) else {}
+            calls = _calls_beside(state.get("messages", ()), request.tool_call.get("id"))
+            self.conversations.current().tool_failed(calls)
+        except Exception:
+            logger.exception("damc: recording the results of a failed step failed; the agent goes on")
 
     def _record(self, request: ToolCallRequest, result: Any) -> None:
         """Record the assistant message that made the call first, so the result pairs with it."""

@@ -778,3 +778,35 @@ def test_parallel_results_are_remembered_in_the_calls_order_and_a_resent_chat_ad
         ("tool", "slow_1"),
         ("tool", "fast_1"),
     ]
+
+
+def test_a_result_beside_a_call_that_raised_is_remembered(recording_model):
+    import time
+
+    @tool
+    def book_flight(flight: str) -> str:
+        """Book a flight."""
+        time.sleep(0.1)
+        return f"booked {flight}: reservation R-7"
+
+    @tool
+    def send_receipt(email: str) -> str:
+        """Email the receipt."""
+        raise RuntimeError("mail server down")
+
+    parallel = AIMessage(
+        "",
+        tool_calls=[
+            {"name": "book_flight", "args": {"flight": "HAT107"}, "id": "call_book"},
+            {"name": "send_receipt", "args": {"email": "mia@example.com"}, "id": "call_mail"},
+        ],
+    )
+    agent = create_agent(
+        recording_model(parallel), [book_flight, send_receipt], middleware=[damc := DamcMiddleware(memory())]
+    )
+
+    with pytest.raises(RuntimeError, match="mail server down"):
+        agent.invoke({"messages": [HumanMessage("Book HAT107 and email me the receipt")]})
+
+    results = [m["content"] for m in damc.memory.messages() if m["role"] == "tool"]
+    assert results == ["booked HAT107: reservation R-7"]  # the booking went through: never lost
