@@ -1,7 +1,9 @@
 """DAMC as LangChain v1 agent middleware for ``langchain.agents.create_agent``.
 
 Each model call gets DAMC's context through ``request.override`` (per call: the agent's state, and
-so its stored history, is never edited). Tool results are recorded as soon as a tool returns.
+so its stored history, is never edited). Tool results are recorded as soon as a tool returns (the
+results of parallel calls once all are back, in the calls' order); the run's input before other
+middleware change it, and what it ends with.
 With a checkpointer, each ``thread_id`` is its own session of the memory's user.
 """
 
