@@ -442,7 +442,7 @@ class Recorder:
             for start in (i for i, key in enumerate(order) if key == turns[0]):
                 overlap = min(len(turns), len(order) - start)
                 if order[start : start + overlap] == turns[:overlap]:
-                    return Counter(order[start:])
+                    return self._texts if start == 0 else Counter(order[start:])
         return self._texts
 
     def _recorded_last(self, message: ChatMessage) -> bool:
