@@ -110,7 +110,7 @@ class MessageRecorder:
                     self._record(event)
                 if isinstance(message, ToolMessage):
                     self._forget_held(message.tool_call_id)  # recorded from the state instead
-                    if in_graph and isinstance(message, ToolMessage) and not message.id:
+                    if in_graph and not message.id:
                         # the error result LangChain adds to a call for the request only: the
                         # state takes it later, with an id, and it is known then by its call id
                         self._early_results[message.tool_call_id] += 1
