@@ -72,6 +72,10 @@ def _is_chat_model(step: Any) -> bool:
     )
 
 
+_RETRY_LOOKBACK = 64
+"""Events looked back through for the request a failed run left unanswered."""
+
+
 def _unanswered_request(memory: DecisionMemory) -> Any:
     """The content of the newest user turn if nothing answered it (its run failed), else None."""
     for event in reversed(memory.messages(since=max(0, memory.event_count - _RETRY_LOOKBACK))):
@@ -80,10 +84,6 @@ def _unanswered_request(memory: DecisionMemory) -> Any:
         if event.get("role") == "assistant" and not event.get("tool_calls"):
             return None
     return None
-
-
-_RETRY_LOOKBACK = 64
-"""Events looked back through for the request a failed run left unanswered."""
 
 
 class _DamcStep:
