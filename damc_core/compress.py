@@ -354,7 +354,13 @@ class TemplateCompressor:
                 if all(_is_key_value(fact_kind(table.columns[i], row[i]), row[i]) for row in rows)
             ]
         whole = len(table.rows) > 1 and not table.left_out  # "all" speaks for the whole list
-        constant = [i for i in shown if whole and all(row[i] == table.rows[0][i] for row in table.rows)]
+        constant = [  # (a clipped cell, ending in "…", says nothing of the rest of its value)
+            i
+            for i in shown
+            if whole
+            and not table.rows[0][i].endswith("…")
+            and all(row[i] == table.rows[0][i] for row in table.rows)
+        ]
         shown = [i for i in shown if i not in constant]
         header = f" {table.path or 'rows'} ({table.size})"
         if constant:

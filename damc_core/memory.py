@@ -841,7 +841,12 @@ class DecisionMemory:
                 entries = [lead, *entries]
                 recent = [send(e) for e in entries]
         if self._renderer.count_messages(recent) > budget // 2:  # leave room for the memory section
-            recent = [send(e, focus if self._names_rows(e, focus) else None, detail="key") for e in entries]
+            recent = [  # (a recalled record keeps its own share, below)
+                message
+                if self._answers_recall(e.card_id)
+                else send(e, focus if self._names_rows(e, focus) else None, detail="key")
+                for e, message in zip(entries, recent, strict=True)
+            ]
         request = self._session.cards.get(self._session.newest.get("user") or "")
         asked = self._request_as_sent(request, budget) if request and request.id not in excluded else None
         result_share = self._newest_share(budget, asked)
@@ -1018,6 +1023,7 @@ class DecisionMemory:
 
         based = [item._replace(card=based_card(item.card)) for item in scored]
         newest_cut: Card | None = None
+        recalled = self._answers_recall(newest)
         if newest in originals:
             yielded = sum(
                 item.card.tokens
@@ -1025,9 +1031,10 @@ class DecisionMemory:
                 if item.card.id != newest and item.value >= NEWEST_YIELDS_TO
             )
             share = max(self._newest_share(budget, asked), budget - yielded)
-            if self._answers_recall(newest):
-                share = self._recall_share(budget, asked)
-            if self._renderer.render(originals[newest], None, "key").tokens > share:
+            if recalled:
+                answer = tagged(self._as_recalled(originals[newest], self._recall_share(budget, asked)))
+                based = [item._replace(card=answer) if item.card.id == newest else item for item in based]
+            elif self._renderer.render(originals[newest], None, "key").tokens > share:
                 newest_cut = tagged(
                     self._renderer.render(originals[newest], focus, "key", cut_in_focus_order=share)
                 )
@@ -1047,6 +1054,8 @@ class DecisionMemory:
 
         def at(detail: Detail) -> Callable[[Card], Card]:
             def richer(card: Card) -> Card:
+                if recalled and card.id == newest:  # the record as it is already
+                    return card
                 if newest_cut is not None and card.id == newest:  # whole, if the rest left room
                     return tagged(self._renderer.render(originals[card.id], None, "key"))
                 return tagged(self._renderer.render(originals[card.id], view(card.id), detail))
@@ -1072,6 +1081,14 @@ class DecisionMemory:
         """Whether the card is the result of a ``recall`` call (see :data:`RECALL_TOOL`)."""
         card = self._session.cards.get(card_id or "")
         return card is not None and card.kind is CardKind.TOOL_RESULT and card.tool_name == RECALL_NAME
+
+    def _as_recalled(self, card: Card, share: int) -> Card:
+        """The answer to a recall as the model asked for it: the record as it is after the call,
+        not its card (whose long cells are clipped), cut to ``share``."""
+        header = card.summary.split(" -> ", 1)[0]
+        record = self.recall(card.id) or {}
+        whole = self._renderer.with_summary(card, f"{header} -> {content_text(record.get('content'))}")
+        return whole if whole.tokens <= share else self._renderer.cut(whole, share, clip=True)
 
     def _recall_share(self, budget: int, asked: Card | None) -> int:
         """Tokens a recalled record may take: all that the request leaves. The model asked for the

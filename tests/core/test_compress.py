@@ -162,6 +162,17 @@ def test_a_skeleton_of_a_long_list_tells_its_size_and_no_all_for_the_rows_it_pic
     assert "all user=" not in skeleton
 
 
+def test_notes_that_differ_past_the_clipped_length_are_never_said_to_be_one_for_all_rows(memory, msg):
+    preamble = " ".join(f"w{j}" for j in range(120))
+    notes = [{"id": f"P{i}", "note": f"{preamble} END{i}"} for i in range(4)]
+    memory.observe(msg.call("p1", "list_products", {}))
+    card = memory.observe(msg.result("p1", "list_products", notes))
+
+    full = TemplateCompressor().render(card, focus=None, detail="full")
+
+    assert "all note=" not in full and full.count('"w0 w1 ') == 4  # each row its own (clipped) note
+
+
 def test_a_skeleton_keeps_the_fields_that_calls_take(memory, msg):
     memory.observe(msg.user("Hi, my user id is mia_li_3668."))
     memory.observe(msg.call("c1", "get_user", {"user_id": "mia_li_3668"}))

@@ -136,6 +136,22 @@ def test_a_recalled_record_reaches_the_model_as_it_is(make_memory, msg):
     assert json.loads(answer) == rows  # verbatim, as the model asked
 
 
+@pytest.mark.parametrize("recent", [2, 0])  # the answer as a message, or in the memory section
+def test_a_recalled_list_of_long_notes_reaches_the_model_whole(make_memory, msg, recent):
+    notes = [{"id": f"P{i}", "note": " ".join(f"w{j}" for j in range(120)) + f" END{i}"} for i in range(10)]
+    memory = make_memory(settings=MemorySettings(budget=4000, recent_messages=recent))
+    memory.observe(msg.user("What do the notes of my products end with?"))
+    memory.observe(msg.call("call_1", "list_products", {}))
+    listing = memory.observe(msg.result("call_1", "list_products", notes))
+    assert "END3" not in str(memory.build().messages)  # the card clips each long note
+
+    memory.observe(msg.call("call_2", "recall", {"card_id": listing.id}))
+    memory.observe(msg.result("call_2", "recall", memory.handle_recall({"card_id": listing.id})))
+    sent = str(memory.build().messages)
+
+    assert all(f"END{i}" in sent for i in range(10))
+
+
 def test_a_row_past_the_cards_rows_is_recalled_by_match_and_reaches_the_model(make_memory, msg):
     catalog = [{"sku": f"SKU{i:05d}", "name": f"widget {i}", "price": i} for i in range(2000)]
     memory = make_memory(settings=MemorySettings(budget=3000, recent_messages=2))
