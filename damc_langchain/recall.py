@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from langchain_core.tools import BaseTool, StructuredTool
+from pydantic import BaseModel, Field
 
 from damc_core import RECALL_TOOL, DecisionMemory
 
@@ -33,13 +34,24 @@ def recall_tool(memory: DecisionMemory) -> BaseTool:
     return tool_answered_by(memory_of_run)
 
 
+_SPEC = RECALL_TOOL["function"]
+_PROPERTIES = _SPEC["parameters"]["properties"]
+
+
+class RecallArguments(BaseModel):
+    """The recall tool's arguments, checked: a call without ``card_id`` gets an error the model can
+    read and fix, as any tool's wrong arguments do, instead of stopping the run."""
+
+    card_id: str = Field(description=_PROPERTIES["card_id"]["description"])
+    match: str | None = Field(default=None, description=_PROPERTIES["match"]["description"])
+
+
 def tool_answered_by(memory_of_run: Callable[[], DecisionMemory]) -> BaseTool:
     """The recall tool, answered from the memory ``memory_of_run`` returns for the running call."""
-    spec = RECALL_TOOL["function"]
 
     def recall(card_id: str, match: str | None = None) -> str:
         return memory_of_run().handle_recall({"card_id": card_id, "match": match})
 
     return StructuredTool.from_function(
-        recall, name=spec["name"], description=spec["description"], args_schema=spec["parameters"]
+        recall, name=_SPEC["name"], description=_SPEC["description"], args_schema=RecallArguments
     )

@@ -103,3 +103,21 @@ def test_a_store_that_fails_gives_the_agent_an_answer_not_an_exception():
     answer = recall_tool(damc).invoke({"card_id": "c0"})
 
     assert answer.startswith("Could not recall 'c0': ")
+
+
+@pytest.mark.parametrize("arguments", [{"id": "c2"}, {}])
+def test_a_recall_without_a_card_id_tells_the_model_and_the_run_goes_on(recording_model, arguments):
+    model = recording_model(
+        call("get_user_details", {"user_id": "mia_li_3668"}, "call_1"),
+        call("recall", arguments, "call_2"),
+        AIMessage("Which card do you mean?"),
+    )
+    agent = create_agent(
+        model, [get_user_details], middleware=[DamcMiddleware(DecisionMemory(store=InMemoryStore()))]
+    )
+
+    state = agent.invoke({"messages": [HumanMessage("Which cards do I have? I am mia_li_3668")]})
+
+    error = next(m for m in state["messages"] if isinstance(m, ToolMessage) and m.tool_call_id == "call_2")
+    assert error.status == "error" and "card_id" in error.content
+    assert state["messages"][-1].content == "Which card do you mean?"
