@@ -147,6 +147,10 @@ tool result, is sent as it is, within the whole budget rather than the newest re
 RECALL_NAME: str = RECALL_TOOL["function"]["name"]
 
 
+def _is_recall_answer(card: Card) -> bool:
+    return card.kind is CardKind.TOOL_RESULT and card.tool_name == RECALL_NAME
+
+
 @dataclass(frozen=True, slots=True)
 class MemorySettings:
     """Knobs of the context builder, validated when the memory is made."""
@@ -681,8 +685,8 @@ class DecisionMemory:
         of date. Of the newest ``LINK_FANOUT`` volatile tables among the newest ``MENTION_FANOUT``
         cards holding the entity, so one mentioned in many cards since (a flight the dialogue
         keeps naming) is still re-quoted in its search."""
-        if card.kind is not CardKind.TOOL_RESULT or not card.volatile:
-            return []
+        if card.kind is not CardKind.TOOL_RESULT or not card.volatile or _is_recall_answer(card):
+            return []  # (a recalled record is the older data itself, not a newer quote)
         names = {v.lower() for v in argument_values(card.arguments) if is_identifier(v)}
         names |= {f.value.lower() for f in card.facts if f.kind == "id" and "." not in f.path}
         stated = {f.path for f in card.facts}.union(*(t.columns for t in card.tables))
@@ -701,6 +705,8 @@ class DecisionMemory:
         return sorted(found, key=lambda quote: _seq_of(quote[0]))
 
     def _supersede(self, card: Card) -> None:
+        if _is_recall_answer(card):  # the record recalled, or part of it: nothing newer
+            return
         session = self._session
         older_ids = (
             set().union(*(session.by_entity[k] for k in card.entity_keys)) if card.entity_keys else set()
@@ -860,7 +866,11 @@ class DecisionMemory:
                 share = self._recall_share(left, None if in_window else asked)
             if message.get("role") == "tool" and self._renderer.count_messages([message]) > share:
                 whole[index] = message
-                recent[index] = send(entry, focus, detail="key", cut=share)
+                if self._answers_recall(entry.card_id):  # the record itself, cut: not its card again
+                    card = self._session.cards[entry.card_id]
+                    recent[index] = _with_text(message, self._as_recalled(card, share, header=False).summary)
+                else:
+                    recent[index] = send(entry, focus, detail="key", cut=share)
         if self._renderer.count_messages(recent) > budget:
             recent = [send(e, focus, detail="key") for e in entries]
             if self._renderer.count_messages(recent) > budget:  # a message alone is over the budget
@@ -1078,16 +1088,23 @@ class DecisionMemory:
         return self._renderer.count(fence_memory([])) + MESSAGE_OVERHEAD
 
     def _answers_recall(self, card_id: str | None) -> bool:
-        """Whether the card is the result of a ``recall`` call (see :data:`RECALL_TOOL`)."""
+        """Whether the card is the result of a ``recall`` call (see :data:`RECALL_TOOL`) made for the
+        request being served: once the user speaks again it is an older result like any other."""
         card = self._session.cards.get(card_id or "")
-        return card is not None and card.kind is CardKind.TOOL_RESULT and card.tool_name == RECALL_NAME
+        request = self._session.newest.get("user")
+        return (
+            card is not None
+            and _is_recall_answer(card)
+            and (request is None or _seq_of(card.id) > _seq_of(request))
+        )
 
-    def _as_recalled(self, card: Card, share: int) -> Card:
-        """The answer to a recall as the model asked for it: the record as it is after the call,
-        not its card (whose long cells are clipped), cut to ``share``."""
-        header = card.summary.split(" -> ", 1)[0]
-        record = self.recall(card.id) or {}
-        whole = self._renderer.with_summary(card, f"{header} -> {content_text(record.get('content'))}")
+    def _as_recalled(self, card: Card, share: int, *, header: bool = True) -> Card:
+        """The answer to a recall as the model asked for it: the record as it is (after the call,
+        with ``header``), not its card (whose long cells are clipped), cut to ``share``."""
+        text = content_text((self.recall(card.id) or {}).get("content"))
+        if header:
+            text = f"{card.summary.split(' -> ', 1)[0]} -> {text}"
+        whole = self._renderer.with_summary(card, text)
         return whole if whole.tokens <= share else self._renderer.cut(whole, share, clip=True)
 
     def _recall_share(self, budget: int, asked: Card | None) -> int:

@@ -154,10 +154,22 @@ class CardRenderer:
         if not kept:
             if not clip:
                 return card
-            kept = [card.summary[: max(0, left) * 3]]  # about three characters to a token
+            kept = [self._prefix_within(card.summary, left)]
         shown = "\n".join(kept)
         hint = _cut_hint([name for name in listed if name not in shown])
         return self.with_summary(card, f"{shown}\n{hint}")
+
+    def _prefix_within(self, text: str, tokens: int) -> str:
+        """The longest start of ``text`` that counts at most ``tokens``: characters per token run
+        from one (emoji, CJK) to five and more (English, JSON), so no fixed ratio fits."""
+        low, high = 0, min(len(text), max(0, tokens) * 16)
+        while low < high:
+            middle = (low + high + 1) // 2
+            if self.count(text[:middle]) <= tokens:
+                low = middle
+            else:
+                high = middle - 1
+        return text[:low]
 
     def _names_within(self, names: Iterator[str], tokens: int) -> list[str]:
         """The first ``names`` that fit in ``tokens``, a space before each."""

@@ -205,3 +205,38 @@ def test_a_recall_from_a_store_that_fails_is_an_answer_not_an_exception(make_mem
     memory.store.close()
 
     assert memory.handle_recall({"card_id": "c0"}).startswith("Could not recall 'c0': ")
+
+
+def test_recalling_part_of_a_record_leaves_the_record_as_it_was(make_memory, msg):
+    items = [{"item_id": f"I{i:04d}", "name": f"lamp {i}", "price": 10 + i} for i in range(12)]
+    memory = make_memory(settings=MemorySettings(budget=8000, recent_messages=2))
+    memory.observe(msg.call("call_1", "get_order_details", {"order_id": "#W1"}))
+    order = memory.observe(
+        msg.result("call_1", "get_order_details", {"order_id": "#W1", "status": "pending", "items": items})
+    )
+    memory.observe(msg.call("call_2", "recall", {"card_id": order.id, "match": "I0003"}))
+    memory.observe(
+        msg.result("call_2", "recall", memory.handle_recall({"card_id": order.id, "match": "I0003"}))
+    )
+
+    assert memory.card(order.id).superseded_by is None and memory.card(order.id).stale_rows == ()
+    sent = str(memory.build().messages)
+    assert all(f"I{i:04d}" in sent for i in range(12))
+
+
+def test_a_recalled_log_longer_than_its_room_is_cut_as_the_log_not_as_its_card(make_memory, msg):
+    log = "\n".join(
+        f"2024-05-01T10:{i % 60:02d}:00 INFO worker-{i % 9} processed job J{i:05d}" for i in range(400)
+    )
+    memory = make_memory(settings=MemorySettings(budget=2000, recent_messages=2))
+    memory.observe(msg.user("What happened to job J00001?"))
+    memory.observe(msg.call("call_1", "read_log", {}))
+    listing = memory.observe(msg.result("call_1", "read_log", log))
+    memory.observe(msg.call("call_2", "recall", {"card_id": listing.id}))
+    memory.observe(msg.result("call_2", "recall", memory.handle_recall({"card_id": listing.id})))
+
+    built = memory.build()
+    answer = built.messages[-1]["content"]
+
+    assert answer.startswith("2024-05-01T10:00:00 INFO worker-0 processed job J00000\n2024-05-01T10:01:00")
+    assert "J00001" in answer and built.total_tokens <= 2000

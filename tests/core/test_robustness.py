@@ -427,3 +427,19 @@ def test_a_ten_megabyte_user_paste_keeps_the_values_of_its_start_and_end(make_me
     assert memory.recall(card.id)["content"] == pasted
     assert {"zx9qk2", "4417"} <= card.terms
     assert "recall " + card.id in card.text
+
+
+@pytest.mark.parametrize("budget", [300, 1000])
+def test_one_long_line_of_emoji_and_its_recall_stay_within_the_budget(make_memory, msg, budget):
+    reactions = "😀🚀🎉🔥💡🧪🛫🛬🧳🏨" * 2000  # several tokens to a character: no fixed ratio cuts it right
+    memory = make_memory(settings=MemorySettings(budget=budget))
+    memory.observe(msg.user("Show the reactions"))
+    memory.observe(msg.call("call_1", "reactions", {}))
+    card = memory.observe(msg.result("call_1", "reactions", reactions))
+    assert memory.build().total_tokens <= budget
+
+    memory.observe(msg.call("call_2", "recall", {"card_id": card.id}))
+    memory.observe(msg.result("call_2", "recall", memory.handle_recall({"card_id": card.id})))
+    built = memory.build()
+
+    assert built.total_tokens <= budget and built.messages[-1]["content"].startswith("😀🚀🎉")
