@@ -1298,7 +1298,12 @@ class DecisionMemory:
         with ``match`` its rows or lines that hold that text (:func:`~damc_core.excerpt.excerpt`);
         a store that cannot be read gives the agent an answer saying so, not an exception."""
         parsed = parse_arguments(arguments)
-        card_id = str(parsed.get("card_id", "")).strip().strip("[]")
+        given = parsed.get("card_id")
+        if isinstance(given, list) and given:  # ["c2"]
+            given = given[0]
+        card_id = str(given or "").strip().strip("[]'\" ").lower()  # "[C2]" is c2
+        if not card_id:
+            return "recall needs a card_id: the id a memory card starts with, such as c12."
         match = parsed.get("match")
         try:
             raw = self.recall(card_id)
@@ -1308,6 +1313,8 @@ class DecisionMemory:
         if raw is None:
             return f"No memory card {card_id!r} in this session."
         content = raw.get("content")
+        if not content and raw.get("tool_calls"):  # a call's card: the calls it made
+            content = [call_function(call) for call in raw["tool_calls"] if isinstance(call, Mapping)]
         text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False, default=str)
         if not isinstance(match, (str, int, float)) or isinstance(match, bool):
             return text  # no match asked for (or not a text): the whole record

@@ -40,7 +40,9 @@ def test_handle_recall_returns_the_raw_tool_output(remembered, airline_messages)
 
 
 @pytest.mark.parametrize(
-    "arguments", [{"card_id": "c5"}, '{"card_id": " [c5] "}', {"card_id": "[c5]"}], ids=repr
+    "arguments",
+    [{"card_id": "c5"}, '{"card_id": " [c5] "}', {"card_id": "[c5]"}, {"card_id": "C5"}, {"card_id": ["c5"]}],
+    ids=repr,
 )
 def test_handle_recall_accepts_a_dict_and_a_bracketed_id(remembered, airline_messages, arguments):
     assert remembered.handle_recall(arguments) == airline_messages[5]["content"]
@@ -50,16 +52,23 @@ def test_handle_recall_of_a_user_turn_returns_its_text(remembered, airline_messa
     assert remembered.handle_recall({"card_id": "c1"}) == airline_messages[1]["content"]
 
 
-@pytest.mark.parametrize("card_id", ["c99", "nope", ""])
+@pytest.mark.parametrize("card_id", ["c99", "nope"])
 def test_unknown_card_id_gives_a_clear_message(remembered, card_id):
     assert remembered.handle_recall({"card_id": card_id}) == f"No memory card {card_id!r} in this session."
     assert remembered.recall(card_id) is None
 
 
-def test_recall_with_invalid_json_arguments_does_not_raise(remembered):
-    answer = remembered.handle_recall('{"card_id": c3')
+@pytest.mark.parametrize("arguments", [{}, {"card_id": ""}, {"id": "c3"}, '{"card_id": c3'], ids=repr)
+def test_a_recall_without_a_readable_card_id_says_what_it_needs(remembered, arguments):
+    assert remembered.handle_recall(arguments).startswith("recall needs a card_id")
 
-    assert answer.startswith("No memory card")
+
+def test_recall_of_a_calls_card_gives_the_calls(remembered):
+    call = next(c for c in remembered.cards() if c.kind.value == "tool_call")
+
+    (function,) = json.loads(remembered.handle_recall({"card_id": call.id}))
+
+    assert function["name"] == call.tool_name and json.loads(function["arguments"]) == call.arguments
 
 
 def test_recall_returns_the_whole_message(remembered, airline_messages):
