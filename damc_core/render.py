@@ -160,8 +160,8 @@ class CardRenderer:
         return self.with_summary(card, f"{shown}\n{hint}")
 
     def _prefix_within(self, text: str, tokens: int) -> str:
-        """The longest start of ``text`` that counts at most ``tokens``: characters per token run
-        from one (emoji, CJK) to five and more (English, JSON), so no fixed ratio fits."""
+        """The longest start of ``text`` that counts at most ``tokens``: a token holds from less
+        than one character (emoji) to five and more (English, JSON), so no fixed ratio fits."""
         low, high = 0, min(len(text), max(0, tokens) * 16)
         while low < high:
             middle = (low + high + 1) // 2
