@@ -294,6 +294,19 @@ class _Session:
     priors: np.ndarray = field(default_factory=lambda: np.zeros(1024))
     seqs: np.ndarray = field(default_factory=lambda: np.zeros(1024))
 
+    def history_at(self, seq: int) -> int:
+        """Position in ``history`` of the first dialogue event from sequence number ``seq`` on."""
+        return bisect.bisect_left(self.history, seq, key=lambda entry: _seq_of(entry.card_id))
+
+    def message_of(self, card_id: str) -> Message | None:
+        """The dialogue event behind a card, as observed, from memory (no store read)."""
+        at = self.history_at(_seq_of(card_id))
+        return (
+            self.history[at].message
+            if at < len(self.history) and self.history[at].card_id == card_id
+            else None
+        )
+
     def put(self, card: Card) -> None:
         """Store the card and keep the arrays used to shortlist candidates at scale in step."""
         self.cards[card.id] = card
@@ -889,9 +902,9 @@ class DecisionMemory:
         if newest is None:
             return None
         if _seq_of(newest) < first:  # the request itself: no user turn in the window
-            at = bisect.bisect_left(history, _seq_of(newest), key=lambda entry: _seq_of(entry.card_id)) + 1
+            at = self._session.history_at(_seq_of(newest)) + 1
         else:
-            at = bisect.bisect_left(history, first, key=lambda entry: _seq_of(entry.card_id))
+            at = self._session.history_at(first)
         for index in range(at - 1, -1, -1):
             if history[index].message.get("role") == "user":
                 return None if history[index].card_id in excluded else history[index]
@@ -1041,14 +1054,15 @@ class DecisionMemory:
                 if item.card.id != newest and item.value >= NEWEST_YIELDS_TO
             )
             share = max(self._newest_share(budget, asked), budget - yielded)
+            sent: Card | None = None
             if recalled:
-                answer = tagged(self._as_recalled(originals[newest], self._recall_share(budget, asked)))
-                based = [item._replace(card=answer) if item.card.id == newest else item for item in based]
+                sent = tagged(self._as_recalled(originals[newest], self._recall_share(budget, asked)))
             elif self._renderer.render(originals[newest], None, "key").tokens > share:
-                newest_cut = tagged(
+                sent = newest_cut = tagged(
                     self._renderer.render(originals[newest], focus, "key", cut_in_focus_order=share)
                 )
-                based = [item._replace(card=newest_cut) if item.card.id == newest else item for item in based]
+            if sent is not None:
+                based = [item._replace(card=sent) if item.card.id == newest else item for item in based]
 
         def leaner(card: Card, tokens: int) -> Card:
             skeleton = self._renderer.render(originals[card.id], focus, "skeleton")
@@ -1101,7 +1115,7 @@ class DecisionMemory:
     def _as_recalled(self, card: Card, share: int, *, header: bool = True) -> Card:
         """The answer to a recall as the model asked for it: the record as it is (after the call,
         with ``header``), not its card (whose long cells are clipped), cut to ``share``."""
-        text = content_text((self.recall(card.id) or {}).get("content"))
+        text = content_text((self._session.message_of(card.id) or {}).get("content"))
         if header:
             text = f"{card.summary.split(' -> ', 1)[0]} -> {text}"
         whole = self._renderer.with_summary(card, text)
@@ -1337,9 +1351,7 @@ class DecisionMemory:
         memory; an adapter finds what another surface recorded during a run without reading the
         whole store."""
         if since is not None:
-            history = self._session.history
-            start = bisect.bisect_left(history, since, key=lambda entry: _seq_of(entry.card_id))
-            return [entry.message for entry in history[start:]]
+            return [entry.message for entry in self._session.history[self._session.history_at(since) :]]
         return [m for r in self.store.records(self.namespace) if r.body != _CLEARED and (m := _readable(r))]
 
     @_synchronized
@@ -1355,8 +1367,7 @@ class DecisionMemory:
         memory holds (or another worker added) without reading the store once per card. System
         prompts are not dialogue and are left out."""
         history = self._session.history
-        start = bisect.bisect_left(history, since, key=lambda entry: _seq_of(entry.card_id)) if since else 0
-        return [(entry.card_id, entry.message) for entry in history[start:]]
+        return [(entry.card_id, entry.message) for entry in history[self._session.history_at(since) :]]
 
     def for_session(self, session: str) -> DecisionMemory:
         """A memory for another session of the same user, sharing this one's store, pipeline and
