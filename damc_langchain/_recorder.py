@@ -172,29 +172,32 @@ class MessageRecorder:
         if call_id is None or len(calls) < 2 or call_id not in calls:
             self._record_results(result)
             return
+        group = tuple(calls)
         with self._lock:
-            if tuple(calls) in self._failed:
+            if group in self._failed:
                 self._record_results(result)
                 return
-            held = self._held.setdefault(tuple(calls), {})
+            held = self._held.setdefault(group, {})
             held[call_id] = result
-            if len(held) < len(set(calls)):
-                return
-            del self._held[tuple(calls)]
-            for each in dict.fromkeys(calls):
-                self._record_results(held[each])
+            if len(held) == len(set(group)):
+                self._release(group)
 
     def tool_failed(self, calls: Sequence[str]) -> None:
         """A tool of these parallel calls raised: what the others returned is recorded now, the
         run may end here (a booking that went through is never lost for a lookup that failed)."""
+        group = tuple(calls)
         with self._lock:
-            self._failed[tuple(calls)] = None
+            self._failed[group] = None
             while len(self._failed) > _FAILED_GROUPS_KEPT:
                 self._failed.popitem(last=False)
-            held = self._held.pop(tuple(calls), {})
-            for each in dict.fromkeys(calls):
-                if each in held:
-                    self._record_results(held[each])
+            self._release(group)
+
+    def _release(self, group: tuple[str, ...]) -> None:
+        """Record the results held for a group of calls, in the calls' order (under the lock)."""
+        held = self._held.pop(group, {})
+        for call_id in dict.fromkeys(group):
+            if call_id in held:
+                self._record_results(held[call_id])
 
     def _forget_held(self, call_id: str) -> None:
         with self._lock:
