@@ -35,15 +35,15 @@ def recall_tool(memory: DecisionMemory) -> BaseTool:
 
 
 _SPEC = RECALL_TOOL["function"]
-_PROPERTIES = _SPEC["parameters"]["properties"]
+_FIELDS = _SPEC["parameters"]["properties"]
 
 
 class RecallArguments(BaseModel):
     """The recall tool's arguments, checked: a call without ``card_id`` gets an error the model can
     read and fix, as any tool's wrong arguments do, instead of stopping the run."""
 
-    card_id: str = Field(description=_PROPERTIES["card_id"]["description"])
-    match: str | None = Field(default=None, description=_PROPERTIES["match"]["description"])
+    card_id: str = Field(description=_FIELDS["card_id"]["description"])
+    match: str | None = Field(default=None, description=_FIELDS["match"]["description"])
 
 
 def tool_answered_by(memory_of_run: Callable[[], DecisionMemory]) -> BaseTool:

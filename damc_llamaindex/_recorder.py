@@ -248,10 +248,6 @@ def _text_turn(message: ChatMessage) -> tuple[str, str] | None:
     return None
 
 
-def _text_turns(messages: Sequence[ChatMessage]) -> list[tuple[str, str]]:
-    return [key for message in messages if (key := _text_turn(message)) is not None]
-
-
 def _call_key(call: Mapping[str, Any]) -> str:
     """A tool call by id, name and arguments (a span and a message spell the arguments apart)."""
     function = call["function"]
@@ -411,10 +407,10 @@ class Recorder:
                 self._catch_up()
             if request is not None and self._recorded_last(request):
                 request = None
-            recorded = self._recorded_within(_text_turns(own))
+            keys = [_text_turn(message) for message in own]  # (None: a call or a result)
+            recorded = self._recorded_within([key for key in keys if key is not None])
             seen: Counter[tuple[str, str]] = Counter()
-            for message in own:
-                key = _text_turn(message)
+            for message, key in zip(own, keys, strict=True):
                 if key is not None:
                     seen[key] += 1
                     if seen[key] <= recorded[key] and message is not request:
