@@ -444,8 +444,7 @@ class Recorder:
     def _recorded_last(self, message: ChatMessage) -> bool:
         """Whether the newest turn of the conversation, tool calls and results aside (a span
         records them as the run goes), is this message's turn."""
-        event = to_event(message)
-        return bool(self._text_order) and self._text_order[-1] == (event["role"], event["content"] or "")
+        return bool(self._text_order) and self._text_order[-1] == _text_turn(message)
 
     def cards_of(self, messages: Sequence[ChatMessage]) -> set[str]:
         """Ids of the cards recorded for ``messages``, a repeated message matched to its newest
