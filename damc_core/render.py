@@ -20,7 +20,8 @@ RENDER_CACHE_SIZE = 50_000
 CUT_NAMES_SHARE = 1 / 3
 """Most of a cut card's tokens that its hint may spend naming the rows left out."""
 CUT_NAMES_MIN_ROWS = 7
-"""Tables of at least this many rows are named in a cut's hint; a shorter one shows its rows."""
+"""Tables of at least this many rows are named in a cut's hint before its lines; a shorter one's
+rows are named only in the room its lines leave."""
 
 _LEVELLED = frozenset(
     {CardKind.TOOL_RESULT, CardKind.TOOL_ERROR, CardKind.USER_INSTRUCTION, CardKind.ASSISTANT_CONCLUSION}
@@ -135,13 +136,15 @@ class CardRenderer:
         as it is when not even its first line fits, unless ``clip`` (a message that must be sent,
         where a card could be left out) asks for that line's first characters.
 
-        The hint names the rows of long tables left out by their identifiers (``UA1687 B6123``),
-        in up to ``CUT_NAMES_SHARE`` of ``tokens``: of a long list most rows are cut anyway, and
-        the handles the agent's next call takes, and what to recall, are worth more than the last
-        few rows shown in full."""
+        The hint names the rows left out by their identifiers (``UA1687 B6123``): those of long
+        tables in up to ``CUT_NAMES_SHARE`` of ``tokens``, taken before any line (of a long list
+        most rows are cut anyway, and the handles the agent's next call takes, and what to recall,
+        are worth more than the last few rows shown in full); those of short tables in the room
+        the lines leave, where the header of a table whose rows are all cut gives way to them."""
         naming = self.count(_cut_hint([""]))
         room = tokens - self.count(card.summary.partition("\n")[0]) - naming - 2
-        listed = self._names_within(_row_identifiers(card), min(int(tokens * CUT_NAMES_SHARE), room))
+        long = _row_identifiers(card, long=True)
+        listed = self._names_within(long, min(int(tokens * CUT_NAMES_SHARE), room))
         # the hint's newline, and the card's own token (see with_summary)
         left = tokens - self.count(_cut_hint(listed)) - 2
         kept: list[str] = []
@@ -155,9 +158,17 @@ class CardRenderer:
             if not clip:
                 return card
             kept = [self._prefix_within(card.summary, left)]
+        headers = tuple(f" {table.path or 'rows'} ({table.size})" for table in card.tables)
+        while len(kept) > 1 and kept[-1].startswith(headers):
+            kept.pop()  # a table's header without its rows: the hint names them instead
         shown = "\n".join(kept)
-        hint = _cut_hint([name for name in listed if name not in shown])
-        return self.with_summary(card, f"{shown}\n{hint}")
+        listed = [name for name in listed if name not in shown]
+        room = tokens - self.count(shown) - self.count(_cut_hint(listed or [""])) - 2
+        short = (name for name in _row_identifiers(card, long=False) if name not in shown)
+        named = listed + self._names_within(short, room)
+        while len(named) > len(listed) and self.count(f"{shown}\n{_cut_hint(named)}") + 1 > tokens:
+            named.pop()  # a name tokenized dearer beside its neighbours than alone
+        return self.with_summary(card, f"{shown}\n{_cut_hint(named)}")
 
     def _prefix_within(self, text: str, tokens: int) -> str:
         """The longest start of ``text`` that counts at most ``tokens``: a token holds from less
@@ -211,12 +222,12 @@ def _cut_hint(unseen: list[str]) -> str:
     return f" (cut; not shown: {' '.join(unseen)})"
 
 
-def _row_identifiers(card: Card) -> Iterator[str]:
-    """The identifiers of the rows of the card's long tables (``identity_columns``), each once,
-    in row order."""
+def _row_identifiers(card: Card, *, long: bool) -> Iterator[str]:
+    """The identifiers of the rows of the card's ``long`` tables (those of ``CUT_NAMES_MIN_ROWS``
+    and more), or of its short ones (``identity_columns``), each once, in row order."""
     seen: set[str] = set()
     for table in card.tables:
-        if len(table.rows) < CUT_NAMES_MIN_ROWS or not identity_columns(table.columns):
+        if (len(table.rows) >= CUT_NAMES_MIN_ROWS) != long or not identity_columns(table.columns):
             continue
         for row in table.rows:
             for identifier in row_identifiers(table, row):

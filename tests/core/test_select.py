@@ -608,6 +608,40 @@ def test_a_long_search_cut_to_its_share_names_the_rows_it_leaves_out(make_memory
     assert "UA1615" in hint  # and the next flights by their numbers, to book or recall
 
 
+def test_a_reservation_cut_short_names_the_flights_and_payments_its_lines_leave_out(
+    make_memory, msg, memory_text
+):
+    memory = make_memory(settings=MemorySettings(recent_messages=0))
+    memory.observe(msg.user("Please move my reservation 2FBBAH to economy."))
+    memory.observe(msg.call("r", "get_reservation_details", {"reservation_id": "2FBBAH"}))
+    legs = [("DEN", "PHL", "HAT080", 537), ("PHL", "DEN", "HAT076", 996), ("DEN", "MIA", "HAT255", 1440)]
+    reservation = {
+        "reservation_id": "2FBBAH",
+        "user_id": "omar_davis_3817",
+        "origin": "DEN",
+        "destination": "DEN",
+        "cabin": "business",
+        "flights": [
+            {"origin": o, "destination": d, "flight_number": f, "date": "2024-05-28", "price": p}
+            for o, d, f, p in legs
+        ],
+        "payment_history": [{"payment_id": "gift_card_3481935", "amount": 4420}],
+    }
+    memory.observe(msg.result("r", "get_reservation_details", reservation))
+    memory.observe(msg.user("Before that, what are the baggage rules?"))
+
+    cut = [
+        memory_text(memory.build(budget=budget).messages).partition(" (cut; not shown: ")
+        for budget in range(60, 200)
+    ]
+    named = [(shown, hint.partition(")")[0].split()) for shown, found, hint in cut if found]
+
+    assert {"HAT080", "gift_card_3481935"} <= {name for _, names in named for name in names}
+    for shown, names in named:
+        assert not any(name in shown for name in names)  # only what the lines leave out
+        assert not shown.endswith("payment_id")  # not a table's header in place of its rows
+
+
 @pytest.mark.parametrize("recent_messages", [0, 2])
 def test_a_request_longer_than_half_the_budget_is_sent_cut_not_left_out(make_memory, msg, recent_messages):
     memory = make_memory(settings=MemorySettings(budget=400, recent_messages=recent_messages))
