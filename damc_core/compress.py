@@ -298,13 +298,15 @@ class TemplateCompressor:
 
     def _skeleton_table(self, table: Table, wanted: frozenset[str], fields: frozenset[str]) -> Table:
         """Of a short table, every row; of a long one, the rows holding a wanted value. Only the
-        identity columns, the fields that calls take and a status column that rules rows out
-        (``sold out``) are kept, when the table has any."""
+        identity columns, the fields that calls take, a status column that rules rows out
+        (``sold out``) and a date every row shares (one value: ``all date=2024-05-22``) are kept,
+        when the table has any."""
         keep = sorted(
             {
                 *identity_columns(table.columns),
                 *(i for i, c in enumerate(table.columns) if field_name(c) in fields),
                 *_ruling_out_columns(table),
+                *_shared_date_columns(table),
             }
         )
         rows = (
@@ -383,6 +385,16 @@ class TemplateCompressor:
         if len(rows) < table.size and detail != "skeleton":  # a skeleton says "(more)" at its end
             lines.append(f" (+{table.size - len(rows)} more rows)")
         return "\n".join(lines)
+
+
+def _shared_date_columns(table: Table) -> Iterator[int]:
+    """Date columns holding one date for every row (a one-way trip's legs): the table's header
+    states it once, so a skeleton keeps the date a change of those rows takes at the cost of one
+    value, where a column of different dates would cost one per row."""
+    if len(table.rows) > 1:
+        for i, column in enumerate(table.columns):
+            if fact_kind(column, "") == "date" and len({row[i] for row in table.rows}) == 1:
+                yield i
 
 
 def _ruling_out_columns(table: Table) -> Iterator[int]:

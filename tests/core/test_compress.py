@@ -135,6 +135,25 @@ def test_a_skeleton_keeps_identifiers_and_statuses_and_drops_the_rest(memory, ms
     assert skeleton.startswith(f"[{card.id}]") and skeleton.endswith(" (more)")
 
 
+@pytest.mark.parametrize(
+    ("dates", "shown"),
+    [(["2024-05-22", "2024-05-22"], True), (["2024-05-22", "2024-05-25"], False)],
+    ids=["one-way legs", "round trip"],
+)
+def test_a_skeleton_keeps_the_date_every_flight_of_a_reservation_shares(memory, msg, dates, shown):
+    memory.observe(msg.call("r", "get_reservation_details", {"reservation_id": "M20IZO"}))
+    flights = [
+        {"origin": "JFK", "destination": "ATL", "flight_number": "HAT268", "date": dates[0], "price": 160},
+        {"origin": "ATL", "destination": "MCO", "flight_number": "HAT010", "date": dates[1], "price": 98},
+    ]
+    card = memory.observe(msg.result("r", "get_reservation_details", {"flights": flights}))
+
+    skeleton = TemplateCompressor().render(card, detail="skeleton")
+
+    assert "HAT268" in skeleton and "HAT010" in skeleton and "160" not in skeleton
+    assert ("all date=2024-05-22" in skeleton) is shown  # one value for the table, not one per row
+
+
 def test_a_skeleton_of_a_search_keeps_the_status_that_rules_flights_out(memory, msg):
     flights = [
         {"flight_number": f"HAT00{n}", "status": "sold out" if n % 2 else "available", "price": 100 + n}
