@@ -16,7 +16,7 @@ from typing import Any, Literal, Protocol
 
 from .encode import argument_values, changes_over_time, field_name, list_items
 from .extract import NEGATIVE_STATUS, fact_kind, identifiers, term_variants
-from .types import Card, CardKind, DecisionFocus, Table
+from .types import Card, CardKind, DecisionFocus, Fact, Table
 
 Detail = Literal["full", "key", "skeleton"]
 """How much of a card to render. ``full``: every extracted value. ``key``: identifiers, dates,
@@ -107,6 +107,13 @@ def mentions(value: str, wanted: Collection[str]) -> bool:
     if (items := list_items(value)) is not None:
         return any(mentions(part, wanted) for part in items)
     return any(v in wanted for v in term_variants(value))
+
+
+def _lists_identifiers(fact: Fact) -> bool:
+    """Whether the fact is a list of identifiers (a user's ``reservations=[8C8K4E, UDMOP1]``):
+    the handles of the records a task goes through, which a skeleton keeps as it keeps one id."""
+    items = list_items(fact.value)
+    return items is not None and items != [""] and all(fact_kind(fact.path, item) == "id" for item in items)
 
 
 def _clip(text: str, limit: int) -> str:
@@ -262,6 +269,7 @@ class TemplateCompressor:
             asked_for = bool(named) and set(field_name(fact.path).split("_")) <= named  # asked for by name
             telling = (
                 fact.kind in ("status", "error", "id")
+                or _lists_identifiers(fact)
                 or mentions(fact.value, wanted)
                 or field_name(fact.path) in fields
                 or asked_for

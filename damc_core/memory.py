@@ -33,6 +33,7 @@ from .compress import (
     Detail,
     TemplateCompressor,
     mentions,
+    row_identifiers,
     row_names,
     volatile_columns,
 )
@@ -1015,11 +1016,11 @@ class DecisionMemory:
 
         The newest tool result is rendered whole at key detail, the agent may pick from it next;
         past ``newest_share`` of what the request leaves it is cut to that share, the rows the
-        focus matches first, but only as far as the cards worth ``NEWEST_YIELDS_TO`` need the
-        room. The user's newest turn, the request, goes in full (up to ``REQUEST_SHARE`` of the
-        budget): its key detail keeps only sentences with values or restrictions, and "yes, go
-        ahead" has neither. Every rendering carries its tags (``as of``, ``superseded by``), so
-        what is selected is what is sent."""
+        focus matches first (from its skeleton when that shows more of its identifiers), but only
+        as far as the cards worth ``NEWEST_YIELDS_TO`` need the room. The user's newest turn, the
+        request, goes in full (up to ``REQUEST_SHARE`` of the budget): its key detail keeps only
+        sentences with values or restrictions, and "yes, go ahead" has neither. Every rendering
+        carries its tags (``as of``, ``superseded by``), so what is selected is what is sent."""
         scored, beyond = _shortlist(valued, budget)
         newest = self._session.newest.get("tool")
         request = self._session.newest.get("user")
@@ -1058,9 +1059,11 @@ class DecisionMemory:
             if recalled:
                 sent = tagged(self._as_recalled(originals[newest], self._recall_share(budget, asked)))
             elif self._renderer.render(originals[newest], None, "key").tokens > share:
-                sent = newest_cut = tagged(
-                    self._renderer.render(originals[newest], focus, "key", cut_in_focus_order=share)
-                )
+                cuts = [
+                    self._renderer.render(originals[newest], focus, detail, cut_in_focus_order=share)
+                    for detail in ("key", "skeleton")
+                ]
+                sent = newest_cut = tagged(max(cuts, key=lambda cut: _handles_shown(originals[newest], cut)))
             if sent is not None:
                 based = [item._replace(card=sent) if item.card.id == newest else item for item in based]
 
@@ -1488,6 +1491,15 @@ def _with_categories(card: Card, said: Collection[str]) -> Card:
         facts=(*card.facts, *(Fact("text", word, "value") for word in new)),
         terms=card.terms | set(new),
     )
+
+
+def _handles_shown(card: Card, rendering: Card) -> int:
+    """How many of the card's identifiers (its id facts and the ids of its rows) the rendering
+    shows: a cut at key detail can spend its room on an address and show no row of the order."""
+    handles = {fact.value for fact in card.facts if fact.kind == "id"}
+    for table in card.tables:
+        handles.update(cell for row in table.rows for cell in row_identifiers(table, row))
+    return sum(1 for handle in handles if handle in rendering.summary)
 
 
 def _shows_a_value(card: Card, text: str) -> bool:

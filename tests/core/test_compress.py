@@ -154,6 +154,21 @@ def test_a_skeleton_keeps_the_date_every_flight_of_a_reservation_shares(memory, 
     assert ("all date=2024-05-22" in skeleton) is shown  # one value for the table, not one per row
 
 
+def test_a_skeleton_keeps_a_list_of_identifiers_the_task_may_go_through(memory, msg):
+    memory.observe(msg.call("u", "get_user_details", {"user_id": "amelia_davis_8890"}))
+    profile = {
+        "address": {"address1": "442 Sunset Drive", "city": "San Diego", "zip": "92125"},
+        "membership": "silver",
+        "reservations": ["8C8K4E", "UDMOP1", "XAZ3C0"],
+    }
+    card = memory.observe(msg.result("u", "get_user_details", profile))
+
+    skeleton = TemplateCompressor().render(card, detail="skeleton")
+
+    assert "reservations=[8C8K4E, UDMOP1, XAZ3C0]" in skeleton  # each one cancelled or changed next
+    assert "Sunset" not in skeleton and "silver" not in skeleton
+
+
 def test_a_skeleton_of_a_search_keeps_the_status_that_rules_flights_out(memory, msg):
     flights = [
         {"flight_number": f"HAT00{n}", "status": "sold out" if n % 2 else "available", "price": 100 + n}
@@ -239,7 +254,7 @@ def test_a_skeleton_keeps_the_field_the_user_asks_for_by_name(memory, msg):
 
 
 def test_a_tight_memory_shows_a_contact_field_once_the_user_asks_for_it(make_memory, msg, memory_text):
-    memory = make_memory(settings=MemorySettings(budget=175, recent_messages=0))
+    memory = make_memory(settings=MemorySettings(budget=200, recent_messages=0))
     memory.observe(msg.user("Hi, I'm mia_li_3668."))
     memory.observe(msg.call("c1", "get_user_details", {"user_id": "mia_li_3668"}))
     profile = {

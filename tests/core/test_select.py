@@ -642,6 +642,42 @@ def test_a_reservation_cut_short_names_the_flights_and_payments_its_lines_leave_
         assert not shown.endswith("payment_id")  # not a table's header in place of its rows
 
 
+def test_an_order_cut_to_its_share_shows_its_items_not_just_its_address(make_memory, msg, memory_text):
+    memory = make_memory(settings=MemorySettings(recent_messages=0))
+    memory.observe(msg.user("I'd like to exchange the garden hose from order #W7181492 for a longer one."))
+    memory.observe(msg.call("o", "get_order_details", {"order_id": "#W7181492"}))
+    products = [("Garden Hose", "6679515468"), ("Desk Lamp", "6817146515"), ("Backpack", "2524789262")]
+    order = {
+        "order_id": "#W7181492",
+        "user_id": "isabella_johansson_2152",
+        "address": {
+            "address1": "313 Chestnut Street",
+            "address2": "Suite 537",
+            "city": "Jacksonville",
+            "country": "USA",
+            "state": "FL",
+            "zip": "32286",
+        },
+        "items": [
+            {
+                "name": name,
+                "product_id": product,
+                "item_id": f"{5753502325 + n}",
+                "price": 96.35 + n,
+                "options": {"length": "25ft", "material": "rubber", "color": "green"},
+            }
+            for n, (name, product) in enumerate(products)
+        ],
+        "status": "delivered",
+    }
+    memory.observe(msg.result("o", "get_order_details", order))
+
+    sent = memory_text(memory.build(budget=130).messages)
+
+    assert "(cut" in sent or "(more)" in sent  # the order does not fit whole
+    assert "6679515468" in sent and "5753502325" in sent  # the hose's product and item ids
+
+
 @pytest.mark.parametrize("recent_messages", [0, 2])
 def test_a_request_longer_than_half_the_budget_is_sent_cut_not_left_out(make_memory, msg, recent_messages):
     memory = make_memory(settings=MemorySettings(budget=400, recent_messages=recent_messages))
