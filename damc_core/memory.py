@@ -49,7 +49,7 @@ from .encode import (
 )
 from .errors import ConfigError, RecordExistsError, StoreError
 from .excerpt import excerpt
-from .extract import FUNCTION_WORDS, IDENTIFIER_TERM, exact_terms, is_identifier
+from .extract import FUNCTION_WORDS, IDENTIFIER_TERM, exact_terms, is_handle, is_identifier
 from .render import CardRenderer
 from .select import FAR_OVER_BUDGET, OVER_BUDGET, HybridSelector, Selector, Supersession, upgrade_detail
 from .stores import MemoryStore, SQLiteStore
@@ -1016,8 +1016,8 @@ class DecisionMemory:
 
         The newest tool result is rendered whole at key detail, the agent may pick from it next;
         past ``newest_share`` of what the request leaves it is cut to that share, the rows the
-        focus matches first (from its skeleton when that shows more of its identifiers), but only
-        as far as the cards worth ``NEWEST_YIELDS_TO`` need the room. The user's newest turn, the
+        focus matches first (from its skeleton when that shows more of its handles), but only as
+        far as the cards worth ``NEWEST_YIELDS_TO`` need the room. The user's newest turn, the
         request, goes in full (up to ``REQUEST_SHARE`` of the budget): its key detail keeps only
         sentences with values or restrictions, and "yes, go ahead" has neither. Every rendering
         carries its tags (``as of``, ``superseded by``), so what is selected is what is sent."""
@@ -1494,9 +1494,13 @@ def _with_categories(card: Card, said: Collection[str]) -> Card:
 
 
 def _handles_shown(card: Card, rendering: Card) -> int:
-    """How many of the card's identifiers (its id facts and the ids of its rows) the rendering
-    shows: a cut at key detail can spend its room on an address and show no row of the order."""
-    handles = {fact.value for fact in card.facts if fact.kind == "id"}
+    """How many of the card's handles the rendering shows: the values calls take as they are
+    (ids, ISO dates) and the ids of its rows. A cut at key detail can spend its room on an
+    order's address and show no item; a skeleton leaves out the dates of a trip's flights."""
+    values = {fact.value for fact in card.facts}
+    for table in card.tables:
+        values.update(cell for row in table.rows for cell in row)
+    handles = {value for value in values if is_handle(value)}
     for table in card.tables:
         handles.update(cell for row in table.rows for cell in row_identifiers(table, row))
     return sum(1 for handle in handles if handle in rendering.summary)

@@ -112,7 +112,8 @@ class CardRenderer:
                     whole = self.with_summary(ranked, self._text(ranked, None, detail, call=call))
                 else:  # the rendering in focus order is the plain one, rendered (or summarized) once
                     whole = self.render(card, None, detail, call=call)
-                rendered = whole if whole.tokens <= cut_in_focus_order else self.cut(whole, cut_in_focus_order)
+                fits = whole.tokens <= cut_in_focus_order
+                rendered = whole if fits else self.cut(whole, cut_in_focus_order)
             else:
                 rendered = self.with_summary(card, self._text(card, local, detail, call=call))
         if rendered.scores is not card.scores:  # rescored or relinked since rendered

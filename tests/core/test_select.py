@@ -678,6 +678,39 @@ def test_an_order_cut_to_its_share_shows_its_items_not_just_its_address(make_mem
     assert "6679515468" in sent and "5753502325" in sent  # the hose's product and item ids
 
 
+def test_a_trip_cut_to_its_share_keeps_its_flights_dates_over_a_payment_id(make_memory, msg, memory_text):
+    memory = make_memory(settings=MemorySettings(budget=176, recent_messages=0))
+    memory.observe(msg.user("Please downgrade reservation GV1N64 to economy."))
+    memory.observe(msg.call("r", "get_reservation_details", {"reservation_id": "GV1N64"}))
+    legs = [("LAS", "DEN", "HAT003", "2024-05-19", 561), ("DEN", "LAS", "HAT290", "2024-05-20", 1339)]
+    names = [
+        ("Sophia", "Johansson", "1993-07-11"),
+        ("James", "Patel", "1995-04-07"),
+        ("Ava", "Smith", "1990-01-02"),
+    ]
+    reservation = {
+        "reservation_id": "GV1N64",
+        "user_id": "james_patel_9828",
+        "flight_type": "round_trip",
+        "cabin": "business",
+        "flights": [
+            {"origin": o, "destination": d, "flight_number": f, "date": day, "price": p}
+            for o, d, f, day, p in legs
+        ],
+        "passengers": [{"first_name": f, "last_name": last, "dob": dob} for f, last, dob in names],
+        "payment_history": [{"payment_id": "gift_card_1642017", "amount": 5700}],
+        "created_at": "2024-05-03T05:35:00",
+        "total_baggages": 3,
+        "insurance": "no",
+    }
+    memory.observe(msg.result("r", "get_reservation_details", reservation))
+
+    sent = memory_text(memory.build().messages)
+
+    assert "(cut" in sent  # the reservation does not fit whole
+    assert "HAT290 2024-05-20" in sent  # each flight with the date a change of it takes
+
+
 @pytest.mark.parametrize("recent_messages", [0, 2])
 def test_a_request_longer_than_half_the_budget_is_sent_cut_not_left_out(make_memory, msg, recent_messages):
     memory = make_memory(settings=MemorySettings(budget=400, recent_messages=recent_messages))
