@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from ..assemble import MEMORY_PREAMBLE
 from ..compress import format_arguments
-from ..encode import parse_arguments
+from ..encode import is_error_result, parse_arguments
 from ..evaluate import ReplayPoint
 from ..memory import DecisionMemory
 from ..stores import InMemoryStore
@@ -36,7 +36,8 @@ def action_text(message: Message) -> str:
 
 
 def action_succeeded(trajectory: Sequence[Message], step: int) -> bool:
-    """Whether every call of the assistant message at ``step`` got a result that is not an error."""
+    """Whether every call of the assistant message at ``step`` got a result that is not an error
+    (as the memory reads one: error text, an ``error`` key, a failed status)."""
     calls = list(trajectory[step].get("tool_calls") or ())
     results = []
     for message in trajectory[step + 1 :]:  # the results follow the call (call ids repeat in some traces)
@@ -46,7 +47,7 @@ def action_succeeded(trajectory: Sequence[Message], step: int) -> bool:
     return (
         bool(calls)
         and len(results) >= len(calls)
-        and not any(str(m.get("content") or "").lstrip().lower().startswith("error") for m in results)
+        and not any(is_error_result(m) for m in results)
     )
 
 

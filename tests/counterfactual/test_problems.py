@@ -65,6 +65,18 @@ def test_a_call_answered_by_an_error_did_not_succeed(msg):
     assert not action_succeeded(trajectory, 0)
 
 
+@pytest.mark.parametrize(
+    "result", [{"error": "payment declined"}, {"status": "failed"}, "Exception: timeout"], ids=str
+)
+def test_a_call_answered_by_an_error_in_any_form_the_memory_knows_did_not_succeed(msg, result):
+    trajectory = [
+        msg.call("c", "book_reservation", {"flight": "HAT069"}),
+        msg.result("c", "book_reservation", result),
+    ]
+
+    assert not action_succeeded(trajectory, 0)
+
+
 def test_a_message_without_tool_calls_has_no_action(msg):
     with pytest.raises(ValueError, match="no tool call"):
         action_text(msg.assistant("Done."))
