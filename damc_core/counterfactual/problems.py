@@ -44,11 +44,7 @@ def action_succeeded(trajectory: Sequence[Message], step: int) -> bool:
         if message.get("role") != "tool":
             break
         results.append(message)
-    return (
-        bool(calls)
-        and len(results) >= len(calls)
-        and not any(is_error_result(m) for m in results)
-    )
+    return bool(calls) and len(results) >= len(calls) and not any(is_error_result(m) for m in results)
 
 
 def problem_from_history(
