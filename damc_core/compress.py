@@ -372,7 +372,7 @@ class TemplateCompressor:
             and all(row[i] == table.rows[0][i] for row in table.rows)
         ]
         shown = [i for i in shown if i not in constant]
-        header = f" {table.path or 'rows'} ({table.size})"
+        header = table_heading(table)
         if constant:
             header += " all " + ", ".join(
                 f"{table.columns[i]}={table.rows[0][i]}" for i in constant if table.rows[0][i]
@@ -393,6 +393,11 @@ class TemplateCompressor:
         if len(rows) < table.size and detail != "skeleton":  # a skeleton says "(more)" at its end
             lines.append(f" (+{table.size - len(rows)} more rows)")
         return "\n".join(lines)
+
+
+def table_heading(table: Table) -> str:
+    """How a rendered table's first line starts: `` flights (4)``, its path and its size."""
+    return f" {table.path or 'rows'} ({table.size})"
 
 
 def _shared_date_columns(table: Table) -> Iterator[int]:

@@ -1063,7 +1063,10 @@ class DecisionMemory:
                     self._renderer.render(originals[newest], focus, detail, cut_in_focus_order=share)
                     for detail in ("key", "skeleton")
                 ]
-                sent = newest_cut = tagged(max(cuts, key=lambda cut: _handles_shown(originals[newest], cut)))
+                handles = _handles(originals[newest])
+                sent = newest_cut = tagged(
+                    max(cuts, key=lambda cut: sum(1 for handle in handles if handle in cut.summary))
+                )
             if sent is not None:
                 based = [item._replace(card=sent) if item.card.id == newest else item for item in based]
 
@@ -1493,17 +1496,16 @@ def _with_categories(card: Card, said: Collection[str]) -> Card:
     )
 
 
-def _handles_shown(card: Card, rendering: Card) -> int:
-    """How many of the card's handles the rendering shows: the values calls take as they are
-    (ids, ISO dates) and the ids of its rows. A cut at key detail can spend its room on an
-    order's address and show no item; a skeleton leaves out the dates of a trip's flights."""
-    values = {fact.value for fact in card.facts}
+def _handles(card: Card) -> set[str]:
+    """The card's handles: the values calls take as they are (ids, ISO dates) and the ids of its
+    rows. Counted in two cuts of the newest result: one at key detail can spend its room on an
+    order's address and show no item; its skeleton leaves out the dates of a trip's flights."""
+    handles = {fact.value for fact in card.facts if is_handle(fact.value)}
     for table in card.tables:
-        values.update(cell for row in table.rows for cell in row)
-    handles = {value for value in values if is_handle(value)}
-    for table in card.tables:
-        handles.update(cell for row in table.rows for cell in row_identifiers(table, row))
-    return sum(1 for handle in handles if handle in rendering.summary)
+        for row in table.rows:
+            handles.update(cell for cell in row if is_handle(cell))
+            handles.update(row_identifiers(table, row))
+    return handles
 
 
 def _shows_a_value(card: Card, text: str) -> bool:

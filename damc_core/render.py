@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import replace
 
-from .compress import Compressor, Detail, identity_columns, row_identifiers, rows_by_focus
+from .compress import Compressor, Detail, identity_columns, row_identifiers, rows_by_focus, table_heading
 from .tokens import TokenCounter, message_tokens
 from .types import Card, CardKind, DecisionFocus, Message
 from .value import vocabulary_of
@@ -159,7 +159,7 @@ class CardRenderer:
             if not clip:
                 return card
             kept = [self._prefix_within(card.summary, left)]
-        headers = tuple(f" {table.path or 'rows'} ({table.size})" for table in card.tables)
+        headers = tuple(table_heading(table) for table in card.tables)
         while len(kept) > 1 and kept[-1].startswith(headers):
             kept.pop()  # a table's header without its rows: the hint names them instead
         shown = "\n".join(kept)
