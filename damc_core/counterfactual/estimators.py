@@ -81,11 +81,13 @@ class LeaveOneOut:
 class AblationSurrogate:
     """Leave-one-out values estimated from ``ablations`` random contexts plus the full one.
 
-    Each card is left out of the same number of contexts (about ``drop_fraction`` of them, at
-    least one), so no card goes unmeasured. The loss of each context, ``full - score``, is fitted
-    as a sum of per-card losses by the Lasso (coordinate descent; ``alpha`` relative to the
-    largest useful penalty): few cards carry a decision, and the sparse fit finds them from fewer
-    contexts than cards. When ``ablations`` would cover exact leave-one-out, that is run instead.
+    Each card is left out of at least one context, about ``drop_fraction`` of them where the
+    ablations are enough to give every card its own pattern, so no card goes unmeasured. The loss
+    of each context, ``full - score``, is fitted as a sum of per-card losses by the Lasso
+    (coordinate descent; ``alpha`` relative to the largest useful penalty): few cards carry a
+    decision, and the sparse fit finds them from fewer contexts than cards. Cards left out of the
+    very same contexts cannot be told apart, so they share their fitted effect evenly. When
+    ``ablations`` would cover exact leave-one-out, that is run instead.
     """
 
     ablations: int = 32
@@ -113,7 +115,7 @@ class AblationSurrogate:
         masks = [_keep_all(n), *(tuple(not d for d in row) for row in dropped.tolist())]
         full, *scores = _score_masks(problem, scorer, masks)
         losses = full - np.asarray(scores, dtype=np.float64)
-        values = lasso(dropped.astype(np.float64), losses, alpha=self.alpha)
+        values = _shared_by_twins(dropped, lasso(dropped.astype(np.float64), losses, alpha=self.alpha))
         return CardValues(
             card_ids=problem.card_ids,
             values=tuple(float(v) for v in values),
@@ -125,9 +127,10 @@ class AblationSurrogate:
     def design(self, n: int) -> np.ndarray:
         """Which cards each ablation leaves out (``ablations x n`` booleans), seeded.
 
-        Each card is left out of about ``drop_fraction`` of the ablations, so the contexts stay
-        near the full one, and no two cards are left out of the same ablations while distinct
-        patterns remain (two cards always removed together could not be told apart).
+        Each card is left out of about ``drop_fraction`` of the ablations (of more, once the
+        patterns of that size are used up), so the contexts stay near the full one, and no two
+        cards are left out of the same ablations while distinct patterns remain (two cards always
+        removed together could not be told apart).
         """
         rng = np.random.default_rng(self.seed)
         m = self.ablations
@@ -148,6 +151,18 @@ class AblationSurrogate:
             used.add(pattern)
             dropped[list(pattern), card] = True
         return dropped
+
+
+def _shared_by_twins(dropped: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """``values`` with each set of cards left out of the same ablations given the mean of their
+    values: the fit can only tell their sum, and would hand all of it to the first of them."""
+    twins: dict[bytes, list[int]] = {}
+    for card in range(dropped.shape[1]):
+        twins.setdefault(dropped[:, card].tobytes(), []).append(card)
+    shared = values.copy()
+    for cards in twins.values():
+        shared[cards] = values[cards].mean()
+    return shared
 
 
 def lasso(x: np.ndarray, y: np.ndarray, *, alpha: float, iterations: int = 500) -> np.ndarray:

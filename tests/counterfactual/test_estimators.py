@@ -106,6 +106,19 @@ def test_surrogate_design_tells_cards_apart_even_when_ablations_are_few():
     assert len({tuple(column) for column in design.T.tolist()}) == 40
 
 
+def test_surrogate_with_too_few_ablations_to_tell_cards_apart_shares_the_effect_among_them():
+    n = 10
+    surrogate = AblationSurrogate(ablations=2, seed=3)
+    values = surrogate.estimate(problem_of(n), AdditiveScorer(sparse_effects(n, {7: 9.0})))
+
+    patterns = [tuple(column) for column in surrogate.design(n).T.tolist()]
+    twins_of_7 = [i for i in range(n) if patterns[i] == patterns[7]]
+    assert len(twins_of_7) > 1  # two ablations cannot give ten cards ten patterns
+    assert sum(values.values[i] for i in twins_of_7) == pytest.approx(9.0, rel=0.05)
+    assert {round(values.values[i], 9) for i in twins_of_7} == {round(values.values[7], 9)}
+    assert all(abs(values.values[i]) < 0.5 for i in range(n) if i not in twins_of_7)
+
+
 @settings(max_examples=40, deadline=None)
 @given(
     n=st.integers(min_value=8, max_value=120),
