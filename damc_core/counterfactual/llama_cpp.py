@@ -78,7 +78,8 @@ class LlamaCppScorer:
 
     ``model_path`` defaults to the bundled SmolLM2-135M-Instruct. ``n_ctx`` bounds the longest
     request (context plus continuation, in tokens); the KV cache grows with it, so keep it near the
-    longest prompt you score (default: 8192, or the model's training length if smaller).
+    longest prompt you score. It is capped at the model's training length: past it the model's
+    numbers mean nothing, so a longer request raises :class:`ContextTooLong` instead.
     ``reuse_prefix=False`` evaluates every request from scratch (for measuring what reuse saves).
     One scorer holds one llama.cpp context: calls are serialised by a lock.
     """
@@ -109,6 +110,8 @@ class LlamaCppScorer:
         if not model:
             raise ConfigError(f"LlamaCppScorer: llama.cpp cannot load {path}")
         threads = n_threads or max(1, (os.cpu_count() or 2) // 2)
+        trained = int(llama_cpp.llama_model_n_ctx_train(model))
+        n_ctx = min(n_ctx, trained) if trained > 0 else n_ctx
         params = llama_cpp.llama_context_default_params()
         params.n_ctx, params.n_batch, params.n_ubatch = n_ctx, n_batch, n_batch
         params.n_threads, params.n_threads_batch = threads, n_threads or os.cpu_count() or threads

@@ -6,7 +6,7 @@ import pytest
 
 pytest.importorskip("llama_cpp", reason="needs the counterfactual extra: pip install 'damc[counterfactual]'")
 
-from damc_core.counterfactual import AblationProblem, ScoreRequest
+from damc_core.counterfactual import AblationProblem, ContextTooLong, ScoreRequest
 from damc_core.counterfactual.estimators import AblationSurrogate, CoarseToFine, LeaveOneOut
 from damc_core.counterfactual.llama_cpp import LlamaCppScorer, bundled_model_path
 from damc_core.errors import ConfigError
@@ -112,6 +112,13 @@ def test_bad_requests_and_settings_get_clear_errors(scorer, tmp_path):
     with pytest.raises(ConfigError, match="cannot load"):
         LlamaCppScorer(not_a_model)
     assert scorer.score([BOOKING.request([True] * 4)])[0] < 0  # still usable after refusing
+
+
+def test_n_ctx_is_capped_at_the_length_the_model_was_trained_on():
+    with LlamaCppScorer(n_ctx=20_000) as scorer:
+        assert scorer.n_ctx == 8192  # SmolLM2-135M's training length
+        with pytest.raises(ContextTooLong, match="n_ctx=8192"):
+            scorer.score([ScoreRequest("flight HAT069 " * 3000, " book")])
 
 
 def test_a_request_longer_than_one_batch_is_evaluated_in_chunks_with_the_same_result(scorer):
