@@ -159,7 +159,7 @@ def _shared_by_twins(dropped: np.ndarray, values: np.ndarray) -> np.ndarray:
     twins: dict[bytes, list[int]] = {}
     for card in range(dropped.shape[1]):
         twins.setdefault(dropped[:, card].tobytes(), []).append(card)
-    shared = values.copy()
+    shared: np.ndarray = values.copy()
     for cards in twins.values():
         shared[cards] = values[cards].mean()
     return shared
