@@ -10,14 +10,24 @@ from ..encode import SURROGATE
 
 @dataclass(frozen=True, slots=True)
 class ScoreRequest:
-    """One scorer call: ``log P(continuation | context)``."""
+    """One scorer call: ``log P(continuation | context)``.
+
+    Spaces or tabs at the end of the context are moved to the start of the continuation: a
+    tokenizer reads `` book`` as one token, so a context ending in a space measures a split no
+    model writes, and a scorer that tokenizes the two texts apart (in-process) and one that
+    tokenizes them together (an endpoint) would measure different things.
+    """
 
     context: str
-    """Everything before the action, ending with the action prefix and no trailing space."""
+    """Everything before the action, ending with the action prefix."""
     continuation: str
     """The action's text; starts with a space when the prefix does not end a line."""
 
     def __post_init__(self) -> None:
+        context = self.context.rstrip(" \t")
+        if context != self.context:
+            object.__setattr__(self, "continuation", self.context[len(context) :] + self.continuation)
+            object.__setattr__(self, "context", context)
         # half an emoji (a trace cut inside one) is no UTF-8, which every tokenizer needs: U+FFFD
         for name in ("context", "continuation"):
             text = getattr(self, name)

@@ -30,7 +30,9 @@ def test_the_endpoint_echoes_prompt_log_probabilities_that_agree_with_the_in_pro
     completion_server,
 ):
     endpoint = OpenAICompatibleScorer("smollm2", base_url=completion_server)
-    requests = [PROBLEM.request([True, True]), PROBLEM.request([False, True])]
+    # the space at the context's end moves to the action, so both scorers read the same split
+    spaced = ScoreRequest(PROBLEM.context([True, True]) + " ", PROBLEM.action[1:])
+    requests = [PROBLEM.request([True, True]), PROBLEM.request([False, True]), spaced]
 
     remote = endpoint.score(requests)
     with LlamaCppScorer(n_ctx=512) as local_scorer:
