@@ -104,16 +104,19 @@ AMOUNT_KEY = re.compile(r"(price|amount|cost|balance|total|fee|fare|paid|refund|
 STATUS_KEY = re.compile(r"(status|state|availability|available|result|outcome)", re.I)
 ERROR_KEY = re.compile(r"^(error|errors|err|exception|fault|failure|message_error)$", re.I)
 NAME_KEY = re.compile(r"name", re.I)
+ADDRESS_KEY = re.compile(r"address", re.I)
 
 
 @functools.lru_cache(maxsize=65536)
 def fact_kind(key: str, value: str) -> str:
     """Classify a keyed value: ``id``, ``date``, ``amount``, ``status``, ``error``, ``name`` or ``value``."""
-    leaf = key.rsplit(".", 1)[-1]
+    parent, _, leaf = key.rpartition(".")
     if ERROR_KEY.search(leaf):
         return "error"
     if ID_KEY.search(leaf):
         return "id"
+    if ADDRESS_KEY.search(parent.rsplit(".", 1)[-1]):
+        return "value"  # a postal ``state`` is no status, nor a ``country`` code an identifier
     if DATE_KEY.search(leaf) or DATE.fullmatch(value):
         return "date"
     if AMOUNT_KEY.search(leaf):

@@ -169,6 +169,22 @@ def test_a_skeleton_keeps_a_list_of_identifiers_the_task_may_go_through(memory, 
     assert "Sunset" not in skeleton and "silver" not in skeleton
 
 
+def test_a_skeleton_leaves_an_address_out_though_its_state_and_country_look_like_status_and_code(memory, msg):
+    memory.observe(msg.call("u", "get_user_details", {"user_id": "omar_rossi_1241"}))
+    profile = {
+        "name": {"first_name": "Omar", "last_name": "Rossi"},
+        "address": {"address1": "901 Main St", "city": "Phoenix", "country": "USA", "state": "AZ"},
+        "orders": ["#W2378156", "#W4817420"],
+        "state": "active",
+    }
+    card = memory.observe(msg.result("u", "get_user_details", profile))
+
+    skeleton = TemplateCompressor().render(card, detail="skeleton")
+
+    assert "#W2378156" in skeleton and "state=active" in skeleton  # the account's state is a status
+    assert "AZ" not in skeleton and "USA" not in skeleton
+
+
 def test_a_skeleton_of_a_search_keeps_the_status_that_rules_flights_out(memory, msg):
     flights = [
         {"flight_number": f"HAT00{n}", "status": "sold out" if n % 2 else "available", "price": 100 + n}
