@@ -10,8 +10,8 @@ is left out of the head unless ``--with-system``), with the bundled SmolLM2 scor
 * what prefix reuse saves: leave-one-out with and without KV-cache reuse (on the first
   ``--reuse-points`` points: without reuse is the slow part);
 * with ``--noise-floor``, how far exact leave-one-out agrees with itself: Spearman between its
-  values and those of a second run on a frame changed in no meaningful way (a comma added to the
-  memory header). No estimator can agree with leave-one-out more closely than that.
+  values and those of a second run on a frame changed in no meaningful way (a semicolon of the
+  memory header made a comma). No estimator can agree with leave-one-out more closely than that.
 
     nice python benchmarks/counterfactual.py --points 6
 """
@@ -26,10 +26,11 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from damc_core.assemble import MEMORY_PREAMBLE
 from damc_core.counterfactual import AblationProblem, CardValues
 from damc_core.counterfactual.estimators import AblationSurrogate, CoarseToFine, Estimator, LeaveOneOut
 from damc_core.counterfactual.llama_cpp import LlamaCppScorer
-from damc_core.counterfactual.problems import action_succeeded, problem_from_replay
+from damc_core.counterfactual.problems import action_succeeded, problem_from_history
 from damc_core.encode import parse_arguments
 from damc_core.evaluate import SKIPPED_TOOLS, replay
 from damc_core.memory import MemorySettings
@@ -57,6 +58,10 @@ def _ranks(values: np.ndarray) -> np.ndarray:
     return ranks
 
 
+REWORDED_PREAMBLE = MEMORY_PREAMBLE.replace(";", ",", 1)
+"""The memory header changed in no meaningful way (a semicolon made a comma), for ``--noise-floor``."""
+
+
 @dataclass
 class Run:
     values: CardValues
@@ -82,15 +87,9 @@ def sample_problems(args: argparse.Namespace, scorer: LlamaCppScorer) -> list[tu
             continue
         if any("_raw" in parse_arguments(call_function(c).get("arguments")) for c in message["tool_calls"]):
             continue
-        problem = problem_from_replay(point, trajectory)
-        if not args.with_system:
-            problem = AblationProblem(
-                problem.card_ids,
-                problem.card_texts,
-                problem.head[problem.head.index("Memory cards") :],
-                problem.tail,
-                problem.action,
-            )
+        opens_with_system = trajectory[0].get("role") == "system"
+        system = str(trajectory[0].get("content") or "") if args.with_system and opens_with_system else None
+        problem = problem_from_history(point.history, message, system=system)
         n = len(problem.card_ids)
         if n < args.min_cards:
             continue
@@ -148,7 +147,7 @@ def main() -> None:
             "max_loo": max(exact.values.values),
         }
         if args.noise_floor:
-            reworded = replace(problem, head=problem.head.replace("Memory cards", "Memory cards,", 1))
+            reworded = replace(problem, head=problem.head.replace(MEMORY_PREAMBLE, REWORDED_PREAMBLE, 1))
             again = run(LeaveOneOut(), reworded, scorer)
             row["loo_self_rho"] = spearman(again.values.values, exact.values.values)
         if index < args.reuse_points:
