@@ -32,7 +32,7 @@ from damc_core.counterfactual.estimators import AblationSurrogate, CoarseToFine,
 from damc_core.counterfactual.llama_cpp import LlamaCppScorer
 from damc_core.counterfactual.problems import action_succeeded, problem_from_history
 from damc_core.encode import parse_arguments
-from damc_core.evaluate import SKIPPED_TOOLS, replay
+from damc_core.evaluate import SKIPPED_TOOLS, replay, system_prompt
 from damc_core.memory import MemorySettings
 from damc_core.tokens import CharEstimateCounter, call_function
 from damc_core.trace import load_trajectories
@@ -87,8 +87,7 @@ def sample_problems(args: argparse.Namespace, scorer: LlamaCppScorer) -> list[tu
             continue
         if any("_raw" in parse_arguments(call_function(c).get("arguments")) for c in message["tool_calls"]):
             continue
-        opens_with_system = trajectory[0].get("role") == "system"
-        system = str(trajectory[0].get("content") or "") if args.with_system and opens_with_system else None
+        system = system_prompt(trajectory) if args.with_system else None
         problem = problem_from_history(point.history, message, system=system)
         n = len(problem.card_ids)
         if n < args.min_cards:

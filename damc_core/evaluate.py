@@ -218,7 +218,7 @@ def evaluate(
         for point in replay(trajectories, settings=at_budget, counter=counter, stages=stages):
             facts = needed_facts(point.history, trajectories[point.traj][point.step])
             full = count_messages(point.history, counter)
-            damc.add(point.built.messages, facts, full, counter, _system_prompt(trajectories[point.traj]))
+            damc.add(point.built.messages, facts, full, counter, system_prompt(trajectories[point.traj]))
             if on_point is not None:
                 on_point(point)
         rows.append(damc)
@@ -241,7 +241,8 @@ def budget_label(settings: MemorySettings) -> str:
     return f"@{settings.min_budget} + {settings.budget_ratio:.0%} of history (max {settings.budget})"
 
 
-def _system_prompt(messages: Sequence[Message]) -> str | None:
+def system_prompt(messages: Sequence[Message]) -> str | None:
+    """The trajectory's system prompt: the content of its first message when that is a system one."""
     first = messages[0] if messages else {}
     return str(first.get("content") or "") if first.get("role") == "system" else None
 

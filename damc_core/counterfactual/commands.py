@@ -15,7 +15,7 @@ from rich.progress import Progress
 from rich.table import Table
 
 from ..errors import ConfigError, TraceError
-from ..evaluate import replay
+from ..evaluate import replay, system_prompt
 from ..memory import MemorySettings
 from ..tokens import TiktokenCounter, TokenCounter
 from ..trace import load_trajectories
@@ -67,8 +67,9 @@ def value_trajectories(
     for point in replay(trajectories, settings=settings, counter=counter):
         messages = trajectories[point.traj]
         gold = gold_action(messages, point.step)
-        opens_with_system = bool(messages) and messages[0].get("role") == "system"
-        system = str(messages[0].get("content") or "") if with_system and opens_with_system else None
+        prompt = system_prompt(messages)
+        opens_with_system = prompt is not None
+        system = prompt if with_system else None
         # every message the replay numbered, later system messages too, so card ids match it
         history = messages[int(opens_with_system) : point.step]
         problem = problem_from_history(history, gold, system=system) if gold is not None else None

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from ..assemble import MEMORY_PREAMBLE
 from ..compress import format_arguments
 from ..encode import is_error_result, parse_arguments
-from ..evaluate import ReplayPoint
+from ..evaluate import ReplayPoint, system_prompt
 from ..memory import DecisionMemory
 from ..stores import InMemoryStore
 from ..tokens import CharEstimateCounter, call_function
@@ -82,6 +82,4 @@ def problem_from_history(
 
 def problem_from_replay(point: ReplayPoint, trajectory: Sequence[Message]) -> AblationProblem:
     """The ablation problem of one replayed decision point (``trajectory`` is the one replayed)."""
-    first = trajectory[0] if trajectory else {}
-    system = str(first.get("content") or "") if first.get("role") == "system" else None
-    return problem_from_history(point.history, trajectory[point.step], system=system)
+    return problem_from_history(point.history, trajectory[point.step], system=system_prompt(trajectory))
