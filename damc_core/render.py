@@ -7,7 +7,8 @@ renderings and line token counts are cached: a new focus costs only what it chan
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import re
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 
 from .compress import Compressor, Detail, identity_columns, row_identifiers, rows_by_focus, table_heading
@@ -163,9 +164,10 @@ class CardRenderer:
         while len(kept) > 1 and kept[-1].startswith(headers):
             kept.pop()  # a table's header without its rows: the hint names them instead
         shown = "\n".join(kept)
-        listed = [name for name in listed if name not in shown]
+        in_shown = _shows(shown)
+        listed = [name for name in listed if not in_shown(name)]
         room = tokens - self.count(shown) - self.count(_cut_hint(listed or [""])) - 2
-        short = (name for name in _row_identifiers(card, long=False) if name not in shown)
+        short = (name for name in _row_identifiers(card, long=False) if not in_shown(name))
         named = listed + self._names_within(short, room)
         while len(named) > len(listed) and self.count(f"{shown}\n{_cut_hint(named)}") + 1 > tokens:
             named.pop()  # a name tokenized dearer beside its neighbours than alone
@@ -215,6 +217,17 @@ class CardRenderer:
                 tokens = cache[line] = self.counter.count(line) + 1
             total += tokens
         return total - 1
+
+
+_BETWEEN_VALUES = re.compile(r'[\s;,()\[\]="]+|:(?=\s|$)')
+"""What separates the values of a rendering: cells, ``key=value;`` pairs, a sparse row's label."""
+
+
+def _shows(text: str) -> Callable[[str], bool]:
+    """Whether ``text`` shows a row's identifier as a value of its own: room ``12`` is not shown
+    by ``2024-07-12``, nor ``UA160`` by ``UA1600``."""
+    values = frozenset(_BETWEEN_VALUES.split(text))
+    return lambda name: name in values if not _BETWEEN_VALUES.search(name) else name in text
 
 
 def _cut_hint(unseen: list[str]) -> str:

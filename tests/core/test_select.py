@@ -793,3 +793,30 @@ def test_a_result_in_the_recent_window_is_sent_whole_when_the_cards_leave_room(m
     newest = memory.build().messages[-1]
 
     assert "2024-05-27" in newest["content"] and "372" in newest["content"]
+
+
+def test_a_cut_names_a_left_out_row_whose_id_only_appears_inside_a_shown_value(
+    make_memory, msg, memory_text
+):
+    memory = make_memory(settings=MemorySettings(recent_messages=0))
+    memory.observe(msg.user("Any room for two nights from 2024-07-12?"))
+    memory.observe(msg.call("h", "search_rooms", {"check_in": "2024-07-12", "nights": 2}))
+    rooms = [
+        {"room_id": f"{10 + i}", "view": ["sea", "garden", "city"][i % 3], "rate": f"{100 + 2 * i}.5"}
+        for i in range(30)
+    ]  # room 12 is also the day of the check-in; rooms 10 to 39 cost 100.5 to 158.5
+    memory.observe(msg.result("h", "search_rooms", {"rooms": rooms}))
+
+    cut = [
+        memory_text(memory.build(budget=budget).messages).partition(" (cut; not shown: ")
+        for budget in range(80, 300, 20)
+    ]
+    named = [(shown, hint.partition(")")[0].split()) for shown, found, hint in cut if found]
+
+    assert named
+    for shown, names in named:
+        rows_shown = {line.split()[0] for line in shown.split("\n")[1:] if line[1:3].isdigit()}
+        left_out = {str(10 + i) for i in range(30)} - rows_shown
+        assert names and set(names) <= left_out  # only what the lines leave out
+        if "12" in left_out:
+            assert "12" in names  # left out, so named, though the check-in date shows its number
