@@ -795,9 +795,7 @@ def test_a_result_in_the_recent_window_is_sent_whole_when_the_cards_leave_room(m
     assert "2024-05-27" in newest["content"] and "372" in newest["content"]
 
 
-def test_a_cut_names_a_left_out_row_whose_id_only_appears_inside_a_shown_value(
-    make_memory, msg, memory_text
-):
+def test_a_cut_names_a_left_out_row_whose_id_only_appears_inside_a_shown_value(make_memory, msg, memory_text):
     memory = make_memory(settings=MemorySettings(recent_messages=0))
     memory.observe(msg.user("Any room for two nights from 2024-07-12?"))
     memory.observe(msg.call("h", "search_rooms", {"check_in": "2024-07-12", "nights": 2}))
