@@ -17,7 +17,7 @@ from typing import Any
 from .encode import argument_values, parse_arguments
 from .memory import DecisionMemory, MemorySettings
 from .stores import InMemoryStore, MemoryStore
-from .tokens import TokenCounter, call_function, count_messages, message_text
+from .tokens import TokenCounter, call_function, content_text, count_messages, message_text
 from .types import BuiltContext, Message, Namespace
 
 SKIPPED_TOOLS = frozenset({"think", "calculate", "web_search"})
@@ -242,9 +242,9 @@ def budget_label(settings: MemorySettings) -> str:
 
 
 def system_prompt(messages: Sequence[Message]) -> str | None:
-    """The trajectory's system prompt: the content of its first message when that is a system one."""
+    """The trajectory's system prompt: the text of its first message when that is a system one."""
     first = messages[0] if messages else {}
-    return str(first.get("content") or "") if first.get("role") == "system" else None
+    return content_text(first.get("content")) if first.get("role") == "system" else None
 
 
 def contexts_jsonl(point: ReplayPoint) -> str:

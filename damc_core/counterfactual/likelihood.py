@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ..evaluate import baselines, budget_label, replay
+from ..evaluate import baselines, budget_label, replay, system_prompt
 from ..memory import MemorySettings
 from ..tokens import TokenCounter, content_text
 from ..types import Message, Namespace
@@ -141,7 +141,7 @@ def decision_likelihood(
             skipped["no successful call"] += 1
             _tick(on_point)
             continue
-        system = _system_prompt(messages)
+        system = system_prompt(messages)
         history = [m for m in messages[:step] if m.get("role") != "system"]
         chosen = {**damc, **{name: run(history, counter) for name, run in strategies.items()}}
         requests = [
@@ -170,8 +170,3 @@ def decision_likelihood(
 def _tick(on_point: Callable[[], None] | None) -> None:
     if on_point is not None:
         on_point()
-
-
-def _system_prompt(messages: Sequence[Message]) -> str | None:
-    first = messages[0] if messages else {}
-    return content_text(first.get("content")) if first.get("role") == "system" else None

@@ -335,3 +335,20 @@ def test_every_budget_is_checked_before_the_retention_run_and_an_earlier_points_
     assert code == 2 and "min_budget (200) is above budget (150)" in printed.err
     assert "Decision-fact retention" not in printed.out
     assert points.read_text() == "an earlier run\n"
+
+
+def test_eval_leaves_a_system_prompt_in_content_parts_out_of_damcs_tokens(trace):
+    from damc_core import MemorySettings, TiktokenCounter
+    from damc_core.evaluate import evaluate
+
+    _, trajectories = trace
+    booking = trajectories[0]
+    system, *rest = booking
+    parts = [{**system, "content": [{"type": "text", "text": system["content"]}]}, *rest]
+    settings = MemorySettings(budget=500, recent_messages=0)
+
+    as_text, *_ = evaluate([booking], settings=settings, counter=TiktokenCounter())
+    as_parts, *_ = evaluate([parts], settings=settings, counter=TiktokenCounter())
+
+    assert as_parts.tokens == as_text.tokens  # the prompt is the same text, and not counted either way
+    assert as_parts.recall("tool") == as_text.recall("tool") > 0
