@@ -1,8 +1,9 @@
 """Encode stage: one observed event becomes one card with exact facts.
 
-JSON tool outputs are walked structurally (scalars become keyed facts, lists of records become
-compact tables); free text gets an extractive fallback that keeps sentences carrying numbers,
-names and IDs and lists any identifier it had to cut. Nothing is paraphrased.
+JSON tool outputs (and Python reprs of data, see :mod:`.pyliteral`) are walked structurally
+(scalars become keyed facts, lists of records become compact tables); free text gets an
+extractive fallback that keeps sentences carrying numbers, names and IDs and lists any
+identifier it had to cut. Nothing is paraphrased.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from .extract import (
     identifiers,
     term_variants,
 )
+from .pyliteral import LOOKS_LIKE_A_LITERAL, parse_python_literal
 from .tokens import call_function, content_text
 from .types import Card, CardKind, Fact, Message, RawRecord, Table
 
@@ -165,6 +167,9 @@ class DefaultEncoder:
 
     max_parse_chars: int = 16_000_000
     """Outputs longer than this are not parsed as JSON; they get the text fallback (raw kept)."""
+    max_literal_chars: int = 262_144
+    """Outputs up to this long that are not JSON but a Python repr of data (``str(dict)``) are read
+    as that data; parsing one takes about a second per megabyte, JSON a tenth of that."""
     max_depth: int = 12
     """Deeper JSON is kept as one clipped value instead of being walked."""
     max_rows: int = 500
@@ -277,6 +282,11 @@ class DefaultEncoder:
             try:
                 parsed, is_json = parse_json(stripped), True
             except (ValueError, RecursionError):
+                parsed = None
+        if not is_json and len(stripped) <= self.max_literal_chars and LOOKS_LIKE_A_LITERAL.match(stripped):
+            try:  # a Python repr of the data (str(dict)), read as that data
+                parsed, is_json = parse_python_literal(stripped), True
+            except ValueError:
                 parsed = None
         facts: list[Fact] = []
         tables: list[Table] = []

@@ -145,3 +145,26 @@ def test_a_result_the_store_could_not_take_is_recorded_once_the_store_is_back(re
     results = [c for c in memory.cards() if c.kind.value == "tool_result"]
     assert [c.tool_name for c in results] == ["get_reservation", "check_in"]
     assert "gift_card_7777" in "\n".join(str(m.content) for m in model.received[-1])
+
+
+def test_a_record_json_cannot_encode_still_becomes_a_structured_card(recording_model):
+    from datetime import datetime
+    from decimal import Decimal
+
+    from damc_core import CardKind
+
+    @tool
+    def get_reservation(reservation_id: str) -> dict:
+        """Look up a reservation."""
+        departs = datetime(2024, 5, 20, 9, 5)
+        return {"reservation_id": reservation_id, "departs": departs, "fare": Decimal("129.50")}
+
+    model = recording_model(call("get_reservation", {"reservation_id": "ZFA04Y"}, "t1"), AIMessage("done"))
+    damc = memory()
+    agent = create_agent(model, [get_reservation], middleware=[DamcMiddleware(damc)])
+
+    agent.invoke({"messages": [HumanMessage("look up ZFA04Y")]})
+
+    (card,) = [c for c in damc.cards() if c.kind is CardKind.TOOL_RESULT]
+    facts = {fact.path: fact.value for fact in card.facts}
+    assert facts == {"reservation_id": "ZFA04Y", "departs": "2024-05-20T09:05:00", "fare": "129.50"}

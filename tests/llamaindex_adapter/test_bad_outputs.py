@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+from decimal import Decimal
+
 import pytest
 from llama_index.core.agent.workflow import FunctionAgent, ReActAgent
 from llama_index.core.tools import FunctionTool
 
-from damc_core import DecisionMemory, InMemoryStore, MemorySettings
+from damc_core import CardKind, DecisionMemory, InMemoryStore, MemorySettings
 from damc_llamaindex import DamcLLM, DamcMemory, DamcSpanHandler
 
 from .scenario import ChatMessage as Message
@@ -66,3 +69,24 @@ def test_the_agent_finishes(recording_llm, agent_kind, surface, output):
     assert any(c.kind.value in ("tool_result", "tool_error") for c in damc.cards())
     if surface == "llm":  # only the proxy sees the running task's results (memory and spans do not)
         assert sum(len(str(m.content)) for m in model.received[1]) < 200_000
+
+
+@pytest.mark.parametrize("surface", ["memory", "llm", "spans"])
+def test_a_record_json_cannot_encode_still_becomes_a_structured_card(recording_llm, surface):
+    departs = datetime(2024, 5, 20, 9, 5)
+    reservation = {"reservation_id": "ZFA04Y", "departs": departs, "fare": Decimal("129.50")}
+    answer = Message(role="assistant", content="done")
+    model = recording_llm(call("lookup", {"query": "ZFA04Y"}, "b1"), answer)
+    damc = memory()
+    llm = DamcLLM(llm=model, memory=damc) if surface == "llm" else model
+    agent = FunctionAgent(tools=[make_tool(reservation)], llm=llm)
+    handler = DamcSpanHandler.attach(damc, agent) if surface == "spans" else None
+    try:
+        run(agent, "look it up", memory=DamcMemory(memory=damc) if surface == "memory" else None)
+    finally:
+        if handler is not None:
+            handler.detach()
+
+    (card,) = [c for c in damc.cards() if c.kind is CardKind.TOOL_RESULT]
+    facts = {fact.path: fact.value for fact in card.facts}
+    assert facts == {"reservation_id": "ZFA04Y", "departs": "2024-05-20T09:05:00", "fare": "129.50"}

@@ -1,0 +1,119 @@
+"""Tool outputs printed as Python reprs (``str(dict)``, dataclass and pydantic reprs, SQL rows)
+become the same cards their JSON would: LlamaIndex's ``FunctionTool`` sends ``str(raw_output)``,
+and LangChain does for outputs JSON cannot encode."""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+import json
+import uuid
+from dataclasses import dataclass
+
+import pytest
+
+from damc_core import CardKind, DecisionMemory, InMemoryStore, Namespace
+from damc_core.pyliteral import parse_python_literal
+
+RESERVATION = {
+    "reservation_id": "ZFA04Y",
+    "status": "confirmed",
+    "insurance": None,
+    "refundable": True,
+    "total_price": 1234.56,
+    "flights": [
+        {"flight_number": "HAT136", "date": "2024-05-20", "seats_left": 0},
+        {"flight_number": "HAT039", "date": "2024-05-21", "seats_left": 4},
+    ],
+}
+
+
+def looked_up(memory, msg, content):
+    memory.observe(msg.call("call_1", "get_reservation_details", {"reservation_id": "ZFA04Y"}))
+    return memory.observe(msg.result("call_1", "get_reservation_details", content))
+
+
+def test_a_printed_dict_becomes_the_card_its_json_would(make_memory, msg):
+    from_json = looked_up(make_memory(), msg, json.dumps(RESERVATION))
+    from_repr = looked_up(make_memory(), msg, str(RESERVATION))
+
+    assert from_repr.kind is CardKind.TOOL_RESULT
+    assert from_repr.facts == from_json.facts
+    assert from_repr.tables == from_json.tables
+    assert from_repr.summary.partition("]")[2] == from_json.summary.partition("]")[2]  # all but the id
+    assert "HAT136" in from_repr.summary and "2024-05-21" in from_repr.summary
+
+
+@dataclass
+class Flight:
+    number: str
+    departs: datetime.datetime
+    fare: decimal.Decimal
+
+
+def test_values_a_repr_prints_as_calls_read_as_their_text():
+    booking = {
+        "id": uuid.UUID("12345678-1234-5678-1234-567812345678"),
+        "on": datetime.date(2024, 5, 20),
+        "at": datetime.datetime(2024, 5, 20, 14, 30, tzinfo=datetime.timezone.utc),
+        "legs": (Flight("HAT136", datetime.datetime(2024, 5, 20, 9, 5), decimal.Decimal("129.50")),),
+        "tags": {"window"},
+        1: b"bytes",
+    }
+
+    assert parse_python_literal(repr(booking)) == {
+        "id": "12345678-1234-5678-1234-567812345678",
+        "on": "2024-05-20",
+        "at": "2024-05-20T14:30:00+00:00",
+        "legs": [{"number": "HAT136", "departs": "2024-05-20T09:05:00", "fare": "129.50"}],
+        "tags": ["window"],
+        "1": "bytes",
+    }
+
+
+def test_sql_rows_printed_as_tuples_keep_every_value(memory, msg):
+    memory.observe(msg.call("q", "sql_db_query", {"query": "SELECT id, name, total FROM orders"}))
+    rows = [(1017, "Alice", decimal.Decimal("12.50")), (1018, "Bob", decimal.Decimal("7.25"))]
+    card = memory.observe(msg.result("q", "sql_db_query", str(rows)))
+
+    assert all(value in card.summary for value in ("1017", "Alice", "12.50", "1018", "Bob", "7.25"))
+    assert "Decimal" not in card.summary
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "[INFO] server started on port 8080",
+        "(see the attached file)",
+        "ValueError('flight HAT136 is sold out')",
+        "Flight(number=flight_number)",
+        "{**defaults, 'seat': '12A'}",
+        "datetime.date(2024, 13, 40)",
+    ],
+)
+def test_text_that_only_looks_like_a_repr_stays_text(memory, msg, text):
+    card = looked_up(memory, msg, text)
+
+    assert not card.tables and text in card.text
+    with pytest.raises(ValueError):
+        parse_python_literal(text)
+
+
+def test_a_repr_nested_past_the_parser_is_a_text_card_with_its_record_kept(memory, msg):
+    deep = "[" * 300 + "'HAT136'" + "]" * 300
+
+    card = looked_up(memory, msg, deep)
+
+    assert card.kind is CardKind.TOOL_RESULT and "HAT136" in card.summary
+    assert memory.recall(card.id)["content"] == deep
+
+
+def test_a_repr_longer_than_the_encoder_reads_as_data_is_read_as_text(msg):
+    from damc_core import DefaultEncoder
+
+    memory = DecisionMemory(
+        store=InMemoryStore(), namespace=Namespace("u", "s"), encoder=DefaultEncoder(max_literal_chars=100)
+    )
+    card = looked_up(memory, msg, str(RESERVATION))
+
+    assert not card.tables and "HAT136" in card.summary
