@@ -1,9 +1,9 @@
 """Encode stage: one observed event becomes one card with exact facts.
 
-JSON tool outputs (and Python reprs of data, see :mod:`.pyliteral`) are walked structurally
-(scalars become keyed facts, lists of records become compact tables); free text gets an
-extractive fallback that keeps sentences carrying numbers, names and IDs and lists any
-identifier it had to cut. Nothing is paraphrased.
+JSON tool outputs (also fenced, introduced, one object per line, or printed as a Python repr: see
+:mod:`.documents`) are walked structurally (scalars become keyed facts, lists of records become
+compact tables); free text gets an extractive fallback that keeps sentences carrying numbers,
+names and IDs and lists any identifier it had to cut. Nothing is paraphrased.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
+from .documents import parse_json, read_document
 from .extract import (
     AMOUNT,
     DATE,
@@ -27,7 +28,6 @@ from .extract import (
     identifiers,
     term_variants,
 )
-from .pyliteral import LOOKS_LIKE_A_LITERAL, parse_python_literal
 from .tokens import call_function, content_text
 from .types import Card, CardKind, Fact, Message, RawRecord, Table
 
@@ -72,29 +72,6 @@ ALSO_VALUES = 60
 _T = TypeVar("_T")
 
 DEFAULT_TRUST: Mapping[str, float] = {"user": 0.9, "tool": 0.8, "system": 0.7, "assistant": 0.4}
-
-
-_ESCAPED_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")
-SURROGATE = re.compile("[\ud800-\udfff]")
-"""Half of a UTF-16 pair: text cut inside an emoji."""
-
-
-def parse_json(text: str) -> Any:
-    """``json.loads``, with a half emoji escaped in the text (``"\\ud83d"``, what JavaScript writes
-    for a string cut inside one) replaced by U+FFFD: parsed as it is, it is not UTF-8, and no store
-    or tokenizer takes it. Raises what ``json.loads`` raises."""
-    parsed = json.loads(text)
-    return _without_surrogates(parsed) if _ESCAPED_SURROGATE.search(text) else parsed
-
-
-def _without_surrogates(value: Any) -> Any:
-    if isinstance(value, str):
-        return SURROGATE.sub("\ufffd", value)
-    if isinstance(value, dict):
-        return {_without_surrogates(key): _without_surrogates(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_without_surrogates(item) for item in value]
-    return value
 
 
 def parse_arguments(raw: object) -> dict[str, Any]:
@@ -169,7 +146,8 @@ class DefaultEncoder:
     """Outputs longer than this are not parsed as JSON; they get the text fallback (raw kept)."""
     max_literal_chars: int = 262_144
     """Outputs up to this long that are not JSON but a Python repr of data (``str(dict)``) are read
-    as that data; parsing one takes about a second per megabyte, JSON a tenth of that."""
+    as that data; parsing one takes about a second per megabyte, JSON a tenth of that. JSON in a
+    Markdown fence, after an introduction or one object per line is read too (:mod:`.documents`)."""
     max_depth: int = 12
     """Deeper JSON is kept as one clipped value instead of being walked."""
     max_rows: int = 500
@@ -275,25 +253,21 @@ class DefaultEncoder:
     def _tool_result(self, message: Message, text: str, call: ToolCall | None, base: dict[str, Any]) -> Card:
         name = call.name if call else str(message.get("name") or "unknown_tool")
         arguments = dict(call.arguments) if call else {}
-        parsed: object = None
-        is_json = False
         stripped = text.strip()
-        if stripped[:1] in ("{", "[") and len(stripped) <= self.max_parse_chars:
-            try:
-                parsed, is_json = parse_json(stripped), True
-            except (ValueError, RecursionError):
-                parsed = None
-        if not is_json and len(stripped) <= self.max_literal_chars and LOOKS_LIKE_A_LITERAL.match(stripped):
-            try:  # a Python repr of the data (str(dict)), read as that data
-                parsed, is_json = parse_python_literal(stripped), True
-            except ValueError:
-                parsed = None
+        document = read_document(
+            stripped, max_json_chars=self.max_parse_chars, max_literal_chars=self.max_literal_chars
+        )
+        is_json = document is not None
+        parsed = document.data if document is not None else None
+        around = document.around if document is not None else ""
         facts: list[Fact] = []
         tables: list[Table] = []
         extract = unread = ""
         if is_json:
+            if around:  # "Found 2 flights:", or what a fenced block comes with
+                facts.append(Fact("note", _clip(around, self.max_cell_chars), fact_kind("note", around)))
             self._walk(parsed, "", 0, facts, tables)
-            extract_scan = TextScan("")
+            extract_scan = TextScan(around)
         else:
             read, unread = self._read(stripped, base["id"])
             scan = TextScan(read)
@@ -304,8 +278,8 @@ class DefaultEncoder:
             )
             facts = _text_facts(scan, self.max_terms // 10)
             extract_scan = scan if extract == read else TextScan(extract)
-        error = _is_error(message, stripped, parsed)
-        constraints = _constraints(facts, tables, extract if not is_json else "")
+        error = _is_error(message, stripped, parsed) or bool(_ERROR_TEXT.match(around))
+        constraints = _constraints(facts, tables, extract if not is_json else around)
         if error:
             constraints = [f"{name} failed: {_clip(stripped, 160)}", *constraints]
         volatile = any(changes_over_time(f.path, f.kind) for f in facts) or any(

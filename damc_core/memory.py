@@ -37,8 +37,8 @@ from .compress import (
     row_names,
     volatile_columns,
 )
+from .documents import SURROGATE
 from .encode import (
-    SURROGATE,
     DefaultEncoder,
     Encoder,
     ToolCall,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..encode import SURROGATE
+from ..documents import SURROGATE
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,6 +1,7 @@
-"""Tool outputs printed as Python reprs (``str(dict)``, dataclass and pydantic reprs, SQL rows)
-become the same cards their JSON would: LlamaIndex's ``FunctionTool`` sends ``str(raw_output)``,
-and LangChain does for outputs JSON cannot encode."""
+"""Tool outputs that hold data without being JSON become the cards their JSON would: Python reprs
+(``str(dict)``, dataclass and pydantic reprs, SQL rows; LlamaIndex's ``FunctionTool`` sends
+``str(raw_output)``, LangChain does for outputs JSON cannot encode), JSON in a Markdown fence or
+after an introduction, one JSON object per line."""
 
 from __future__ import annotations
 
@@ -117,3 +118,77 @@ def test_a_repr_longer_than_the_encoder_reads_as_data_is_read_as_text(msg):
     card = looked_up(memory, msg, str(RESERVATION))
 
     assert not card.tables and "HAT136" in card.summary
+
+
+@pytest.mark.parametrize(
+    ("wrapped", "note"),
+    [
+        ("```json\n{json}\n```", None),
+        (
+            "Here is the reservation:\n\n```\n{json}\n```\nAsk me to change it.",
+            "Here is the reservation: … Ask me to change it.",
+        ),
+        ("Tool returned: {json}", "Tool returned:"),
+        ("{repr}", None),
+        ("Result:\n```python\n{repr}\n```", "Result:"),
+    ],
+    ids=["fenced", "fenced in prose", "introduced", "repr", "fenced repr"],
+)
+def test_data_inside_a_wrapper_becomes_the_card_its_json_would(make_memory, msg, wrapped, note):
+    from_json = looked_up(make_memory(), msg, json.dumps(RESERVATION))
+    content = wrapped.replace("{json}", json.dumps(RESERVATION, indent=2)).replace(
+        "{repr}", repr(RESERVATION)
+    )
+
+    card = looked_up(make_memory(), msg, content)
+
+    assert card.tables == from_json.tables
+    assert [f for f in card.facts if f.path != "note"] == list(from_json.facts)
+    assert [f.value for f in card.facts if f.path == "note"] == ([note] if note else [])
+    assert note is None or note in card.summary  # what the tool said around its data, at full detail
+
+
+def test_an_introduction_that_rules_an_option_out_is_a_constraint(memory, msg):
+    memory.observe(msg.call("s", "search_flights", {"date": "2024-05-20"}))
+    content = "HAT136 is sold out. Other flights: " + json.dumps([{"flight_number": "HAT039", "seats": 4}])
+
+    card = memory.observe(msg.result("s", "search_flights", content))
+
+    assert card.tables[0].rows == (("HAT039", "4"),)
+    assert any("sold out" in constraint for constraint in card.constraints)
+
+
+def test_an_error_with_its_details_as_json_is_a_tool_error(memory, msg):
+    memory.observe(msg.call("b", "book_flight", {"flight_number": "HAT136"}))
+
+    card = memory.observe(
+        msg.result("b", "book_flight", 'Error: payment declined {"code": 402, "card": "visa_4242"}')
+    )
+
+    assert card.kind is CardKind.TOOL_ERROR
+    assert {f.path: f.value for f in card.facts}["card"] == "visa_4242"
+
+
+def test_one_json_object_per_line_becomes_a_table(memory, msg):
+    memory.observe(msg.call("s", "search_flights", {"date": "2024-05-20"}))
+    lines = "\n".join(json.dumps({"flight_number": f"HAT{n}", "seats": n % 3}) for n in range(130, 134))
+
+    card = memory.observe(msg.result("s", "search_flights", lines))
+
+    assert card.tables[0].columns == ("flight_number", "seats")
+    assert [row[0] for row in card.tables[0].rows] == ["HAT130", "HAT131", "HAT132", "HAT133"]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "The fare rules [1] allow one free change before departure; see {terms} for details of refunds.",
+        "Flight HAT136 departs at 09:05 from gate [B12].",
+        "```\nnot data at all\n```",
+    ],
+)
+def test_prose_with_brackets_stays_text(memory, msg, text):
+    card = looked_up(memory, msg, text)
+
+    assert not card.tables and not any(f.path == "note" for f in card.facts)
+    assert card.text == text
