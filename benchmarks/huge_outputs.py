@@ -1,6 +1,6 @@
-"""Time to observe one huge event: a 10 MB JSON list, 10 MB of dense prose as a tool result and as
-a user paste, then build a context. The agent waits for ``observe`` and ``build``, so these bound
-how long one oversized tool output can stall a step.
+"""Time to observe one huge event: a 10 MB JSON list, the same rows as a Markdown table, 10 MB of
+dense prose as a tool result and as a user paste, then build a context. The agent waits for
+``observe`` and ``build``, so these bound how long one oversized tool output can stall a step.
 
 The prose is the worst case for free-text reading: every sentence holds dates, amounts and codes.
 
@@ -57,6 +57,16 @@ def json_rows(chars: int) -> str:
     return json.dumps(rows)
 
 
+def markdown_rows(chars: int) -> str:
+    """The rows of :func:`json_rows` as a Markdown table, as tools written for a model print them."""
+    lines, size, i = ["| id | name | price | status |", "|---|---|---:|---|"], 40, 0
+    while size < chars:
+        lines.append(f"| R{i:07d} | {WORDS[i % len(WORDS)]} | {i * 1.5} | ok |")
+        size += len(lines[-1]) + 1
+        i += 1
+    return "\n".join(lines)
+
+
 def run(label: str, content: str, role: str) -> None:
     memory = DecisionMemory(
         namespace=Namespace(user="bench", session=label.replace(" ", "_")),
@@ -92,6 +102,7 @@ def main() -> None:
     for mb in args.mb:
         chars = int(mb * 1_000_000)
         run("JSON list (tool)", json_rows(chars), "tool")
+        run("Markdown table (tool)", markdown_rows(chars), "tool")
         prose = dense_prose(chars, rng)
         run("dense prose (tool)", prose, "tool")
         run("dense prose (user paste)", prose, "user")

@@ -2,7 +2,8 @@
 
 Tools return JSON, but not always as the whole text. A model-backed tool or an MCP server fences
 it in Markdown (```` ```json ````), a wrapper introduces it (``Found 2 flights: [...]``), a log
-prints one object per line, and Python agents send the repr of a dict (:mod:`.pyliteral`).
+prints one object per line, and Python agents send the repr of a dict (:mod:`.pyliteral`). Tools
+written for a model to read print records as ``key: value`` lines (YAML) or Markdown tables.
 :func:`read_document` finds the data in each of these and returns the text around it, so the
 encoder walks the data as it walks JSON and keeps the rest as a note.
 """
@@ -14,6 +15,8 @@ import json
 import re
 from dataclasses import dataclass
 from typing import Any
+
+import yaml
 
 from .pyliteral import LOOKS_LIKE_A_LITERAL, parse_python_literal
 
@@ -56,25 +59,47 @@ class Document:
 
 
 def read_document(text: str, *, max_json_chars: int, max_literal_chars: int) -> Document | None:
-    """The data ``text`` holds: all of it as JSON or a Python repr; else the first fenced block
-    that is; else one JSON object per line; else the part from the first bracket to the last,
-    when that is data and at least ``INTRODUCED_SHARE`` of the text. ``None`` for free text."""
+    """The data ``text`` holds: all of it as JSON or a Python repr; else one JSON object per line;
+    else all of it as ``key: value`` lines (see :func:`_key_value_lines`); else the first fenced
+    block that is data, its Markdown tables, or the part from its first bracket to its last that
+    is data, each only when the text around it is at most ``1 - INTRODUCED_SHARE`` of the whole:
+    data in a long explanation is left to the free-text extract, which keeps values from all of
+    it. ``None`` for free text. ``max_literal_chars`` bounds the text given to the parsers slower
+    than JSON's."""
     stripped = text.strip()
     whole = _data(stripped, max_json_chars, max_literal_chars)
     if whole is not None:
         return Document(whole)
-    for fence in itertools.islice(_FENCE.finditer(stripped), FENCES_READ):
-        data = _data(fence.group(1).strip(), max_json_chars, max_literal_chars)
-        if data is not None:
-            return Document(data, _joined(stripped[: fence.start()], stripped[fence.end() :]))
     if (lines := _json_lines(stripped, max_json_chars)) is not None:
         return Document(lines)
-    start = min((i for i in (stripped.find("{"), stripped.find("[")) if i >= 0), default=-1)
-    end = max(stripped.rfind("}"), stripped.rfind("]")) + 1
-    if start < 0 or (end - start) < INTRODUCED_SHARE * len(stripped) or (start == 0 and end == len(stripped)):
+    if len(stripped) <= max_literal_chars and (records := _key_value_lines(stripped)) is not None:
+        return Document(records)
+    wrapped = _fenced(stripped, max_json_chars, max_literal_chars)
+    if wrapped is None and len(stripped) <= max_literal_chars:
+        wrapped = _markdown_tables(stripped)
+    if wrapped is None:
+        wrapped = _introduced(stripped, max_json_chars, max_literal_chars)
+    if wrapped is None or len(wrapped.around) > (1 - INTRODUCED_SHARE) * len(stripped):
         return None
-    data = _data(stripped[start:end], max_json_chars, max_literal_chars)
-    return Document(data, _joined(stripped[:start], stripped[end:])) if data is not None else None
+    return wrapped
+
+
+def _fenced(text: str, max_json_chars: int, max_literal_chars: int) -> Document | None:
+    for fence in itertools.islice(_FENCE.finditer(text), FENCES_READ):
+        data = _data(fence.group(1).strip(), max_json_chars, max_literal_chars)
+        if data is not None:
+            return Document(data, _joined(text[: fence.start()], text[fence.end() :]))
+    return None
+
+
+def _introduced(text: str, max_json_chars: int, max_literal_chars: int) -> Document | None:
+    """The data from the first bracket to the last (``Found 2 flights: [...]``)."""
+    start = min((i for i in (text.find("{"), text.find("[")) if i >= 0), default=-1)
+    end = max(text.rfind("}"), text.rfind("]")) + 1
+    if start < 0 or end - start < INTRODUCED_SHARE * len(text) or (start, end) == (0, len(text)):
+        return None
+    data = _data(text[start:end], max_json_chars, max_literal_chars)
+    return Document(data, _joined(text[:start], text[end:])) if data is not None else None
 
 
 def _data(text: str, max_json_chars: int, max_literal_chars: int) -> dict[str, Any] | list[Any] | None:
@@ -114,3 +139,90 @@ def _joined(before: str, after: str) -> str:
     """The text around the data: an introduction and what follows, ``…`` where the data was."""
     before, after = before.strip(), after.strip()
     return f"{before} … {after}" if before and after else before or after
+
+
+_KEY_LINE = re.compile(r"^(?:- )*[A-Za-z_][\w .-]{0,40}:(?:\s|$)")
+"""The first line of ``key: value`` data: a key (a record's first key after ``- ``), a colon."""
+
+
+def _key_value_lines(text: str) -> dict[str, Any] | list[Any] | None:
+    """Records printed as ``key: value`` lines, read by YAML with every value kept as its text
+    (``14:00:00`` is not 50,400 seconds, ``no`` not ``false``, ``0123`` not 83): a mapping of two
+    keys or more, or a list of records. One ``Note: ...`` line, or prose, is not data."""
+    if not _KEY_LINE.match(text):
+        return None
+    try:
+        data: object = yaml.load(text, Loader=_VERBATIM)  # builds only str, list and dict
+    except (yaml.YAMLError, RecursionError, ValueError):
+        return None
+    records = isinstance(data, list) and data and all(isinstance(item, (dict, list)) for item in data)
+    if not (isinstance(data, dict) and len(data) >= 2) and not records:
+        return None
+    keyed: dict[str, Any] | list[Any] = _with_text_keys(data)
+    return keyed
+
+
+_VERBATIM = getattr(yaml, "CBaseLoader", yaml.BaseLoader)
+"""YAML's loader that resolves no types: scalars stay the text they were written as."""
+
+
+def _with_text_keys(value: Any) -> Any:
+    """YAML keys can be lists or mappings (``? [a, b]``); JSON's are text."""
+    if isinstance(value, dict):
+        return {str(key): _with_text_keys(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_with_text_keys(item) for item in value]
+    return value
+
+
+_TABLE_RULE = re.compile(r"^\|?[ \t]*:?-{3,}:?[ \t]*(?:\|[ \t]*:?-{3,}:?[ \t]*)*\|?[ \t]*$", re.MULTILINE)
+"""The line under a Markdown table's header: ``|---|:---:|``."""
+
+
+def _markdown_tables(text: str) -> Document | None:
+    """The rows of the Markdown tables in ``text`` as records (one table: its rows; several: each
+    under ``table_N``), the lines around them as the note."""
+    if not _TABLE_RULE.search(text):
+        return None
+    lines = text.split("\n")
+    tables: list[list[dict[str, str]]] = []
+    around: list[str] = []
+    i = 0
+    while i < len(lines):
+        if i + 1 < len(lines) and "|" in lines[i] and "|" in lines[i + 1] and _TABLE_RULE.match(lines[i + 1]):
+            header = _header(_table_cells(lines[i]))
+            i += 2
+            rows = []
+            while i < len(lines) and "|" in lines[i]:
+                cells = _table_cells(lines[i])
+                if len(cells) > len(header):  # a row wider than its header
+                    header = _header([*header, *[""] * (len(cells) - len(header))])
+                cells += [""] * (len(header) - len(cells))
+                rows.append(dict(zip(header, cells, strict=True)))
+                i += 1
+            tables.append(rows)
+        else:
+            around.append(lines[i])
+            i += 1
+    if not tables:
+        return None
+    data: Any = tables[0] if len(tables) == 1 else {f"table_{n}": rows for n, rows in enumerate(tables, 1)}
+    return Document(data, "\n".join(line for line in around if line.strip()).strip())
+
+
+def _table_cells(line: str) -> list[str]:
+    line = line.strip()
+    line = line[1:] if line.startswith("|") else line
+    line = line[:-1] if line.endswith("|") and not line.endswith("\\|") else line
+    return [cell.strip().replace("\\|", "|") for cell in re.split(r"(?<!\\)\|", line)]
+
+
+def _header(names: list[str]) -> list[str]:
+    """Column names, an empty one numbered and a repeated one suffixed, so no cell is lost."""
+    seen: dict[str, int] = {}
+    header = []
+    for i, name in enumerate(names, 1):
+        name = name or f"column_{i}"
+        seen[name] = seen.get(name, 0) + 1
+        header.append(name if seen[name] == 1 else f"{name}_{seen[name]}")
+    return header

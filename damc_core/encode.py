@@ -145,9 +145,11 @@ class DefaultEncoder:
     max_parse_chars: int = 16_000_000
     """Outputs longer than this are not parsed as JSON; they get the text fallback (raw kept)."""
     max_literal_chars: int = 262_144
-    """Outputs up to this long that are not JSON but a Python repr of data (``str(dict)``) are read
-    as that data; parsing one takes about a second per megabyte, JSON a tenth of that. JSON in a
-    Markdown fence, after an introduction or one object per line is read too (:mod:`.documents`)."""
+    """Outputs up to this long that are not JSON but data printed otherwise (a Python repr such as
+    ``str(dict)``, ``key: value`` lines, Markdown tables; :mod:`.documents`) are read as that data:
+    their parsers take about a second per megabyte, JSON's a tenth of that. Longer ones get the
+    text fallback. JSON in a Markdown fence, after an introduction or one object per line is read
+    up to ``max_parse_chars``."""
     max_depth: int = 12
     """Deeper JSON is kept as one clipped value instead of being walked."""
     max_rows: int = 500
@@ -278,7 +280,7 @@ class DefaultEncoder:
             )
             facts = _text_facts(scan, self.max_terms // 10)
             extract_scan = scan if extract == read else TextScan(extract)
-        error = _is_error(message, stripped, parsed) or bool(_ERROR_TEXT.match(around))
+        error = _is_error(message, stripped, parsed) or bool(is_json and _ERROR_TEXT.match(stripped))
         constraints = _constraints(facts, tables, extract if not is_json else around)
         if error:
             constraints = [f"{name} failed: {_clip(stripped, 160)}", *constraints]

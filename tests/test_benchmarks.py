@@ -78,7 +78,12 @@ def test_huge_outputs_end_in_small_cards() -> None:
 
     rows = re.findall(r"^\s*(.+?)\s+0\.2 MB\s+observe .*card\s+(\d+) tokens", printed, re.M)
     names = [name for name, _ in rows]
-    assert names == ["JSON list (tool)", "dense prose (tool)", "dense prose (user paste)"]
+    assert names == [
+        "JSON list (tool)",
+        "Markdown table (tool)",
+        "dense prose (tool)",
+        "dense prose (user paste)",
+    ]
     assert all(int(tokens) < 2_000 for _, tokens in rows)  # 0.2 MB is some 50,000 tokens
 
 

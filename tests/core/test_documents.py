@@ -192,3 +192,87 @@ def test_prose_with_brackets_stays_text(memory, msg, text):
 
     assert not card.tables and not any(f.path == "note" for f in card.facts)
     assert card.text == text
+
+
+def test_key_value_lines_are_read_with_every_value_as_written(memory, msg):
+    memory.observe(msg.call("r", "get_reservation_details", {"reservation_id": "ZFA04Y"}))
+    printed = (
+        "passenger:\n"
+        "  first_name: Mia\n"
+        "  dob: 1990-04-05\n"
+        "reservation_id: ZFA04Y\n"
+        "insurance: no\n"
+        "flights:\n"
+        "  - flight_number: HAT136\n"
+        "    departs: 14:00:00\n"
+        "    gate: 0123\n"
+        "  - flight_number: HAT039\n"
+        "    departs: 09:05:00\n"
+        "    gate: 12\n"
+    )
+
+    card = memory.observe(msg.result("r", "get_reservation_details", printed))
+
+    facts = {f.path: f.value for f in card.facts}
+    assert facts["reservation_id"] == "ZFA04Y" and facts["insurance"] == "no"  # not false
+    assert facts["passenger.first_name"] == "Mia" and facts["passenger.dob"] == "1990-04-05"
+    (flights,) = card.tables
+    assert flights.columns == ("flight_number", "departs", "gate")
+    assert flights.rows == (("HAT136", "14:00:00", "0123"), ("HAT039", "09:05:00", "12"))  # not 50400, 83
+
+
+def test_a_list_of_records_as_key_value_lines_becomes_a_table(memory, msg):
+    memory.observe(msg.call("s", "search_flights", {"date": "2024-05-20"}))
+    printed = "- flight_number: HAT136\n  status: sold out\n- flight_number: HAT039\n  status: available\n"
+
+    card = memory.observe(msg.result("s", "search_flights", printed))
+
+    assert card.tables[0].rows == (("HAT136", "sold out"), ("HAT039", "available"))
+    assert any("HAT136" in constraint and "sold out" in constraint for constraint in card.constraints)
+
+
+def test_an_error_printed_as_key_value_lines_is_a_tool_error(memory, msg):
+    memory.observe(msg.call("b", "book_flight", {"flight_number": "HAT136"}))
+
+    card = memory.observe(msg.result("b", "book_flight", "Error: payment declined\nCode: 402\n"))
+
+    assert card.kind is CardKind.TOOL_ERROR
+    assert {f.path: f.value for f in card.facts}["Code"] == "402"
+
+
+def test_a_markdown_table_becomes_a_table_and_its_title_a_note(memory, msg):
+    memory.observe(msg.call("s", "search_flights", {"date": "2024-05-20"}))
+    printed = (
+        "Flights on 2024-05-20:\n\n"
+        "| flight | departs | seats | note |\n"
+        "|:-------|--------:|------:|------|\n"
+        "| HAT136 | 14:00 | 0 | a\\|b |\n"
+        "| HAT039 | 09:05 | 4 | | extra |\n"
+    )
+
+    card = memory.observe(msg.result("s", "search_flights", printed))
+
+    (flights,) = card.tables
+    assert flights.columns[:4] == ("flight", "departs", "seats", "note")
+    assert flights.rows[0][:4] == ("HAT136", "14:00", "0", "a|b")
+    assert "extra" in flights.rows[1]  # a cell past the header is kept, under a column of its own
+    assert {f.path: f.value for f in card.facts}["note"] == "Flights on 2024-05-20:"
+    assert any("HAT136" in constraint for constraint in card.constraints)  # no seats left
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Note: the desk opens at 09:00.",
+        "Summary: HAT136 is sold out.\n\nThe next flight, HAT039, leaves at 09:05 and has 4 seats.",
+        "A long answer that explains the fare rules in detail before it shows one example.\n" * 5
+        + '```json\n{"fare": 129}\n```',
+        "---\ntitle: not a table\n---",
+    ],
+    ids=["one key", "key then prose", "data in a long explanation", "rules"],
+)
+def test_prose_that_holds_a_colon_or_a_small_example_stays_text(memory, msg, text):
+    card = looked_up(memory, msg, text)
+
+    assert not card.tables and not any(f.path == "note" for f in card.facts)
+    assert card.text == text
