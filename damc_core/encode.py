@@ -26,6 +26,7 @@ from .extract import (
     exact_terms,
     fact_kind,
     identifiers,
+    snake_case,
     term_variants,
 )
 from .tokens import call_function, content_text
@@ -133,9 +134,9 @@ def _argument_leaves(value: object, key: str = "", depth: int = 0) -> Iterator[t
 
 
 def field_name(path: str) -> str:
-    """The last name of a fact path or table column, lower-cased: ``flights[1].flight_number`` ->
-    ``flight_number``."""
-    return path.rpartition(".")[2].partition("[")[0].lower()
+    """The last name of a fact path or table column in snake case: ``flights[1].flight_number`` and
+    ``flights[1].flightNumber`` -> ``flight_number``."""
+    return snake_case(path.rpartition(".")[2].partition("[")[0])
 
 
 @dataclass(frozen=True, slots=True)
@@ -501,7 +502,7 @@ def _entity_keys(
         and "[" not in f.path
         and f.kind == "id"
         and fact_kind(f.path, f.value) == "id"
-        and f.path.lower() != "user_id"
+        and snake_case(f.path) != "user_id"
     ]
     entity = root_ids[0].value if root_ids else None
     if entity:

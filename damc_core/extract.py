@@ -107,10 +107,22 @@ NAME_KEY = re.compile(r"name", re.I)
 ADDRESS_KEY = re.compile(r"address", re.I)
 
 
+_CAMEL_HUMP = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+_WORD_BREAK = re.compile(r"[ \t-]+")
+
+
+def snake_case(name: str) -> str:
+    """``flightNumber``, ``Reservation ID`` and ``seat-class`` as ``flight_number``,
+    ``reservation_id`` and ``seat_class``: a key means the same in a JavaScript API, a table
+    header or a Python dict."""
+    return _WORD_BREAK.sub("_", _CAMEL_HUMP.sub("_", name)).lower()
+
+
 @functools.lru_cache(maxsize=65536)
 def fact_kind(key: str, value: str) -> str:
-    """Classify a keyed value: ``id``, ``date``, ``amount``, ``status``, ``error``, ``name`` or ``value``."""
-    parent, _, leaf = key.rpartition(".")
+    """Classify a keyed value: ``id``, ``date``, ``amount``, ``status``, ``error``, ``name`` or
+    ``value``. Keys are read in snake case (``flightNumber`` as ``flight_number``)."""
+    parent, _, leaf = snake_case(key).rpartition(".")
     if ERROR_KEY.search(leaf):
         return "error"
     if ID_KEY.search(leaf):

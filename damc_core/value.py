@@ -26,7 +26,16 @@ from typing import Protocol, TypeVar, runtime_checkable
 from .compress import identity_columns, row_identifiers
 from .encode import list_items
 from .errors import ConfigError
-from .extract import CONFIRMED, CONSENT, FUNCTION_WORDS, ID_KEY, NEGATIVE_STATUS, STATE_CHANGE_VERB, is_handle
+from .extract import (
+    CONFIRMED,
+    CONSENT,
+    FUNCTION_WORDS,
+    ID_KEY,
+    NEGATIVE_STATUS,
+    STATE_CHANGE_VERB,
+    is_handle,
+    snake_case,
+)
 from .types import BuiltContext, Card, CardKind, DecisionFocus, Message, Namespace, Score, ScoredCard
 
 
@@ -258,7 +267,7 @@ def _id_arguments(arguments: Mapping[str, object]) -> frozenset[str]:
     return frozenset(
         str(value).lower()
         for key, value in arguments.items()
-        if ID_KEY.search(key) and isinstance(value, (str, int)) and not isinstance(value, bool)
+        if ID_KEY.search(snake_case(key)) and isinstance(value, (str, int)) and not isinstance(value, bool)
     )
 
 

@@ -330,3 +330,17 @@ def test_two_calls_of_one_tool_in_a_message_keep_both_their_arguments(memory, ms
 
     assert dict(card.arguments) == {"get_weather": {"city": "Oslo"}, "get_weather #2": {"city": "Rome"}}
     assert {"oslo", "rome"} <= card.terms
+
+
+def test_keys_in_camel_case_or_spaced_are_classified_as_their_snake_case(memory, msg):
+    """Numbers alone do not say they are ids: the key does, however the API writes it."""
+    order = {"orderNumber": "4579334072", "Item ID": "6117189161", "shipped_at": "noon", "trackingNo": "77"}
+
+    card = observe_result(memory, msg, "get_order", order)
+
+    assert {f.path: f.kind for f in card.facts} == {
+        "orderNumber": "id",
+        "Item ID": "id",
+        "shipped_at": "date",
+        "trackingNo": "id",
+    }
