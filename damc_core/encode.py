@@ -269,7 +269,10 @@ class DefaultEncoder:
         if is_json:
             if around:  # "Found 2 flights:", or what a fenced block comes with
                 facts.append(Fact("note", _clip(around, self.max_cell_chars), fact_kind("note", around)))
-            self._walk(parsed, "", 0, facts, tables)
+            payload, envelope = _unwrapped(parsed)
+            self._walk(payload, "", 0, facts, tables)
+            for key, value in envelope.items():  # after the payload: its ids name the entity
+                self._walk(value, key, 1, facts, tables)
             extract_scan = TextScan(around)
         else:
             read, unread = self._read(stripped, base["id"])
@@ -366,6 +369,43 @@ class DefaultEncoder:
                     return terms
         terms.update(extract.terms(self.max_terms))
         return terms
+
+
+ENVELOPE_KEYS = frozenset({"data", "result", "results", "response", "payload", "body", "output"})
+"""Keys under which an API wraps what it returns (``{"success": true, "data": {...}, "meta": ...}``)."""
+
+
+def _unwrapped(parsed: object) -> tuple[object, dict[str, object]]:
+    """The record a response wraps in an envelope, and the envelope's other keys; ``(parsed, {})``
+    for a response without one. The record is read as the response itself, so its fields keep
+    their own names (``reservation_id``, not ``data.reservation_id``) and its id names the entity;
+    the envelope is read after it. An envelope is one of ``ENVELOPE_KEYS`` holding a record that
+    outweighs everything beside it (a list under it is a table of that name already)."""
+    if not isinstance(parsed, dict):
+        return parsed, {}
+    wrapping = [
+        key for key, value in parsed.items() if key.lower() in ENVELOPE_KEYS and isinstance(value, dict)
+    ]
+    if len(wrapping) != 1 or not parsed[wrapping[0]]:
+        return parsed, {}
+    rest = {key: value for key, value in parsed.items() if key != wrapping[0]}
+    if _leaves(parsed[wrapping[0]], _leaves(rest) + 1) <= _leaves(rest):
+        return parsed, {}
+    return parsed[wrapping[0]], rest
+
+
+def _leaves(value: object, enough: int = 1 << 30) -> int:
+    """Scalars in ``value``, counted up to ``enough`` (a payload of a million rows is not walked twice)."""
+    stack, count = [value], 0
+    while stack and count < enough:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+        else:
+            count += 1
+    return count
 
 
 def list_items(value: str) -> list[str] | None:

@@ -344,3 +344,24 @@ def test_keys_in_camel_case_or_spaced_are_classified_as_their_snake_case(memory,
         "shipped_at": "date",
         "trackingNo": "id",
     }
+
+
+def test_a_record_in_an_envelope_is_read_as_the_response(memory, msg):
+    wrapped = {"success": True, "data": RESERVATION, "meta": {"request_id": "req_8f3a2c91", "took_ms": 42}}
+
+    card = observe_result(memory, msg, "get_reservation_details", wrapped)
+
+    facts = {f.path: f.value for f in card.facts}
+    assert facts["reservation_id"] == "ZFA04Y" and facts["status"] == "confirmed"  # not data.status
+    assert facts["success"] == "true" and facts["meta.request_id"] == "req_8f3a2c91"  # the envelope, kept
+    assert {entity for entity, _ in card.entity_keys} == {"ZFA04Y"}  # a newer lookup supersedes it
+
+
+def test_a_list_in_an_envelope_keeps_its_name_and_a_small_record_its_place(memory, msg):
+    listed = observe_result(memory, msg, "search", {"results": [{"flight_number": "HAT136"}], "took_ms": 42})
+    described = observe_result(
+        memory, msg, "whoami", {"data": {"user_id": "mia_li_3668"}, "links": ["a", "b"]}
+    )
+
+    assert listed.tables[0].path == "results"
+    assert [f.path for f in described.facts] == ["data.user_id", "links"]  # no heavier than what is beside it
