@@ -128,3 +128,25 @@ def test_counterfactual_benchmark_on_the_bundled_trace() -> None:
     # the same frame scored twice, once from a reused prefix: the numbers agree exactly
     assert "loo vs itself reworded rho=1.00" in printed
     assert re.search(r"prefix reuse on .*max \|diff\| 0 nats", printed)
+
+
+def test_format_variants_print_the_same_results_in_shapes_each_read_as_data(tmp_path: Path) -> None:
+    from damc_core import CardKind
+
+    printed = run_benchmark("format_variants.py", DEMO, "--out-dir", tmp_path)
+
+    variants = ["repr", "fenced", "introduced", "yaml", "markdown", "envelope", "camel"]
+    assert printed.count("wrote ") == len(variants)
+    original = load_trajectories(DEMO)
+    for variant in variants:
+        trajectories = load_trajectories(tmp_path / f"{variant}.json")
+        assert len(trajectories) == len(original)
+        memory = DecisionMemory(store=InMemoryStore(), namespace=Namespace("bench", variant))
+        read = []
+        for before, message in zip(original[0], trajectories[0], strict=True):
+            card = memory.observe(message)
+            if before["role"] == "tool" and before["content"].lstrip()[:1] in ("{", "["):
+                read.append(card)
+        assert read and all(card.kind is CardKind.TOOL_RESULT for card in read), variant
+        assert all(card.tables or len(card.facts) > 1 for card in read), variant
+        assert not any(card.text for card in read), variant  # none fell back to free text
