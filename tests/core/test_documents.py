@@ -179,21 +179,6 @@ def test_one_json_object_per_line_becomes_a_table(memory, msg):
     assert [row[0] for row in card.tables[0].rows] == ["HAT130", "HAT131", "HAT132", "HAT133"]
 
 
-@pytest.mark.parametrize(
-    "text",
-    [
-        "The fare rules [1] allow one free change before departure; see {terms} for details of refunds.",
-        "Flight HAT136 departs at 09:05 from gate [B12].",
-        "```\nnot data at all\n```",
-    ],
-)
-def test_prose_with_brackets_stays_text(memory, msg, text):
-    card = looked_up(memory, msg, text)
-
-    assert not card.tables and not any(f.path == "note" for f in card.facts)
-    assert card.text == text
-
-
 def test_key_value_lines_are_read_with_every_value_as_written(memory, msg):
     memory.observe(msg.call("r", "get_reservation_details", {"reservation_id": "ZFA04Y"}))
     printed = (
@@ -268,10 +253,13 @@ def test_a_markdown_table_becomes_a_table_and_its_title_a_note(memory, msg):
         "A long answer that explains the fare rules in detail before it shows one example.\n" * 5
         + '```json\n{"fare": 129}\n```',
         "---\ntitle: not a table\n---",
+        "The fare rules [1] allow one free change before departure; see {terms} for details of refunds.",
+        "Flight HAT136 departs at 09:05 from gate [B12].",
+        "```\nnot data at all\n```",
     ],
-    ids=["one key", "key then prose", "data in a long explanation", "rules"],
+    ids=["one key", "key then prose", "data in a long explanation", "rules", "brackets", "gate", "fence"],
 )
-def test_prose_that_holds_a_colon_or_a_small_example_stays_text(memory, msg, text):
+def test_prose_that_holds_a_colon_a_bracket_or_a_small_example_stays_text(memory, msg, text):
     card = looked_up(memory, msg, text)
 
     assert not card.tables and not any(f.path == "note" for f in card.facts)
