@@ -1,9 +1,10 @@
 """Encode stage: one observed event becomes one card with exact facts.
 
-JSON tool outputs (also fenced, introduced, one object per line, or printed as a Python repr: see
-:mod:`.documents`) are walked structurally (scalars become keyed facts, lists of records become
-compact tables); free text gets an extractive fallback that keeps sentences carrying numbers,
-names and IDs and lists any identifier it had to cut. Nothing is paraphrased.
+JSON tool outputs, and data printed otherwise (fenced or introduced JSON, JSON lines, YAML,
+Markdown tables, Python reprs: see :mod:`.documents`), are walked structurally (scalars become
+keyed facts, lists of records become compact tables); free text gets an extractive fallback that
+keeps sentences carrying numbers, names and IDs and lists any identifier it had to cut. Nothing
+is paraphrased.
 """
 
 from __future__ import annotations
@@ -260,13 +261,13 @@ class DefaultEncoder:
         document = read_document(
             stripped, max_json_chars=self.max_parse_chars, max_literal_chars=self.max_literal_chars
         )
-        is_json = document is not None
+        structured = document is not None
         parsed = document.data if document is not None else None
         around = document.around if document is not None else ""
         facts: list[Fact] = []
         tables: list[Table] = []
         extract = unread = ""
-        if is_json:
+        if structured:
             if around:  # "Found 2 flights:", or what a fenced block comes with
                 facts.append(Fact("note", _clip(around, self.max_cell_chars), fact_kind("note", around)))
             payload, envelope = _unwrapped(parsed)
@@ -284,8 +285,8 @@ class DefaultEncoder:
             )
             facts = _text_facts(scan, self.max_terms // 10)
             extract_scan = scan if extract == read else TextScan(extract)
-        error = _is_error(message, stripped, parsed) or bool(is_json and _ERROR_TEXT.match(stripped))
-        constraints = _constraints(facts, tables, extract if not is_json else around)
+        error = _is_error(message, stripped, parsed) or bool(structured and _ERROR_TEXT.match(stripped))
+        constraints = _constraints(facts, tables, around if structured else extract)
         if error:
             constraints = [f"{name} failed: {_clip(stripped, 160)}", *constraints]
         volatile = any(changes_over_time(f.path, f.kind) for f in facts) or any(
