@@ -24,6 +24,11 @@ CREATE INDEX IF NOT EXISTS records_by_seq ON records (ns, seq);
 """
 
 
+_UNWRITABLE = (sqlite3.Error, UnicodeError, OverflowError)
+"""What a write fails with: SQLite's errors, text it cannot encode (half an emoji), a number past
+64 bits."""
+
+
 class SQLiteStore:
     """An embedded SQLite file (WAL journal) shared safely by threads of one process.
 
@@ -65,15 +70,18 @@ class SQLiteStore:
 
     def _run(self, doing: str, work: Callable[[sqlite3.Connection], T]) -> T:
         """``work`` on the connection, one caller at a time. A failure (the file locked by another
-        process past the timeout, read-only, damaged, a full disk) is a ``StoreError`` saying what
-        failed, and leaves no transaction open: the next call starts clean once the cause is gone."""
+        process past the timeout, read-only, damaged, a full disk, a value SQLite cannot bind) is a
+        ``StoreError`` saying what failed. Any exit by an exception, an interrupt too, leaves no
+        transaction open: writes made after it would join the failed one and be rolled back with it."""
         with self._lock:
             db = self._db()
             try:
                 return work(db)
-            except sqlite3.Error as exc:
+            except BaseException as exc:
                 if db.in_transaction:
                     db.execute("ROLLBACK")
+                if isinstance(exc, StoreError) or not isinstance(exc, _UNWRITABLE):
+                    raise
                 raise StoreError(f"SQLite store at {self.path!r} could not {doing}: {exc}") from exc
 
     def append(self, record: RawRecord) -> None:

@@ -132,3 +132,26 @@ def test_recall_looks_up_only_card_ids_of_this_namespace(tmp_path, card_id):
     memory = DecisionMemory(namespace=TRIP, store=store)
 
     assert memory.recall(card_id) is None
+
+
+@pytest.mark.parametrize("bad", [("c\ud800", 2), ("c2", 2**63)], ids=["half an emoji", "past 64 bits"])
+def test_a_card_sqlite_cannot_bind_is_a_store_error_and_later_writes_are_kept(tmp_path, bad):
+    from dataclasses import replace
+
+    from damc_core import RawRecord
+    from damc_core.testing import sample_card
+
+    path = tmp_path / "m.sqlite3"
+    store = SQLiteStore(path, timeout=0.1)
+
+    with pytest.raises(StoreError, match="could not store 2 cards"):
+        card_id, seq = bad
+        store.put_cards(TRIP, [sample_card(1), replace(sample_card(2), id=card_id, seq=seq)])
+    store.append(RawRecord("r3", TRIP, 3, 1.0, "{}"))  # not inside the failed write's transaction
+    SQLiteStore(path, timeout=0.1).append(RawRecord("r4", TRIP, 4, 1.0, "{}"))  # the file is free
+    store.put_cards(TRIP, [sample_card(5)])
+    store.close()
+
+    reopened = SQLiteStore(path)
+    assert [r.id for r in reopened.records(TRIP)] == ["r3", "r4"]
+    assert [c.id for c in reopened.cards(TRIP)] == ["c5"]  # the failed write left nothing half done
