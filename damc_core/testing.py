@@ -123,6 +123,20 @@ def check_namespaces_never_leak(store: MemoryStore) -> None:
     assert store.record(BOB, "r0") is None
 
 
+def check_ids_holding_a_separator_stay_in_their_namespace(store: MemoryStore) -> None:
+    """A session named ``t1|b`` and a card ``b|c0`` of session ``t1`` must not share a row."""
+    longer, shorter = Namespace("shop", "t1|b"), Namespace("shop", "t1")
+    store.put_cards(longer, [sample_card(0)])
+    store.put_cards(shorter, [sample_card(1, id="b|c0")])
+    store.append(RawRecord("left|right", shorter, 0, 1.0, '{"role": "user", "content": "hi"}'))
+    store.append(_record(longer, 0))
+    store.append(RawRecord("\\|r1", shorter, 1, 1.0, '{"role": "user", "content": "hi"}'))
+    assert [c.id for c in store.cards(longer)] == ["c0"]
+    assert [c.id for c in store.cards(shorter)] == ["b|c0"]
+    assert [r.id for r in store.records(shorter)] == ["left|right", "\\|r1"]
+    assert [r.id for r in store.records(longer)] == ["r0"]
+
+
 def check_closed_store_refuses_work(store: MemoryStore) -> None:
     store.close()
     try:
@@ -140,6 +154,7 @@ CHECKS: tuple[Callable[[MemoryStore], None], ...] = (
     check_cards_round_trip_every_field,
     check_put_cards_replaces_by_id,
     check_namespaces_never_leak,
+    check_ids_holding_a_separator_stay_in_their_namespace,
     check_closed_store_refuses_work,
 )
 

@@ -120,6 +120,23 @@ def placeholder_vectors(seqs: Sequence[int]) -> np.ndarray:
     return np.array([[float(seq), 1.0] for seq in seqs], dtype=np.float32)
 
 
+def _escaped(part: str) -> str:
+    return part.replace("\\", "\\\\").replace("|", "\\|")
+
+
+def _row_id(key: str, item_id: str) -> str:
+    """A record's or card's row id: ``<namespace key>|<id>``, a ``|`` or ``\\`` in either escaped,
+    so session ``t1|b``'s card ``c0`` and session ``t1``'s card ``b|c0`` are two rows. Ids without
+    either character are written as they always were."""
+    return f"{_escaped(key)}|{_escaped(item_id)}"
+
+
+def _item_id(key: str, row_id: str) -> str:
+    """The record or card id of a row of namespace ``key`` (see :func:`_row_id`)."""
+    escaped = row_id[len(_escaped(key)) + 1 :]
+    return re.sub(r"\\(.)", r"\1", escaped)
+
+
 class ChromaStore:
     """A :class:`~damc_core.stores.MemoryStore` in Chroma: raw records verbatim, cards serialized."""
 
@@ -169,7 +186,7 @@ class ChromaStore:
         of an id it holds leaves the record as it was: the record is read back (one round trip
         besides the add), and another writer's record under the id is a ``RecordExistsError``."""
         key = record.namespace.key
-        doc_id = f"{key}|{record.id}"
+        doc_id = _row_id(key, record.id)
         token = uuid.uuid4().hex  # this add's mark, to tell its record from another writer's
 
         def add() -> None:
@@ -197,7 +214,7 @@ class ChromaStore:
         if version > CARD_FORMAT_VERSION:
             raise SchemaVersionError(f"record {doc_id!r} has format v{version}; upgrade damc")
         return RawRecord(
-            id=doc_id.rsplit("|", 1)[1],  # a namespace key may hold "|"; a record id does not
+            id=_item_id(namespace.key, doc_id),
             namespace=namespace,
             seq=int(meta["seq"]),
             created_at=float(meta["created_at"]),
@@ -208,12 +225,12 @@ class ChromaStore:
     def record(self, namespace: Namespace, record_id: str) -> RawRecord | None:
         found = self._call(
             lambda: self._records.get(
-                ids=[f"{namespace.key}|{record_id}"], include=["documents", "metadatas"]
+                ids=[_row_id(namespace.key, record_id)], include=["documents", "metadatas"]
             )
         )
         documents, metadatas = found["documents"] or [], found["metadatas"] or []
         if not found["ids"] or (metadatas[0] or {}).get("ns") != namespace.key:
-            return None  # (an id such as "b|r0" reaches another session's "<key>|b" records)
+            return None
         return self._as_record(namespace, found["ids"][0], documents[0], metadatas[0])
 
     def records(self, namespace: Namespace, *, since: int = 0) -> list[RawRecord]:
@@ -227,7 +244,7 @@ class ChromaStore:
             chunk = cards[start : start + PAGE]
             self._call(
                 lambda chunk=chunk: self._cards.upsert(  # type: ignore[misc]
-                    ids=[f"{key}|{c.id}" for c in chunk],
+                    ids=[_row_id(key, c.id) for c in chunk],
                     documents=[self._serde.dumps(c) for c in chunk],
                     embeddings=placeholder_vectors([c.seq for c in chunk]),
                     metadatas=[{"ns": key, "seq": c.seq} for c in chunk],
