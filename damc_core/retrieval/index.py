@@ -26,7 +26,7 @@ from __future__ import annotations
 import hashlib
 import re
 import zlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
@@ -430,13 +430,12 @@ class CardIndex:
         entries.sort()
         vectors = np.asarray(got["embeddings"], dtype=np.float32)[[i for _, _, i in entries]]
         documents = got["documents"] or []
-        similarity = vectors @ vectors.T
         taken = np.zeros(len(entries), dtype=bool)
         merged: list[Merged] = []
-        for first in range(len(entries)):
+        for first, similarity in _similarity_rows(vectors):
             if taken[first]:
                 continue
-            group = [j for j in np.flatnonzero(similarity[first] >= threshold) if not taken[j]]
+            group = [j for j in np.flatnonzero(similarity >= threshold) if not taken[j]]
             if len(group) < 2:
                 continue
             taken[group] = True
@@ -538,3 +537,16 @@ def _postings(twin: Collection, terms: list[str]) -> dict[str, list[str]]:
 
 def _longest(term: str) -> tuple[int, str]:
     return (-len(term), term)
+
+
+SIMILARITY_BLOCK_FLOATS = 8_000_000
+"""Similarities computed at once by :func:`_similarity_rows` (32 MB): a block of rows against
+every vector, never the whole n x n matrix (40 GB for 100,000 cards)."""
+
+
+def _similarity_rows(vectors: np.ndarray) -> Iterator[tuple[int, np.ndarray]]:
+    """Each vector's index and its similarities with every vector, a block of rows at a time."""
+    rows = max(1, SIMILARITY_BLOCK_FLOATS // max(1, len(vectors)))
+    for start in range(0, len(vectors), rows):
+        for offset, similarity in enumerate(vectors[start : start + rows] @ vectors.T):
+            yield start + offset, similarity

@@ -563,3 +563,26 @@ def test_a_closed_index_lets_its_folder_be_made_again(tmp_path: Path) -> None:
         assert index.ids(ALICE) == {"c1"}
     with pytest.raises(StoreClosedError, match="CardIndex was closed"):
         index.search(ALICE, "flight", k=1)
+
+
+def test_near_duplicates_merge_the_same_when_similarities_come_a_row_at_a_time(
+    chroma_config: ChromaConfig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import damc_core.retrieval.index as index_module
+
+    texts = [
+        "get_flight_status(HAT069) -> available",
+        "user: visa ending 7447",
+        "get_flight_status(HAT069) -> available",
+    ]
+    cards = [_card(i, f"[c{i}] {texts[i % 3]}") for i in range(9)]
+    whole, by_rows = (Namespace(user="alice", session=name) for name in ("whole", "rows"))
+    index = CardIndex(chroma_config, embedder=HashingEmbedder())
+    index.add(whole, cards)
+    index.add(by_rows, cards)
+
+    expected = index.merge_near_duplicates(whole, threshold=0.99)
+    monkeypatch.setattr(index_module, "SIMILARITY_BLOCK_FLOATS", 1)  # one row of n similarities at a time
+
+    assert index.merge_near_duplicates(by_rows, threshold=0.99) == expected
+    assert [m.members for m in expected] == [("c0", "c2", "c3", "c5", "c6", "c8"), ("c1", "c4", "c7")]
