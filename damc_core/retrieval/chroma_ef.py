@@ -17,7 +17,21 @@ from chromadb.api.types import Documents, EmbeddingFunction, Embeddings, Space
 from chromadb.utils.embedding_functions import register_embedding_function
 
 from ..errors import ConfigError
-from .embed import HASHING, MINILM, Embedder, HashingEmbedder, load_embedder, registered_embedder
+from .embed import (
+    HASHING,
+    MINILM,
+    Embedder,
+    HashingEmbedder,
+    MiniLMEmbedder,
+    load_embedder,
+    registered_embedder,
+)
+
+
+@functools.lru_cache(maxsize=1)
+def _shared_minilm() -> Embedder:
+    """The MiniLM embedder, loaded once; raises ``ConfigError`` when its packages are missing."""
+    return MiniLMEmbedder()
 
 
 @functools.lru_cache(maxsize=8)
@@ -62,8 +76,11 @@ class DamcEmbeddingFunction(EmbeddingFunction[Documents]):
         found = registered_embedder(model)
         if found is not None:
             return DamcEmbeddingFunction(embedder=found)
-        if model == MINILM:
-            return DamcEmbeddingFunction(model=model)
+        if model == MINILM:  # this model or none: the lexical fallback would search another space
+            try:
+                return DamcEmbeddingFunction(embedder=_shared_minilm())
+            except ConfigError as exc:
+                return DamcEmbeddingFunction(embedder=_Unknown(model, reason=str(exc)))
         return DamcEmbeddingFunction(embedder=_Unknown(model))  # raised here, Chroma would use its default
 
     def default_space(self) -> Space:
@@ -80,8 +97,14 @@ class _Unknown:
 
     name: str
     dimension: int = 0
+    reason: str = ""
+    """Why a known embedder could not be loaded here (its packages are missing)."""
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
+        if self.reason:
+            raise ConfigError(
+                f"this collection was embedded by {self.name!r}, which cannot load here: {self.reason}"
+            )
         raise ConfigError(
             f"this collection was embedded by {self.name!r}: register_embedder() it in this process, "
             "or pass embedding_function=DamcEmbeddingFunction(embedder=...)"

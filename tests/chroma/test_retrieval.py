@@ -586,3 +586,19 @@ def test_near_duplicates_merge_the_same_when_similarities_come_a_row_at_a_time(
 
     assert index.merge_near_duplicates(by_rows, threshold=0.99) == expected
     assert [m.members for m in expected] == [("c0", "c2", "c3", "c5", "c6", "c8"), ("c1", "c4", "c7")]
+
+
+def test_a_minilm_collection_reopened_without_minilms_packages_says_so(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from damc_core.retrieval import chroma_ef
+
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)  # MiniLM's runtime is not installed here
+    chroma_ef._shared_minilm.cache_clear()
+    try:
+        function = DamcEmbeddingFunction.build_from_config({"model": "minilm-int8"})
+
+        with pytest.raises(ConfigError, match=r"minilm-int8.*cannot load.*onnxruntime"):
+            function(["hotel"])  # the lexical fallback would search another vector space
+    finally:
+        chroma_ef._shared_minilm.cache_clear()
