@@ -52,7 +52,7 @@ class SQLiteStore:
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute("PRAGMA synchronous=NORMAL")
             self._conn.executescript(_SCHEMA)
-        except sqlite3.Error as exc:
+        except (sqlite3.Error, OSError) as exc:  # OSError: a file where its folder should be
             raise StoreError(f"cannot open SQLite store at {self.path!r}: {exc}") from exc
 
     def __enter__(self) -> SQLiteStore:
@@ -92,6 +92,8 @@ class SQLiteStore:
                     (record.namespace.key, record.id, record.seq, record.created_at, record.body, record.v),
                 )
             except sqlite3.IntegrityError as exc:
+                if "UNIQUE" not in str(exc):  # a missing value (NOT NULL): nothing is stored under the id
+                    raise
                 raise RecordExistsError(record.id, record.namespace.key) from exc
 
         self._run(f"store record {record.id!r}", insert)

@@ -155,3 +155,21 @@ def test_a_card_sqlite_cannot_bind_is_a_store_error_and_later_writes_are_kept(tm
     reopened = SQLiteStore(path)
     assert [r.id for r in reopened.records(TRIP)] == ["r3", "r4"]
     assert [c.id for c in reopened.cards(TRIP)] == ["c5"]  # the failed write left nothing half done
+
+
+def test_a_record_missing_a_value_is_a_store_error_not_a_taken_id(tmp_path):
+    from damc_core import RawRecord, RecordExistsError
+
+    store = SQLiteStore(tmp_path / "m.sqlite3")
+
+    with pytest.raises(StoreError, match="NOT NULL") as raised:
+        store.append(RawRecord("r0", TRIP, 0, 1.0, None))  # type: ignore[arg-type]
+    assert not isinstance(raised.value, RecordExistsError)  # a memory would retry a taken id
+    assert store.record(TRIP, "r0") is None
+
+
+def test_a_store_whose_folder_is_a_file_is_a_store_error(tmp_path):
+    (tmp_path / "notes").write_text("a file, not a folder")
+
+    with pytest.raises(StoreError, match="cannot open SQLite store"):
+        SQLiteStore(tmp_path / "notes" / "m.sqlite3")
