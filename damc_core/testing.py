@@ -113,6 +113,8 @@ def check_put_cards_replaces_by_id(store: MemoryStore) -> None:
     store.put_cards(ALICE, [sample_card(1, prior=0.1), sample_card(0)])
     store.put_cards(ALICE, [sample_card(1, prior=0.9)])
     assert [(c.id, c.prior) for c in store.cards(ALICE)] == [("c0", 0.7), ("c1", 0.9)]
+    store.put_cards(ALICE, [sample_card(0, prior=0.2), sample_card(0, prior=0.3)])  # the last one counts
+    assert [(c.id, c.prior) for c in store.cards(ALICE)] == [("c0", 0.3), ("c1", 0.9)]
 
 
 def check_namespaces_never_leak(store: MemoryStore) -> None:

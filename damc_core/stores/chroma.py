@@ -12,6 +12,7 @@ Needs the ``chroma`` extra: ``pip install "damc[chroma]"``.
 
 from __future__ import annotations
 
+import math
 import re
 import uuid
 from collections.abc import Callable, Sequence
@@ -186,6 +187,8 @@ class ChromaStore:
         of an id it holds leaves the record as it was: the record is read back (one round trip
         besides the add), and another writer's record under the id is a ``RecordExistsError``."""
         key = record.namespace.key
+        if not math.isfinite(record.created_at):  # Chroma would drop the field, and the session read no more
+            raise StoreError(f"record {record.id!r} has no time (created_at={record.created_at!r})")
         doc_id = _row_id(key, record.id)
         token = uuid.uuid4().hex  # this add's mark, to tell its record from another writer's
 
@@ -240,6 +243,7 @@ class ChromaStore:
 
     def put_cards(self, namespace: Namespace, cards: Sequence[Card]) -> None:
         key = namespace.key
+        cards = list({card.id: card for card in cards}.values())  # an id given twice: its last card
         for start in range(0, len(cards), PAGE):
             chunk = cards[start : start + PAGE]
             self._call(

@@ -171,3 +171,18 @@ def test_a_closed_store_lets_its_folder_be_removed_and_made_again(tmp_path: Path
     with ChromaStore(ChromaConfig(path=folder)) as store:
         store.put_cards(Namespace(), [sample_card(1)])
         assert [card.id for card in store.cards(Namespace())] == ["c1"]
+
+
+def test_a_record_without_a_time_is_refused_and_the_session_stays_readable(
+    chroma_config: ChromaConfig,
+) -> None:
+    from damc_core import RawRecord
+
+    namespace = Namespace(user="bob", session="clock")
+    with ChromaStore(chroma_config) as store:
+        store.append(RawRecord("r0", namespace, 0, 1.0, '{"role": "user", "content": "hi"}'))
+
+        with pytest.raises(StoreError, match="no time"):
+            store.append(RawRecord("r1", namespace, 1, float("nan"), '{"role": "user", "content": "?"}'))
+
+        assert [r.id for r in store.records(namespace)] == ["r0"]
