@@ -28,8 +28,9 @@ _FENCE = re.compile(r"^[ \t]*```[\w+-]*[ \t]*\n(.*?)\n[ \t]*```[ \t]*$", re.DOTA
 FENCES_READ = 4
 """Code fences tried for data, from the first: a page of code samples is not parsed block by block."""
 INTRODUCED_SHARE = 0.5
-"""Least share of an output that data after an introduction must take to be read as the output's
-data: below it, the text is prose that happens to hold a bracket (``see [1]``)."""
+"""Least share of an output that data inside other text (fenced, a Markdown table, after an
+introduction) must take to be read as the output's data: below it, the text is an explanation
+with an example, or prose that happens to hold a bracket (``see [1]``)."""
 
 
 def parse_json(text: str) -> Any:
