@@ -9,6 +9,7 @@ is paraphrased.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import re
@@ -134,6 +135,7 @@ def _argument_leaves(value: object, key: str = "", depth: int = 0) -> Iterator[t
         yield key, value
 
 
+@functools.lru_cache(maxsize=65536)
 def field_name(path: str) -> str:
     """The last name of a fact path or table column in snake case: ``flights[1].flight_number`` and
     ``flights[1].flightNumber`` -> ``flight_number``."""
