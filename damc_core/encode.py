@@ -392,7 +392,8 @@ def _unwrapped(parsed: object) -> tuple[object, dict[str, object]]:
     if len(wrapping) != 1 or not parsed[wrapping[0]]:
         return parsed, {}
     rest = {key: value for key, value in parsed.items() if key != wrapping[0]}
-    if _leaves(parsed[wrapping[0]], _leaves(rest) + 1) <= _leaves(rest):
+    beside = _leaves(rest)
+    if _leaves(parsed[wrapping[0]], beside + 1) <= beside:
         return parsed, {}
     return parsed[wrapping[0]], rest
 
