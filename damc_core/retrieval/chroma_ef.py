@@ -37,7 +37,13 @@ def _shared_minilm() -> Embedder:
 @functools.lru_cache(maxsize=8)
 def _shared_embedder(model: str) -> Embedder:
     """One embedder per model name in a process: Chroma rebuilds the function from the
-    collection's config on every write, and loading a model each time would cost a second."""
+    collection's config on every write, and loading a model each time would cost a second. MiniLM
+    is the one :func:`_shared_minilm` holds; where it cannot load, ``load_embedder`` falls back."""
+    if model == MINILM:
+        try:
+            return _shared_minilm()
+        except ConfigError:
+            pass
     return load_embedder(model)
 
 
