@@ -3,7 +3,8 @@
 Tools return JSON, but not always as the whole text. A model-backed tool or an MCP server fences
 it in Markdown (```` ```json ````), a wrapper introduces it (``Found 2 flights: [...]``), a log
 prints one object per line, and Python agents send the repr of a dict (:mod:`.pyliteral`). Tools
-written for a model to read print records as ``key: value`` lines (YAML) or Markdown tables.
+written for a model to read print records as ``key: value`` lines (YAML) or Markdown tables, and
+tools over spreadsheets print CSV (:mod:`.tabular`).
 :func:`read_document` finds the data in each of these and returns the text around it, so the
 encoder walks the data as it walks JSON and keeps the rest as a note.
 """
@@ -19,6 +20,7 @@ from typing import Any
 import yaml
 
 from .pyliteral import LOOKS_LIKE_A_LITERAL, parse_python_literal
+from .tabular import delimited_records
 
 _ESCAPED_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")
 SURROGATE = re.compile("[\ud800-\udfff]")
@@ -61,7 +63,7 @@ class Document:
 
 def read_document(text: str, *, max_json_chars: int, max_literal_chars: int) -> Document | None:
     """The data ``text`` holds: all of it as JSON or a Python repr; else one JSON object per line;
-    else all of it as ``key: value`` lines (see :func:`_key_value_lines`); else the first fenced
+    else all of it as ``key: value`` lines (see :func:`_key_value_lines`) or as CSV; else the first fenced
     block that is data, its Markdown tables, or the part from its first bracket to its last that
     is data, each only when the text around it is at most ``1 - INTRODUCED_SHARE`` of the whole:
     data in a long explanation is left to the free-text extract, which keeps values from all of
@@ -73,8 +75,12 @@ def read_document(text: str, *, max_json_chars: int, max_literal_chars: int) -> 
         return Document(whole)
     if (lines := _json_lines(stripped, max_json_chars)) is not None:
         return Document(lines)
-    if len(stripped) <= max_literal_chars and (records := _key_value_lines(stripped)) is not None:
-        return Document(records)
+    if len(stripped) <= max_literal_chars:
+        records = _key_value_lines(stripped)
+        if records is None:
+            records = delimited_records(stripped)
+        if records is not None:
+            return Document(records)
     wrapped = _fenced(stripped, max_json_chars, max_literal_chars)
     if wrapped is None and len(stripped) <= max_literal_chars:
         wrapped = _markdown_tables(stripped)
@@ -87,7 +93,10 @@ def read_document(text: str, *, max_json_chars: int, max_literal_chars: int) -> 
 
 def _fenced(text: str, max_json_chars: int, max_literal_chars: int) -> Document | None:
     for fence in itertools.islice(_FENCE.finditer(text), FENCES_READ):
-        data = _data(fence.group(1).strip(), max_json_chars, max_literal_chars)
+        block = fence.group(1).strip()
+        data: Any = _data(block, max_json_chars, max_literal_chars)
+        if data is None and len(block) <= max_literal_chars:
+            data = delimited_records(block)
         if data is not None:
             return Document(data, _joined(text[: fence.start()], text[fence.end() :]))
     return None

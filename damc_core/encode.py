@@ -31,6 +31,7 @@ from .extract import (
     snake_case,
     term_variants,
 )
+from .tabular import positional_records, split_records
 from .tokens import call_function, content_text
 from .types import Card, CardKind, Fact, Message, RawRecord, Table
 
@@ -324,6 +325,9 @@ class DefaultEncoder:
             if _is_keyed_collection(value):
                 tables.append(self._table(path, [(str(k), v) for k, v in value.items()], keyed=True))
                 return
+            if (split := split_records(value)) is not None:
+                records, value = split
+                tables.append(self._table(path, [("", record) for record in records], keyed=False))
             for key, item in value.items():
                 self._walk(item, _join(path, str(key)), depth + 1, facts, tables)
         elif isinstance(value, list):
@@ -339,6 +343,8 @@ class DefaultEncoder:
             elif all(isinstance(v, list) and all(isinstance(x, dict) for x in v) for v in value):
                 grouped = [(str(i + 1), row) for i, group in enumerate(value) for row in group]
                 tables.append(self._table(path, grouped, keyed=True, key_name="option"))
+            elif (rows := positional_records(value)) is not None:
+                tables.append(self._table(path, [("", row) for row in rows], keyed=False))
             else:
                 for i, item in enumerate(value):
                     self._walk(item, f"{path}[{i}]", depth + 1, facts, tables)

@@ -79,6 +79,92 @@ def test_sql_rows_printed_as_tuples_keep_every_value(memory, msg):
 
     assert all(value in card.summary for value in ("1017", "Alice", "12.50", "1018", "Bob", "7.25"))
     assert "Decimal" not in card.summary
+    (orders,) = card.tables  # rows, not one fact per tuple: a decision can keep the rows it needs
+    assert orders.columns == ("column_1", "column_2", "column_3")
+    assert orders.rows == (("1017", "Alice", "12.50"), ("1018", "Bob", "7.25"))
+
+
+ORDERS = [
+    {"order_id": "A-1001", "status": "shipped", "total": "19.99"},
+    {"order_id": "A-1002", "status": "cancelled", "total": "5.00"},
+]
+
+
+@pytest.mark.parametrize(
+    "columns_and_rows",
+    [
+        {"columns": ["order_id", "status", "total"], "rows": [list(o.values()) for o in ORDERS]},
+        {  # DataFrame.to_json(orient="split")
+            "columns": ["order_id", "status", "total"],
+            "index": [0, 1],
+            "data": [list(o.values()) for o in ORDERS],
+        },
+        {  # ClickHouse's JSONCompact: a "rows" count beside the data
+            "meta": [{"name": "order_id", "type": "String"}, {"name": "status"}, {"name": "total"}],
+            "data": [list(o.values()) for o in ORDERS],
+            "rows": 2,
+        },
+    ],
+    ids=["columns and rows", "split", "meta and data"],
+)
+def test_a_table_sent_as_column_names_and_rows_becomes_the_table_its_records_would(
+    make_memory, msg, columns_and_rows
+):
+    def searched(content):
+        memory = make_memory()
+        memory.observe(msg.call("q", "find_orders", {"user_id": "u1"}))
+        return memory.observe(msg.result("q", "find_orders", json.dumps(content)))
+
+    from_records, from_columns = searched(ORDERS), searched(columns_and_rows)
+
+    assert from_columns.tables == from_records.tables
+    assert any("A-1002" in constraint for constraint in from_columns.constraints)  # cancelled
+    assert "columns" not in from_columns.summary and "meta" not in from_columns.summary
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        {"columns": ["order_id", "status"], "rows": []},
+        {"columns": ["order_id", "status"], "rows": [["A-1"]]},
+        [["A-1", "shipped"], ["A-2"]],
+        [[1], [2]],
+    ],
+    ids=["no rows", "a row narrower than its header", "ragged", "one column"],
+)
+def test_lists_that_are_not_a_table_keep_every_value_as_facts(memory, msg, data):
+    memory.observe(msg.call("q", "find_orders", {"user_id": "u1"}))
+
+    card = memory.observe(msg.result("q", "find_orders", json.dumps(data)))
+
+    assert not card.tables
+    assert all(value in card.summary for value in ("A-1", "shipped") if value in json.dumps(data))
+
+
+def test_a_csv_output_becomes_the_table_its_records_would(make_memory, msg):
+    def searched(content):
+        memory = make_memory()
+        memory.observe(msg.call("q", "find_orders", {"user_id": "u1"}))
+        return memory.observe(msg.result("q", "find_orders", content))
+
+    printed = 'order_id,status,total\nA-1001,shipped,19.99\n"A-1002","cancelled","5.00"\n'
+    tab_separated = "order_id\tstatus\ttotal\nA-1001\tshipped\t19.99\nA-1002\tcancelled\t5.00"
+    fenced = "Your orders:\n```csv\n" + printed + "```"
+
+    expected = searched(json.dumps(ORDERS)).tables
+    assert searched(printed).tables == expected
+    assert searched(tab_separated).tables == expected
+    assert searched(fenced).tables == expected
+
+
+def test_a_csv_cell_keeps_its_quoted_delimiters_and_line_breaks(memory, msg):
+    memory.observe(msg.call("q", "export_notes", {}))
+    printed = 'ticket,note\nT-1,"late, by 2 hours"\nT-2,"two\nlines"'
+
+    card = memory.observe(msg.result("q", "export_notes", printed))
+
+    (notes,) = card.tables
+    assert notes.rows == (("T-1", "late, by 2 hours"), ("T-2", "two\nlines"))
 
 
 @pytest.mark.parametrize(
@@ -256,8 +342,22 @@ def test_a_markdown_table_becomes_a_table_and_its_title_a_note(memory, msg):
         "The fare rules [1] allow one free change before departure; see {terms} for details of refunds.",
         "Flight HAT136 departs at 09:05 from gate [B12].",
         "```\nnot data at all\n```",
+        "Sure, I can help\nFirst, the refund",
+        "Hello, world\nThanks, see you\nBest, Ann, and the team",
+        "Paris, France\nRome, Italy",
     ],
-    ids=["one key", "key then prose", "data in a long explanation", "rules", "brackets", "gate", "fence"],
+    ids=[
+        "one key",
+        "key then prose",
+        "data in a long explanation",
+        "rules",
+        "brackets",
+        "gate",
+        "fence",
+        "two lines with a comma",
+        "commas in prose",
+        "places",
+    ],
 )
 def test_prose_that_holds_a_colon_a_bracket_or_a_small_example_stays_text(memory, msg, text):
     card = looked_up(memory, msg, text)

@@ -1,0 +1,104 @@
+"""Tables sent as a header and rows instead of a list of records.
+
+SQL and analytics APIs send a query's result as column names beside rows of values
+(``{"columns": [...], "rows": [[...], ...]}``, ``DataFrame.to_json(orient="split")``, ClickHouse's
+``meta`` and ``data``); an SQL tool prints the rows alone, as a list of tuples; a tool written for
+a spreadsheet prints CSV. Read as they come, each row is a list of values whose meaning sits in
+another place, and the encoder could neither name a row's identifier nor keep the rows a decision
+needs. Each function here turns one of these shapes into records (one dict per row), which the
+encoder reads as it reads a JSON list of records.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+from collections.abc import Mapping
+from typing import Any
+
+COLUMN_KEYS = frozenset({"columns", "column_names", "fields", "headers", "header", "meta", "schema", "cols"})
+"""Keys that hold a table's column names: as text, or as ``{"name": ...}`` entries."""
+DELIMITERS = (",", "\t", ";")
+"""Delimiters tried for text tables, in this order."""
+_COLUMN_NAME = re.compile(r"[A-Za-z_#][\w.()/%#-]*(?: [\w.()/%#-]+){0,3}")
+"""A header cell: a name of at most four words (``order_id``, ``Unit price``), not a value."""
+
+
+def positional_records(rows: list[Any]) -> list[dict[str, Any]] | None:
+    """Rows of values without column names (``[(1, 'AC/DC'), (2, 'Accept')]``) as records with
+    numbered columns (``column_1``), or ``None`` unless every row is a list of the same two or
+    more values."""
+    if not rows or not all(isinstance(row, list) for row in rows):
+        return None
+    width = len(rows[0])
+    if width < 2 or any(len(row) != width for row in rows):
+        return None
+    if all(isinstance(item, dict) for row in rows for item in row):
+        return None  # groups of records (a connecting flight's legs), not rows of values
+    names = [f"column_{i}" for i in range(1, width + 1)]
+    return [dict(zip(names, row, strict=True)) for row in rows]
+
+
+def split_records(value: Mapping[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]] | None:
+    """A table sent as column names beside rows of values: ``(records, other keys)``, or ``None``.
+
+    The names sit under one of ``COLUMN_KEYS``; the rows are the one non-empty list of lists as
+    wide as the names (a ``rows`` count beside ``data`` is not them). The other keys leave out
+    the names' key: the records hold the names."""
+    for names_key, names_value in value.items():
+        if names_key.lower() not in COLUMN_KEYS:
+            continue
+        names = _column_names(names_value)
+        if names is None:
+            continue
+        tables = [
+            key
+            for key, rows in value.items()
+            if key != names_key
+            and isinstance(rows, list)
+            and rows
+            and all(isinstance(row, list) and len(row) == len(names) for row in rows)
+        ]
+        if len(tables) == 1:
+            rows_key = tables[0]
+            records = [dict(zip(names, row, strict=True)) for row in value[rows_key]]
+            rest = {key: item for key, item in value.items() if key not in (names_key, rows_key)}
+            return records, rest
+    return None
+
+
+def _column_names(value: object) -> list[str] | None:
+    """Distinct column names from a list of names or of ``{"name": ...}`` entries."""
+    if not isinstance(value, list) or not value:
+        return None
+    names = [item.get("name") if isinstance(item, dict) else item for item in value]
+    texts = [name for name in names if isinstance(name, str) and name]
+    return texts if len(texts) == len(names) == len(set(texts)) else None
+
+
+def delimited_records(text: str) -> list[dict[str, str]] | None:
+    """The rows of a CSV (or tab- or semicolon-separated) text with a header line, values kept as
+    written; ``None`` unless every line has the header's two or more cells and the header is made
+    of names. Prose with a comma on each line is not a table: it needs two rows or more, or one
+    under a header of three or more single-word names."""
+    first_line = text.partition("\n")[0]
+    for delimiter in DELIMITERS:
+        if delimiter not in first_line:
+            continue
+        try:  # quoted cells may hold the delimiter, or a line break
+            lines = csv.reader(io.StringIO(text), delimiter=delimiter, strict=True)
+            header, *rows = (line for line in lines if any(cell.strip() for cell in line))
+        except (csv.Error, ValueError):  # ValueError: no line at all
+            continue
+        if not rows:
+            continue
+        header = [cell.strip() for cell in header]
+        if len(header) < 2 or len(set(header)) != len(header) or any(len(row) != len(header) for row in rows):
+            continue
+        if not all(_COLUMN_NAME.fullmatch(cell) for cell in header):
+            continue
+        if len(rows) < 2 and (len(header) < 3 or any(" " in cell for cell in header)):
+            continue
+        return [dict(zip(header, (cell.strip() for cell in row), strict=True)) for row in rows]
+    return None
