@@ -3,7 +3,8 @@
 Recorded traces mostly hold JSON tool results, but agents meet many other shapes: LlamaIndex's
 ``FunctionTool`` sends ``str(dict)``, model-backed tools fence JSON in Markdown or introduce it,
 tools written for a model print ``key: value`` lines or Markdown tables, JavaScript APIs use
-camelCase keys and wrap records in envelopes. Each variant rewrites every JSON tool result (and,
+camelCase keys and wrap records in envelopes, SQL and analytics APIs send column names beside rows,
+an SQL tool prints a query's rows as tuples and a spreadsheet tool as CSV. Each variant rewrites every JSON tool result (and,
 for camelCase, the call arguments, whose keys come from the same API) and nothing else, so the
 decision-fact judge scores the same needed values on each::
 
@@ -16,6 +17,8 @@ from __future__ import annotations
 
 import argparse
 import copy
+import csv
+import io
 import json
 import re
 from collections.abc import Callable
@@ -53,6 +56,50 @@ def markdown(value: Any) -> str:
     return yaml_text(value)
 
 
+def _records(value: Any) -> bool:
+    return isinstance(value, list) and bool(value) and all(isinstance(row, dict) for row in value)
+
+
+def _columns(rows: list[dict[str, Any]]) -> list[str]:
+    return list(dict.fromkeys(key for row in rows for key in row))
+
+
+def csv_text(value: Any) -> str:
+    """A list of records as CSV with a header (nested values as JSON cells); anything else as JSON."""
+    if not _records(value):
+        return json.dumps(value)
+    columns = _columns(value)
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(columns)
+    for row in value:
+        cells = (row.get(column, "") for column in columns)
+        writer.writerow(json.dumps(cell) if isinstance(cell, (dict, list)) else cell for cell in cells)
+    return out.getvalue()
+
+
+def column_split(value: Any) -> Any:
+    """Every list of records, at any depth, as ``{"columns": [...], "rows": [[...], ...]}``: how SQL
+    APIs and ``DataFrame.to_json(orient="split")`` send tables."""
+    if _records(value):
+        columns = _columns(value)
+        return {"columns": columns, "rows": [[column_split(row.get(c)) for c in columns] for row in value]}
+    if isinstance(value, dict):
+        return {key: column_split(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [column_split(item) for item in value]
+    return value
+
+
+def tuples(value: Any) -> str:
+    """A list of records as the repr of a list of tuples, its column names lost (what an SQL tool
+    returns for a query's rows); anything else as JSON."""
+    if not _records(value):
+        return json.dumps(value)
+    columns = _columns(value)
+    return repr([tuple(row.get(c) for c in columns) for row in value])
+
+
 def yaml_text(value: Any) -> str:
     return yaml.safe_dump(value, sort_keys=False, allow_unicode=True)
 
@@ -67,6 +114,9 @@ VARIANTS: dict[str, Callable[[Any], str]] = {
         {"success": True, "data": value, "meta": {"request_id": "req_8f3a2c91"}}
     ),
     "camel": lambda value: json.dumps(camel_keys(value)),
+    "csv": csv_text,
+    "columns": lambda value: json.dumps(column_split(value)),
+    "tuples": tuples,
 }
 
 

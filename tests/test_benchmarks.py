@@ -135,7 +135,18 @@ def test_format_variants_print_the_same_results_in_shapes_each_read_as_data(tmp_
 
     printed = run_benchmark("format_variants.py", DEMO, "--out-dir", tmp_path)
 
-    variants = ["repr", "fenced", "introduced", "yaml", "markdown", "envelope", "camel"]
+    variants = [
+        "repr",
+        "fenced",
+        "introduced",
+        "yaml",
+        "markdown",
+        "envelope",
+        "camel",
+        "csv",
+        "columns",
+        "tuples",
+    ]
     assert printed.count("wrote ") == len(variants)
     original = load_trajectories(DEMO)
     for variant in variants:
