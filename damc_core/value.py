@@ -223,17 +223,53 @@ _PROPOSAL_WHY = "what the user has just agreed to: the values of the action it p
 _FRESH_WHY = "fades with each newer card from the same tool"
 
 
+PENDING_IN_SERIES = 0.9
+"""Score of a lookup whose entity an action going through a series has not reached yet: the
+reservations looked up one by one and then changed one by one, the next to change is one whose
+lookup the action has not taken."""
+_PENDING_WHY = "looked up like the entities an action has gone through; not acted on yet"
+
+
+def _pending_in_series(cards: Sequence[Card]) -> frozenset[str]:
+    """Ids of the lookups of an entity, made before a state-changing tool acted on two or more
+    others by the same argument (``reservation_id``), that it has not acted on: the entities were
+    looked up, then gone through, and these are next (see ``PENDING_IN_SERIES``). A lookup after
+    the last action is the agent's current view, valued as such."""
+    acted: dict[str, set[str]] = {}
+    last_act: dict[str, int] = {}
+    lookups: list[tuple[Card, frozenset[tuple[str, str]]]] = []
+    for card in cards:
+        if card.kind is not CardKind.TOOL_RESULT or not (handles := handles_of(card)):
+            continue
+        if card.tool_name and STATE_CHANGE_VERB.search(card.tool_name):
+            for name, value in handles:
+                acted.setdefault(name, set()).add(value)
+                last_act[name] = max(last_act.get(name, -1), card.seq)
+        elif not card.constraints:  # a cancelled order, a sold-out flight: ruled out, not next
+            lookups.append((card, handles))
+    series = {name: values for name, values in acted.items() if len(values) >= 2}
+    if not series:
+        return frozenset()
+    return frozenset(
+        card.id
+        for card, handles in lookups
+        if any(name in series and card.seq < last_act[name] for name, _ in handles)
+        and not any(value in series.get(name, ()) for name, value in handles)
+    )
+
+
 _MEMO_HELD = 65_536
 _Source = TypeVar("_Source")
+_Derived = TypeVar("_Derived")
 _NO_SUBJECT: frozenset[str] = frozenset()
 
 
 def _remembered(
-    memo: dict[int, tuple[object, frozenset[str]]],
+    memo: dict[int, tuple[object, _Derived]],
     anchor: object,
-    compute: Callable[[_Source], frozenset[str]],
+    compute: Callable[[_Source], _Derived],
     source: _Source,
-) -> frozenset[str]:
+) -> _Derived:
     """``compute(source)`` remembered per ``anchor`` object: a card's renderings share its
     arguments, facts and tables, so what is derived from them is derived once. Checked by
     identity (an id can be reused after its object is gone) and bounded in size. ``compute`` is
@@ -264,8 +300,24 @@ def subject_of(card: Card) -> frozenset[str]:
 
 
 def _id_arguments(arguments: Mapping[str, object]) -> frozenset[str]:
+    return frozenset(value for _, value in _handles(arguments))
+
+
+_HANDLES: dict[int, tuple[object, frozenset[tuple[str, str]]]] = {}
+
+
+def handles_of(card: Card) -> frozenset[tuple[str, str]]:
+    """``(argument name, value)`` for each identifier argument of the card's call (``("reservation_id",
+    "boh180")``): its subject with what each value identifies. Remembered per arguments object."""
+    arguments = card.arguments
+    if not arguments:
+        return frozenset()
+    return _remembered(_HANDLES, arguments, _handles, arguments)
+
+
+def _handles(arguments: Mapping[str, object]) -> frozenset[tuple[str, str]]:
     return frozenset(
-        str(value).lower()
+        (snake_case(key), str(value).lower())
         for key, value in arguments.items()
         if ID_KEY.search(snake_case(key)) and isinstance(value, (str, int)) and not isinstance(value, bool)
     )
@@ -359,6 +411,7 @@ class HeuristicValuator:
         proposal_seq = -1  # the assistant turn the user has just agreed to, if any
         request_words = topic_words(context.focus.query) if context.focus.query else frozenset()
         decay_of = self.decay.factor
+        pending = _pending_in_series(cards)
         for card in sorted(cards, key=lambda c: -c.seq):
             rank = 0
             subject = subject_of(card)
@@ -394,12 +447,15 @@ class HeuristicValuator:
                     proposal_seq = card.seq - 1
                 out.append(ScoredCard(card, 1.0, (*scores, Score("request", 1.0, _REQUEST_WHY))))
                 continue
-            proposal = 0.0
+            next_up = 0.0  # what the next action takes: the proposal agreed to, the series' next entity
             if card.seq == proposal_seq and card.kind is CardKind.ASSISTANT_CONCLUSION and card.facts:
-                proposal = PROPOSAL
-                scores += (Score("proposal", proposal, _PROPOSAL_WHY),)
+                next_up = PROPOSAL
+                scores += (Score("proposal", next_up, _PROPOSAL_WHY),)
+            elif card.id in pending:
+                next_up = PENDING_IN_SERIES
+                scores += (Score("pending", next_up, _PENDING_WHY),)
             aged = card.prior * decay * freshness
-            out.append(ScoredCard(card, 1.0 - (1.0 - aged) * (1.0 - focus) * (1.0 - proposal), scores))
+            out.append(ScoredCard(card, 1.0 - (1.0 - aged) * (1.0 - focus) * (1.0 - next_up), scores))
         return out[::-1]
 
     @staticmethod

@@ -411,3 +411,50 @@ def test_the_proposal_the_user_has_just_agreed_to_is_kept_with_its_values(make_m
     memory.observe(msg.user("Actually, which of them was the cheapest?"))  # no agreement: no proposal
     asked = next(d for d in memory.build().decisions if d.card_id == proposal.id)
     assert not any(s.name == "proposal" for s in asked.scores)
+
+
+def test_the_next_entity_of_a_series_of_changes_outranks_the_changes_already_made(
+    make_memory, msg, memory_text
+):
+    memory = make_memory(settings=MemorySettings(budget=300, recent_messages=0))
+    memory.observe(msg.user("Downgrade all my reservations to economy, please."))
+    reservations = ["JG7FMM", "2FBBAH", "X7BYG1", "BOH180"]
+    for i, reservation in enumerate(reservations):  # looked up one by one
+        memory.observe(msg.call(f"r{i}", "get_reservation_details", {"reservation_id": reservation}))
+        flights = [
+            {
+                "flight_number": f"HAT{270 + 3 * i + leg}",
+                "date": f"2024-05-2{i}",
+                "origin": "SFO",
+                "destination": "BOS",
+            }
+            for leg in range(2)
+        ]
+        details = {
+            "reservation_id": reservation,
+            "cabin": "business",
+            "status": "confirmed",
+            "flights": flights,
+        }
+        memory.observe(msg.result(f"r{i}", "get_reservation_details", details))
+    for i, reservation in enumerate(reservations[:3]):  # then changed one by one
+        memory.observe(
+            msg.call(
+                f"u{i}", "update_reservation_flights", {"reservation_id": reservation, "cabin": "economy"}
+            )
+        )
+        changed = {
+            "reservation_id": reservation,
+            "cabin": "economy",
+            "status": "confirmed",
+            "price_paid": 412 + i,
+        }
+        memory.observe(msg.result(f"u{i}", "update_reservation_flights", changed))
+
+    built = memory.build()
+
+    assert "HAT279" in memory_text(built.messages)  # the flights BOH180's change will take
+    next_up = next(d for d in built.decisions if d.card_id == "c8")  # BOH180's lookup
+    assert any(s.name == "pending" for s in next_up.scores)
+    changed_lookups = [d for d in built.decisions if d.card_id in ("c2", "c4", "c6")]
+    assert not any(s.name == "pending" for d in changed_lookups for s in d.scores)
