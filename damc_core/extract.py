@@ -89,6 +89,14 @@ STATE_CHANGE_VERB = re.compile(
 )
 """Tool names that change the world's state (their successful results are state changes)."""
 
+
+@functools.lru_cache(maxsize=4096)
+def changes_state(tool_name: str | None) -> bool:
+    """Whether a tool's name says it changes the world's state (``update_reservation_flights``):
+    asked of every candidate at every decision, of a few tool names."""
+    return tool_name is not None and STATE_CHANGE_VERB.search(tool_name) is not None
+
+
 CONFIRMED = re.compile(
     r"\b(confirmed|booked|completed|success(?:ful(?:ly)?)?|done|approved|paid|placed)\b", re.I
 )

@@ -32,7 +32,7 @@ from .extract import (
     FUNCTION_WORDS,
     ID_KEY,
     NEGATIVE_STATUS,
-    STATE_CHANGE_VERB,
+    changes_state,
     is_handle,
     snake_case,
 )
@@ -241,7 +241,7 @@ def _pending_in_series(cards: Sequence[Card]) -> frozenset[str]:
     for card in cards:
         if card.kind is not CardKind.TOOL_RESULT or not (handles := handles_of(card)):
             continue
-        if card.tool_name and STATE_CHANGE_VERB.search(card.tool_name):
+        if changes_state(card.tool_name):
             for name, value in handles:
                 acted.setdefault(name, set()).add(value)
                 last_act[name] = max(last_act.get(name, -1), card.seq)
@@ -505,7 +505,7 @@ class HeuristicValuator:
 
     @staticmethod
     def _state(card: Card) -> tuple[float, str]:
-        if card.kind is CardKind.TOOL_RESULT and card.tool_name and STATE_CHANGE_VERB.search(card.tool_name):
+        if card.kind is CardKind.TOOL_RESULT and changes_state(card.tool_name):
             return 0.9, f"{card.tool_name} changed state"
         if card.kind is CardKind.ASSISTANT_CONCLUSION and CONFIRMED.search(card.text):
             return 0.5, "assistant concluded a state change"
