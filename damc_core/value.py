@@ -239,7 +239,7 @@ def _pending_in_series(cards: Sequence[Card]) -> frozenset[str]:
     last_act: dict[str, int] = {}
     lookups: list[tuple[Card, frozenset[tuple[str, str]]]] = []
     for card in cards:
-        if card.kind is not CardKind.TOOL_RESULT or not (handles := handles_of(card)):
+        if card.kind is not CardKind.TOOL_RESULT or not (handles := _handles_of(card)):
             continue
         if changes_state(card.tool_name):
             for name, value in handles:
@@ -306,7 +306,7 @@ def _id_arguments(arguments: Mapping[str, object]) -> frozenset[str]:
 _HANDLES: dict[int, tuple[object, frozenset[tuple[str, str]]]] = {}
 
 
-def handles_of(card: Card) -> frozenset[tuple[str, str]]:
+def _handles_of(card: Card) -> frozenset[tuple[str, str]]:
     """``(argument name, value)`` for each identifier argument of the card's call (``("reservation_id",
     "boh180")``): its subject with what each value identifies. Remembered per arguments object."""
     arguments = card.arguments
