@@ -65,9 +65,9 @@ def read_document(text: str, *, max_json_chars: int, max_literal_chars: int) -> 
     """The data ``text`` holds: all of it as JSON or a Python repr; else one JSON object per line;
     else all of it as ``key: value`` lines (see :func:`_key_value_lines`) or as CSV; else the
     first fenced block that is data, its Markdown tables, or the part from its first bracket to
-    its last that is data, each only when the text around it is at most ``1 - INTRODUCED_SHARE`` of the whole:
-    data in a long explanation is left to the free-text extract, which keeps values from all of
-    it. ``None`` for free text. ``max_literal_chars`` bounds the text given to the parsers slower
+    its last that is data, each only when the text around it is at most ``1 - INTRODUCED_SHARE``
+    of the whole: data in a long explanation is left to the free-text extract, which keeps values
+    from all of it. ``None`` for free text. ``max_literal_chars`` bounds the text given to the parsers slower
     than JSON's."""
     stripped = text.strip()
     whole = _data(stripped, max_json_chars, max_literal_chars)
