@@ -92,6 +92,16 @@ def check_reads_since_a_sequence_number(store: MemoryStore) -> None:
     assert store.records(ALICE, since=4) == [] and store.cards(ALICE, since=4) == []
 
 
+def check_reads_start_at_sequence_zero_unless_asked(store: MemoryStore) -> None:
+    """``since`` defaults to 0 in every backend: a row numbered below it is read only from there."""
+    for seq in (0, -1):
+        store.append(_record(ALICE, seq))
+    store.put_cards(ALICE, [sample_card(0), sample_card(-1)])
+    assert [r.seq for r in store.records(ALICE)] == [0] and [c.seq for c in store.cards(ALICE)] == [0]
+    assert [r.seq for r in store.records(ALICE, since=-1)] == [-1, 0]
+    assert [c.seq for c in store.cards(ALICE, since=-1)] == [-1, 0]
+
+
 def check_records_are_never_replaced(store: MemoryStore) -> None:
     store.append(_record(ALICE, 0, '{"role": "user", "content": "first"}'))
     try:
@@ -152,6 +162,7 @@ CHECKS: tuple[Callable[[MemoryStore], None], ...] = (
     check_records_round_trip_verbatim,
     check_records_come_back_in_sequence_order,
     check_reads_since_a_sequence_number,
+    check_reads_start_at_sequence_zero_unless_asked,
     check_records_are_never_replaced,
     check_cards_round_trip_every_field,
     check_put_cards_replaces_by_id,

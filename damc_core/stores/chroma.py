@@ -189,6 +189,8 @@ class ChromaStore:
         key = record.namespace.key
         if not math.isfinite(record.created_at):  # Chroma would drop the field, and the session read no more
             raise StoreError(f"record {record.id!r} has no time (created_at={record.created_at!r})")
+        if not isinstance(record.body, str):  # Chroma would keep a None and hand it back as the body
+            raise StoreError(f"record {record.id!r} has no text body (body={record.body!r})")
         doc_id = _row_id(key, record.id)
         token = uuid.uuid4().hex  # this add's mark, to tell its record from another writer's
 
@@ -262,10 +264,9 @@ class ChromaStore:
 
     def _all(self, collection: Collection, namespace: Namespace, since: int) -> list[tuple[str, str, Any]]:
         """Every (id, document, metadata) of the namespace from sequence number ``since`` on, a
-        page at a time."""
-        where: dict[str, Any] = {"ns": namespace.key}
-        if since > 0:
-            where = {"$and": [where, {"seq": {"$gte": since}}]}
+        page at a time; the default 0 bounds the read too (a row numbered -1 is left out, as in
+        every backend)."""
+        where: dict[str, Any] = {"$and": [{"ns": namespace.key}, {"seq": {"$gte": since}}]}
         rows: list[tuple[str, str, Any]] = []
         while True:
             page = self._call(

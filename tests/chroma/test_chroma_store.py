@@ -186,3 +186,15 @@ def test_a_record_without_a_time_is_refused_and_the_session_stays_readable(
             store.append(RawRecord("r1", namespace, 1, float("nan"), '{"role": "user", "content": "?"}'))
 
         assert [r.id for r in store.records(namespace)] == ["r0"]
+
+
+def test_a_record_without_a_text_body_is_refused(chroma_config: ChromaConfig) -> None:
+    """As SQLite refuses it: a record read back with no body cannot be replayed."""
+    from damc_core import RawRecord
+
+    namespace = Namespace(user="bob", session="empty")
+    with ChromaStore(chroma_config) as store:
+        with pytest.raises(StoreError, match="no text body"):
+            store.append(RawRecord("r0", namespace, 0, 1.0, None))  # type: ignore[arg-type]
+
+        assert store.record(namespace, "r0") is None and store.records(namespace) == []
