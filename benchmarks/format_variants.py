@@ -4,9 +4,9 @@ Recorded traces mostly hold JSON tool results, but agents meet many other shapes
 ``FunctionTool`` sends ``str(dict)``, model-backed tools fence JSON in Markdown or introduce it,
 tools written for a model print ``key: value`` lines or Markdown tables, JavaScript APIs use
 camelCase keys and wrap records in envelopes, SQL and analytics APIs send column names beside rows,
-an SQL tool prints a query's rows as tuples and a spreadsheet tool as CSV. Each variant rewrites every JSON tool result (and,
-for camelCase, the call arguments, whose keys come from the same API) and nothing else, so the
-decision-fact judge scores the same needed values on each::
+an SQL tool prints a query's rows as tuples and a spreadsheet tool as CSV. Each variant rewrites
+every JSON tool result (and, for camelCase, the call arguments, whose keys come from the same API)
+and nothing else, so the decision-fact judge scores the same needed values on each::
 
     python benchmarks/format_variants.py TRACE --out-dir /tmp/variants
     damc replay /tmp/variants/yaml.json --budget 3000 --budget-ratio 0.07 --min-budget 275 --out y.jsonl
