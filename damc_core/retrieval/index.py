@@ -36,7 +36,7 @@ from ..errors import ConfigError, StoreClosedError
 from ..extract import IDENTIFIER_TERM
 from ..stores.chroma import ChromaConfig, release
 from ..types import Card, DecisionFocus, Namespace
-from .embed import HASHING, MINILM, Embedder, load_embedder, register_embedder
+from .embed import HASHING, MINILM, Embedder, HashingEmbedder, load_embedder, register_embedder
 
 if TYPE_CHECKING:
     from chromadb.api import ClientAPI
@@ -150,6 +150,18 @@ def focus_query(focus: DecisionFocus) -> str:
     return f"decision focus: {' '.join(parts) or 'next step'}; request: {focus.query.strip()[:500]}"
 
 
+def _embedder_label(embedder: Embedder) -> str:
+    """The embedder's part of a collection name: its name, and for a ``HashingEmbedder`` of other
+    settings than the default a digest of them. Chroma hands an existing collection to whatever
+    function asks for it, so another dimension or trigram weight needs collections of its own (or
+    its vectors fail, or mix with another space's); the default's names stay as they were."""
+    label = _NAME_UNSAFE.sub("-", embedder.name)[:100]
+    if isinstance(embedder, HashingEmbedder) and embedder != HashingEmbedder():
+        settings = f"{embedder.dimension}:{float(embedder.trigram_weight)!r}"
+        label += "-" + hashlib.sha256(settings.encode("utf-8")).hexdigest()[:8]
+    return label
+
+
 def _embedding_function(embedder: Embedder) -> Any:
     from .chroma_ef import DamcEmbeddingFunction
 
@@ -179,6 +191,7 @@ class CardIndex:
         self._owns_client = client is None
         self._client = client or self.config.client()
         self._function = _embedding_function(self.embedder)
+        self._label = _embedder_label(self.embedder)
         self._collections: dict[tuple[str, bool], Collection] = {}
         self._terms: dict[tuple[str, bool], Collection | None] = {}
         self._drops: dict[str, int] = {}
@@ -208,7 +221,7 @@ class CardIndex:
             digest = hashlib.sha256(namespace.key.encode("utf-8")).hexdigest()[:24]
             tier = "cold" if cold else "live"
             found = self._client.get_or_create_collection(
-                f"{self.config.prefix}_{tier}_{_NAME_UNSAFE.sub('-', self.embedder.name)[:100]}_{digest}",
+                f"{self.config.prefix}_{tier}_{self._label}_{digest}",
                 embedding_function=self._function,
                 metadata={
                     "hnsw:space": "cosine",

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import hashlib
 import logging
 import shutil
 import subprocess
@@ -107,6 +108,25 @@ def test_a_reopened_collection_embeds_with_the_embedder_it_was_made_with(chroma_
 
         found = collection.query(query_texts=["hotel check-in"], n_results=1)
         assert found["ids"] == [["c0"]]
+
+
+def test_hashing_embedders_of_other_settings_keep_collections_of_their_own(
+    chroma_config: ChromaConfig,
+) -> None:
+    """Same name, other vector spaces: one collection would refuse the 64-d vectors and silently
+    mix the words-only ones with the default's."""
+    default = CardIndex(chroma_config, embedder=HashingEmbedder())
+    narrow = CardIndex(chroma_config, embedder=HashingEmbedder(dimension=64))
+    words_only = CardIndex(chroma_config, embedder=HashingEmbedder(trigram_weight=0.0))
+    default.add(ALICE, [_card(0, "[c0] refund #W4923227 approved")])
+    narrow.add(ALICE, [_card(1, "[c1] flight HAT069 booked")])
+    words_only.add(ALICE, [_card(2, "[c2] flight HAT070 booked")])
+
+    assert [h.card_id for h in narrow.search(ALICE, "flight booked", k=3)] == ["c1"]
+    assert [h.card_id for h in words_only.search(ALICE, "flight booked", k=3)] == ["c2"]
+    assert CardIndex(chroma_config, embedder=HashingEmbedder(dimension=64)).ids(ALICE) == {"c1"}
+    namespace_digest = hashlib.sha256(ALICE.key.encode("utf-8")).hexdigest()[:24]
+    assert default.collection(ALICE).name == f"{chroma_config.prefix}_live_hashing_{namespace_digest}"
 
 
 def test_a_collection_of_an_embedder_this_process_does_not_know_says_so() -> None:
