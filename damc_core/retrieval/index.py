@@ -23,12 +23,13 @@ vector search.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 import zlib
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import numpy as np
 
@@ -70,6 +71,8 @@ _NAME_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 """What a Chroma collection name cannot hold (an embedder named ``BAAI/bge-small-en``)."""
 _RUN = re.compile(r"[a-z0-9_#.\-]+")
 _PART = re.compile(r"[a-z0-9]+")
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,6 +165,29 @@ def _embedder_label(embedder: Embedder) -> str:
     return label
 
 
+def _reopening(method: F) -> F:
+    """Run an operation on a namespace once more, on its collections opened afresh, when the ones
+    this index holds were deleted (another index or process dropped the namespace): the handles
+    would fail until the index is made again. Iterators passed in are read into lists first, so
+    the second run sees them whole."""
+
+    @functools.wraps(method)
+    def run(index: CardIndex, namespace: Namespace, /, *args: Any, **kwargs: Any) -> Any:
+        args = tuple(list(a) if isinstance(a, Iterator) else a for a in args)
+        kwargs = {k: list(v) if isinstance(v, Iterator) else v for k, v in kwargs.items()}
+        try:
+            return method(index, namespace, *args, **kwargs)
+        except Exception as exc:
+            from chromadb.errors import NotFoundError
+
+            if not isinstance(exc, NotFoundError):
+                raise
+            index._forget(namespace)
+        return method(index, namespace, *args, **kwargs)
+
+    return cast(F, run)
+
+
 def _embedding_function(embedder: Embedder) -> Any:
     from .chroma_ef import DamcEmbeddingFunction
 
@@ -250,6 +276,7 @@ class CardIndex:
         return self._terms[(namespace.key, cold)]
 
     # -- writing -------------------------------------------------------------------------------
+    @_reopening
     def add(self, namespace: Namespace, cards: Sequence[Card]) -> None:
         """Embed and upsert cards (by id: adding a card twice replaces it). Each entry keeps the
         digest of its text (:meth:`digests`), so a reader can tell a card it already indexed from
@@ -285,11 +312,13 @@ class CardIndex:
             "members": "",
         }
 
+    @_reopening
     def ids(self, namespace: Namespace, *, cold: bool = False) -> set[str]:
         """Card ids of the namespace in the live (or cold) index."""
         got = self.collection(namespace, cold=cold).get(include=[])
         return set(got["ids"])
 
+    @_reopening
     def digests(self, namespace: Namespace, *, cold: bool = False) -> dict[str, str]:
         """Card id -> :func:`document_digest` of the text it was indexed with, for the live (or
         cold) index (``""`` for entries written before digests were kept)."""
@@ -297,6 +326,7 @@ class CardIndex:
         metas = got["metadatas"] or []
         return {i: str(m.get(DIGEST) or "") for i, m in zip(got["ids"], metas, strict=True)}
 
+    @_reopening
     def delete(self, namespace: Namespace, card_ids: Iterable[str], *, cold: bool = False) -> None:
         """Remove cards from the live (or cold) index, identifier postings included."""
         ids = list(card_ids)
@@ -309,6 +339,7 @@ class CardIndex:
             postings = _postings_of(got["ids"], [str(d) for d in got["documents"] or []])
             _post(self.terms(namespace, cold=cold), postings, remove=True)
 
+    @_reopening
     def delete_before(self, namespace: Namespace, seq: int) -> None:
         """Remove the cards made before event ``seq`` (a conversation cleared there) from the live
         and cold index. The collections stay: other processes hold them open."""
@@ -317,6 +348,7 @@ class CardIndex:
             got = self.collection(namespace, cold=cold).get(where=older, include=[])
             self.delete(namespace, got["ids"], cold=cold)
 
+    @_reopening
     def drop(self, namespace: Namespace) -> None:
         """Delete every collection of a namespace (live, cold and their identifier twins): its
         cards are searched no more. Records and cards in the store are untouched."""
@@ -325,16 +357,23 @@ class CardIndex:
             if self.terms(namespace, cold=cold) is not None:
                 self._client.delete_collection(f"{name}_terms")
             self._client.delete_collection(name)
+        self._forget(namespace)
+
+    def drops(self, namespace: Namespace) -> int:
+        """How often this index dropped the namespace or found it dropped by another: a reader
+        that counted fewer has to read it again (what it knew to be indexed is gone)."""
+        return self._drops.get(namespace.key, 0)
+
+    def _forget(self, namespace: Namespace) -> None:
+        """Let go of the namespace's deleted collections (the next use opens them afresh) and count
+        the drop."""
+        for cold in (False, True):
             self._collections.pop((namespace.key, cold), None)
             self._terms.pop((namespace.key, cold), None)
         self._drops[namespace.key] = self.drops(namespace) + 1
 
-    def drops(self, namespace: Namespace) -> int:
-        """How often this index dropped the namespace: a reader that counted fewer has to read it
-        again (what it knew to be indexed is gone)."""
-        return self._drops.get(namespace.key, 0)
-
     # -- searching -----------------------------------------------------------------------------
+    @_reopening
     def search(
         self,
         namespace: Namespace,
@@ -407,6 +446,7 @@ class CardIndex:
         return [(t, [i for i, _ in held[t]], [m for _, m in held[t]]) for t in terms]
 
     # -- lifecycle -----------------------------------------------------------------------------
+    @_reopening
     def retire(self, namespace: Namespace, card_ids: Iterable[str]) -> int:
         """Move cards from the live index to cold storage; returns how many moved."""
         ids = list(card_ids)
@@ -428,6 +468,7 @@ class CardIndex:
         _post(self.terms(namespace), postings, remove=True)
         return len(got["ids"])
 
+    @_reopening
     def merge_near_duplicates(self, namespace: Namespace, *, threshold: float = 0.97) -> list[Merged]:
         """Fold live cards whose embeddings are within ``threshold`` cosine similarity of an older
         card into one summary entry that names every member; the members go cold."""
@@ -479,6 +520,7 @@ class CardIndex:
         return merged
 
     # -- lifecycle state -----------------------------------------------------------------------
+    @_reopening
     def low_since(self, namespace: Namespace) -> dict[str, int]:
         """Live card id -> the event sequence number since which it has been valued low."""
         marked = cast("Where", {LOW_SINCE: {"$gte": 0}})
@@ -488,6 +530,7 @@ class CardIndex:
             for card_id, meta in zip(got["ids"], got["metadatas"] or [], strict=True)
         }
 
+    @_reopening
     def mark_low(self, namespace: Namespace, changes: Mapping[str, int | None]) -> None:
         """Record when cards went low (a sequence number) or that they recovered (``None``).
         Ids not in the live index are ignored."""

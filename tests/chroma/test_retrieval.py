@@ -557,6 +557,40 @@ def test_one_valuator_embeds_again_a_namespace_reused_or_dropped_in_its_process(
     assert set(documents()) == {"c0", "c1", "c2"}
 
 
+def test_an_index_carries_on_after_another_drops_its_namespace(chroma_config: ChromaConfig) -> None:
+    """Two workers with their own index on one folder or server: one drops the namespace (as
+    ``damc replay --chroma`` does); the other opens its collections afresh instead of failing for
+    the namespace until it is made again."""
+    dropping, other = (CardIndex(chroma_config, embedder=HashingEmbedder()) for _ in range(2))
+    other.add(ALICE, [_card(0, "[c0] refund #W4923227 approved")])
+    assert [h.card_id for h in other.search(ALICE, "refund", terms=["#w4923227"], k=1)] == ["c0"]
+
+    dropping.drop(ALICE)
+
+    assert other.search(ALICE, "refund", terms=["#w4923227"], k=1) == []
+    assert other.drops(ALICE) == 1  # what a reader knew to be indexed is gone
+    other.add(ALICE, [_card(1, "[c1] flight HAT069 booked")])
+    assert other.ids(ALICE) == {"c1"} and dropping.ids(ALICE) == {"c1"}
+
+
+def test_a_valuator_indexes_its_cards_again_after_another_worker_drops_the_namespace(
+    chroma_config: ChromaConfig, caplog: pytest.LogCaptureFixture
+) -> None:
+    index = CardIndex(chroma_config, embedder=HashingEmbedder())
+    memory = DecisionMemory(namespace=ALICE, store=InMemoryStore(), valuator=RetrievalValuator(index))
+    for turn in ("hello", "where is my order #W111", "and my refund?"):
+        memory.observe({"role": "user", "content": turn})
+    memory.build(budget=500)
+
+    CardIndex(chroma_config, embedder=HashingEmbedder()).drop(ALICE)  # another worker starts it afresh
+    memory.observe({"role": "user", "content": "my flight HAT069 is late"})
+    with caplog.at_level(logging.WARNING, logger="damc"):
+        memory.build(budget=500)
+
+    assert "retrieval unavailable" not in caplog.text
+    assert {"c0", "c1", "c3"} <= index.ids(ALICE)
+
+
 def test_an_embedder_named_like_a_hub_model_gets_a_collection(chroma_config: ChromaConfig) -> None:
     class HubNamed:
         name, dimension = "BAAI/bge-small-en", HashingEmbedder().dimension
