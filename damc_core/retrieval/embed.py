@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from ..documents import SURROGATE
 from ..errors import ConfigError
 
 logger = logging.getLogger("damc")
@@ -77,12 +78,13 @@ class MiniLMEmbedder:
         self._tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Half an emoji in a text is read as U+FFFD: the tokenizer takes UTF-8 text only."""
         out = np.zeros((len(texts), self.dimension), dtype=np.float32)
         # Similar lengths in one batch waste less work on padding.
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         for start in range(0, len(order), BATCH):
             chunk = order[start : start + BATCH]
-            encoded = self._tokenizer.encode_batch([texts[i] or " " for i in chunk])
+            encoded = self._tokenizer.encode_batch([SURROGATE.sub("\ufffd", texts[i]) or " " for i in chunk])
             ids = np.array([e.ids for e in encoded], dtype=np.int64)
             mask = np.array([e.attention_mask for e in encoded], dtype=np.int64)
             (hidden,) = self._session.run(

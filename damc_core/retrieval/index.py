@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import numpy as np
 
+from ..documents import SURROGATE
 from ..errors import ConfigError, StoreClosedError
 from ..extract import IDENTIFIER_TERM
 from ..stores.chroma import ChromaConfig, release
@@ -71,6 +72,7 @@ _NAME_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 """What a Chroma collection name cannot hold (an embedder named ``BAAI/bge-small-en``)."""
 _RUN = re.compile(r"[a-z0-9_#.\-]+")
 _PART = re.compile(r"[a-z0-9]+")
+_LISTED_ID = re.compile(r"(?:\\.|[^\\,])+", re.DOTALL)
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -114,8 +116,9 @@ def _similarities(collection: Any, card_ids: list[str], query_vector: np.ndarray
 def card_document(card: Card) -> str:
     """The text a card is embedded and matched by: its rendering, lower-cased (identifiers are
     matched case-blind and ``#`` stays with the id), without the ``[c12]`` tag (two cards that say
-    the same thing must embed the same), cut to a length the model reads."""
-    return _CARD_TAG.sub("", card.summary, count=1)[:DOCUMENT_CHARS].lower()
+    the same thing must embed the same), cut to a length the model reads. Half an emoji becomes
+    U+FFFD: text that is not UTF-8 cannot be stored, hashed or tokenized."""
+    return SURROGATE.sub("\ufffd", _CARD_TAG.sub("", card.summary, count=1)[:DOCUMENT_CHARS].lower())
 
 
 def document_digest(document: str) -> str:
@@ -260,8 +263,8 @@ class CardIndex:
 
     def terms(self, namespace: Namespace, *, cold: bool = False) -> Collection | None:
         """The identifier twin of a card collection (ids are identifiers, metadata ``cards`` the
-        comma-separated ids of the first cards holding each); ``None`` for a collection made before
-        twins existed."""
+        ids of the first cards holding each, see :func:`_listed`); ``None`` for a collection made
+        before twins existed."""
         if (namespace.key, cold) not in self._terms:
             cards = self.collection(namespace, cold=cold)
             twin = None
@@ -283,6 +286,8 @@ class CardIndex:
         another card under the same id."""
         if not cards:
             return
+        cards = list({card.id: card for card in cards}.values())  # an id given twice: its last card
+        _card_ids(c.id for c in cards)
         key = namespace.key
         live = self.collection(namespace)
         documents = [card_document(c) for c in cards]
@@ -329,7 +334,7 @@ class CardIndex:
     @_reopening
     def delete(self, namespace: Namespace, card_ids: Iterable[str], *, cold: bool = False) -> None:
         """Remove cards from the live (or cold) index, identifier postings included."""
-        ids = list(card_ids)
+        ids = _card_ids(card_ids)
         if not ids:
             return
         collection = self.collection(namespace, cold=cold)
@@ -386,9 +391,11 @@ class CardIndex:
         """The best ``k`` cards for the query, best first; ``terms`` are matched verbatim too."""
         if k <= 0:
             raise ConfigError(f"k must be > 0, got {k}")
+        if not isinstance(query, str):
+            raise ConfigError(f"the query must be text, got {type(query).__name__}")
         collection = self.collection(namespace, cold=cold)
         found: dict[str, tuple[float, tuple[str, ...], tuple[str, ...]]] = {}
-        query_vectors = self.embedder.embed([query])
+        query_vectors = self.embedder.embed([SURROGATE.sub("\ufffd", query)])
         result = collection.query(
             query_embeddings=query_vectors, n_results=k, include=["metadatas", "distances"]
         )
@@ -449,7 +456,7 @@ class CardIndex:
     @_reopening
     def retire(self, namespace: Namespace, card_ids: Iterable[str]) -> int:
         """Move cards from the live index to cold storage; returns how many moved."""
-        ids = list(card_ids)
+        ids = _card_ids(card_ids)
         if not ids:
             return 0
         live = self.collection(namespace)
@@ -510,7 +517,7 @@ class CardIndex:
                         "seq": entries[first][0],
                         "kind": "merged",
                         "tool": "",
-                        "members": ",".join(members),
+                        "members": _listed(members),
                     }
                 ],
             )
@@ -536,13 +543,33 @@ class CardIndex:
         Ids not in the live index are ignored."""
         if not changes:
             return
-        ids = sorted(changes)
+        ids = sorted(_card_ids(changes))
         self.collection(namespace).update(ids=ids, metadatas=[{LOW_SINCE: changes[i]} for i in ids])
 
 
+def _card_ids(ids: Iterable[str]) -> list[str]:
+    """The ids, each one Chroma can hold; an empty one, or one with half an emoji (not UTF-8), is
+    a ``ConfigError`` naming it rather than Chroma's error."""
+    checked = list(ids)
+    for card_id in checked:
+        if not isinstance(card_id, str) or not card_id or SURROGATE.search(card_id):
+            raise ConfigError(f"a card id must be non-empty UTF-8 text, got {card_id!r}")
+    return checked
+
+
+def _listed(card_ids: Iterable[str]) -> str:
+    """Card ids as one metadata value: comma-separated, a ``,`` or ``\\`` in an id escaped, so card
+    ``c16,c0`` is one id, not two. Ids without either are written as they always were."""
+    return ",".join(i.replace("\\", "\\\\").replace(",", "\\,") for i in card_ids)
+
+
+def _unlisted(value: str) -> list[str]:
+    """The card ids of a :func:`_listed` value."""
+    return [re.sub(r"\\(.)", r"\1", found, flags=re.DOTALL) for found in _LISTED_ID.findall(value)]
+
+
 def _members(meta: Any) -> tuple[str, ...]:
-    members = str(meta.get("members") or "")
-    return tuple(members.split(",")) if members else ()
+    return tuple(_unlisted(str(meta.get("members") or "")))
 
 
 def _postings_of(card_ids: Sequence[str], documents: Sequence[str]) -> dict[str, list[str]]:
@@ -576,7 +603,7 @@ def _post(twin: Collection | None, wanted: Mapping[str, list[str]], *, remove: b
             twin.upsert(
                 ids=list(changed),
                 embeddings=np.array([[_point(t)] for t in changed], dtype=np.float32),
-                metadatas=[{"cards": ",".join(ids)} for ids in changed.values()],
+                metadatas=[{"cards": _listed(ids)} for ids in changed.values()],
             )
 
 
@@ -588,7 +615,7 @@ def _point(term: str) -> float:
 def _postings(twin: Collection, terms: list[str]) -> dict[str, list[str]]:
     got = twin.get(ids=terms, include=["metadatas"])
     cards = (str(m.get("cards") or "") for m in got["metadatas"] or [])
-    return {term: ids.split(",") for term, ids in zip(got["ids"], cards, strict=True) if ids}
+    return {term: _unlisted(ids) for term, ids in zip(got["ids"], cards, strict=True) if ids}
 
 
 def _longest(term: str) -> tuple[int, str]:

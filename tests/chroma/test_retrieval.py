@@ -591,6 +591,63 @@ def test_a_valuator_indexes_its_cards_again_after_another_worker_drops_the_names
     assert {"c0", "c1", "c3"} <= index.ids(ALICE)
 
 
+def test_a_card_id_holding_a_comma_is_one_card_to_the_exact_lookup(chroma_config: ChromaConfig) -> None:
+    """Postings and merged members list card ids in one value: ``c16,c0`` must not read as two."""
+    index = CardIndex(chroma_config, embedder=HashingEmbedder())
+    index.add(
+        ALICE,
+        [
+            _card(0, "[c0] order #W111222 pending"),
+            _card(16, "[c16] order #W777123 shipped", id="c16,c0"),
+            _card(17, "[c17] order #W777123 shipped", id="c17\\"),
+        ],
+    )
+
+    hits = index.search(ALICE, "order", terms=["#w777123"], k=3)
+    assert {h.card_id for h in hits if h.exact} == {"c16,c0", "c17\\"}
+    index.retire(ALICE, ["c16,c0"])
+    assert [h.card_id for h in index.search(ALICE, "order", terms=["#w111222"], k=3) if h.exact] == ["c0"]
+    assert index.search(ALICE, "order", terms=["#w777123"], k=1, cold=True)[0].card_id == "c16,c0"
+
+    index.add(BOB, [_card(seq, "[c0] flight HAT069 available", id=f"c{seq},x") for seq in (1, 2)])
+    assert [m.members for m in index.merge_near_duplicates(BOB, threshold=0.99)] == [("c1,x", "c2,x")]
+    assert index.search(BOB, "flight HAT069", k=1)[0].members == ("c1,x", "c2,x")
+
+
+def test_half_an_emoji_is_indexed_and_searched_as_a_replacement_character(
+    chroma_config: ChromaConfig, minilm: MiniLMEmbedder
+) -> None:
+    """A text cut inside an emoji is not UTF-8: no tokenizer, hash or store takes it as it is."""
+    index = CardIndex(chroma_config, embedder=minilm)
+    index.add(ALICE, [_card(0, "[c0] hotel check-in 2024-05-03 \ud83d"), _card(1, "[c1] flight HAT069 late")])
+
+    hits = index.search(ALICE, "when is the hotel check-in \ud83d", k=1)
+    assert [h.card_id for h in hits] == ["c0"]
+    assert index.collection(ALICE).get(ids=["c0"])["documents"] == ["hotel check-in 2024-05-03 \ufffd"]
+    assert np.array_equal(minilm.embed(["check-in \ud83d"]), minilm.embed(["check-in \ufffd"]))
+
+
+def test_an_add_keeps_the_last_card_of_an_id_given_twice(chroma_config: ChromaConfig) -> None:
+    index = CardIndex(chroma_config, embedder=HashingEmbedder())
+    index.add(ALICE, [_card(0, "[c0] flight HAT069 booked"), _card(0, "[c0] flight HAT069 cancelled")])
+
+    assert index.collection(ALICE).get(ids=["c0"])["documents"] == ["flight hat069 cancelled"]
+
+
+def test_an_empty_or_broken_card_id_and_a_missing_query_are_config_errors(
+    chroma_config: ChromaConfig,
+) -> None:
+    index = CardIndex(chroma_config, embedder=HashingEmbedder())
+
+    with pytest.raises(ConfigError, match="card id must be non-empty UTF-8 text, got ''"):
+        index.add(ALICE, [_card(0, "[c0] flight HAT069 booked", id="")])
+    with pytest.raises(ConfigError, match="card id must be non-empty UTF-8 text"):
+        index.retire(ALICE, ["c\ud83d"])
+    with pytest.raises(ConfigError, match="query must be text, got NoneType"):
+        index.search(ALICE, None, k=3)  # type: ignore[arg-type]
+    assert index.ids(ALICE) == set()
+
+
 def test_an_embedder_named_like_a_hub_model_gets_a_collection(chroma_config: ChromaConfig) -> None:
     class HubNamed:
         name, dimension = "BAAI/bge-small-en", HashingEmbedder().dimension
