@@ -327,7 +327,7 @@ class DefaultEncoder:
                 return
             if (split := split_records(value)) is not None:
                 records, value = split
-                tables.append(self._table(path, [("", record) for record in records], keyed=False))
+                tables.append(self._records_table(path, records))
             for key, item in value.items():
                 self._walk(item, _join(path, str(key)), depth + 1, facts, tables)
         elif isinstance(value, list):
@@ -339,18 +339,22 @@ class DefaultEncoder:
                     Fact(path or "value", f"[{_clip(joined, self.max_cell_chars * 4)}]", fact_kind(path, ""))
                 )
             elif all(isinstance(v, dict) for v in value):
-                tables.append(self._table(path, [("", v) for v in value], keyed=False))
+                tables.append(self._records_table(path, value))
             elif all(isinstance(v, list) and all(isinstance(x, dict) for x in v) for v in value):
                 grouped = [(str(i + 1), row) for i, group in enumerate(value) for row in group]
                 tables.append(self._table(path, grouped, keyed=True, key_name="option"))
             elif (rows := positional_records(value)) is not None:
-                tables.append(self._table(path, [("", row) for row in rows], keyed=False))
+                tables.append(self._records_table(path, rows))
             else:
                 for i, item in enumerate(value):
                     self._walk(item, f"{path}[{i}]", depth + 1, facts, tables)
         elif value is not None:
             text = _clip(scalar_text(value), self.max_cell_chars)
             facts.append(Fact(path or "value", text, fact_kind(path or "value", text)))
+
+    def _records_table(self, path: str, records: list[Any]) -> Table:
+        """A list of records as a table, one row each (see :mod:`.tabular` for the shapes read as one)."""
+        return self._table(path, [("", record) for record in records], keyed=False)
 
     def _table(self, path: str, items: list[tuple[str, Any]], *, keyed: bool, key_name: str = "key") -> Table:
         flat_rows = [(key, _flatten(row, self.max_cell_chars)) for key, row in items[: self.max_rows]]
