@@ -300,7 +300,7 @@ def subject_of(card: Card) -> frozenset[str]:
 
 
 def _id_arguments(arguments: Mapping[str, object]) -> frozenset[str]:
-    return frozenset(value for _, value in _handles(arguments))
+    return frozenset(value for _, value in _remembered(_HANDLES, arguments, _handles, arguments))
 
 
 _HANDLES: dict[int, tuple[object, frozenset[tuple[str, str]]]] = {}
