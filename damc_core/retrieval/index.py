@@ -74,7 +74,7 @@ _RUN = re.compile(r"[a-z0-9_#.\-]+")
 _PART = re.compile(r"[a-z0-9]+")
 _LISTED_ID = re.compile(r"(?:\\.|[^\\,])+", re.DOTALL)
 
-F = TypeVar("F", bound=Callable[..., Any])
+_Operation = TypeVar("_Operation", bound=Callable[..., Any])
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,7 +168,7 @@ def _embedder_label(embedder: Embedder) -> str:
     return label
 
 
-def _reopening(method: F) -> F:
+def _reopening(method: _Operation) -> _Operation:
     """Run an operation on a namespace once more, on its collections opened afresh, when the ones
     this index holds were deleted (another index or process dropped the namespace): the handles
     would fail until the index is made again. Iterators passed in are read into lists first, so
@@ -188,7 +188,7 @@ def _reopening(method: F) -> F:
             index._forget(namespace)
         return method(index, namespace, *args, **kwargs)
 
-    return cast(F, run)
+    return cast(_Operation, run)
 
 
 def _embedding_function(embedder: Embedder) -> Any:
