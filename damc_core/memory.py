@@ -777,7 +777,8 @@ class DecisionMemory:
         header = self._header_tokens()
         memory_budget = max(0, budget - self._renderer.count_messages(recent) - header)
         valued = self.valuator.value(candidates, context=context)
-        kept, dropped = self._select(valued, wide, memory_budget, context.now)
+        renderings: dict[tuple[str, bool, Detail], Card] = {}
+        kept, dropped = self._select(valued, wide, memory_budget, context.now, renderings)
         richer = {index: [message] for index, message in whole.items()}
         if lean := self._recent_yielding(recent_entries, recent, dropped, context, wide):
             for index, message in enumerate(recent):
@@ -785,7 +786,7 @@ class DecisionMemory:
                     richer.setdefault(index, []).append(message)
             recent = lean
             memory_budget = max(0, budget - self._renderer.count_messages(recent) - header)
-            kept, dropped = self._select(valued, wide, memory_budget, context.now)
+            kept, dropped = self._select(valued, wide, memory_budget, context.now, renderings)
         room = memory_budget - sum(s.card.tokens for s in kept)
         count = self._renderer.count_messages
         for index, forms in richer.items():  # a result cut for the cards goes back if they left room
@@ -1006,7 +1007,12 @@ class DecisionMemory:
         return candidates, decisions
 
     def _select(
-        self, valued: list[ScoredCard], focus: DecisionFocus, budget: int, now: float
+        self,
+        valued: list[ScoredCard],
+        focus: DecisionFocus,
+        budget: int,
+        now: float,
+        renderings: dict[tuple[str, bool, Detail], Card],
     ) -> tuple[list[ScoredCard], list[tuple[ScoredCard, str]]]:
         """Select in value order, each card at its base detail: tool results as skeletons (what the
         next calls take: identifiers, statuses, fields that fed calls), other cards at key detail.
@@ -1020,7 +1026,10 @@ class DecisionMemory:
         far as the cards worth ``NEWEST_YIELDS_TO`` need the room. The user's newest turn, the
         request, goes in full (up to ``REQUEST_SHARE`` of the budget): its key detail keeps only
         sentences with values or restrictions, and "yes, go ahead" has neither. Every rendering
-        carries its tags (``as of``, ``superseded by``), so what is selected is what is sent."""
+        carries its tags (``as of``, ``superseded by``), so what is selected is what is sent.
+
+        ``renderings`` holds this decision's renderings by card, focus or none, and detail: a decision
+        selects twice when its recent window yields, and asks for most renderings more than once."""
         scored, beyond = _shortlist(valued, budget)
         newest = self._session.newest.get("tool")
         request = self._session.newest.get("user")
@@ -1029,6 +1038,13 @@ class DecisionMemory:
 
         def view(card_id: str) -> DecisionFocus | None:
             return None if card_id == newest else focus
+
+        def rendered(card_id: str, card_focus: DecisionFocus | None, detail: Detail) -> Card:
+            key = (card_id, card_focus is None, detail)  # one focus per decision
+            card = renderings.get(key)
+            if card is None:
+                card = renderings[key] = self._renderer.render(originals[card_id], card_focus, detail)
+            return card
 
         def base(card: Card) -> Detail:
             if card.id == request:
@@ -1043,7 +1059,7 @@ class DecisionMemory:
         def based_card(card: Card) -> Card:
             if asked is not None and card.id == request:
                 return tagged(asked)
-            return tagged(self._renderer.render(card, view(card.id), base(card)))
+            return tagged(rendered(card.id, view(card.id), base(card)))
 
         based = [item._replace(card=based_card(item.card)) for item in scored]
         newest_cut: Card | None = None
@@ -1058,7 +1074,7 @@ class DecisionMemory:
             sent: Card | None = None
             if recalled:
                 sent = tagged(self._as_recalled(originals[newest], self._recall_share(budget, asked)))
-            elif self._renderer.render(originals[newest], None, "key").tokens > share:
+            elif rendered(newest, None, "key").tokens > share:
                 cuts = [
                     self._renderer.render(originals[newest], focus, detail, cut_in_focus_order=share)
                     for detail in ("key", "skeleton")
@@ -1071,7 +1087,7 @@ class DecisionMemory:
                 based = [item._replace(card=sent) if item.card.id == newest else item for item in based]
 
         def leaner(card: Card, tokens: int) -> Card:
-            skeleton = self._renderer.render(originals[card.id], focus, "skeleton")
+            skeleton = rendered(card.id, focus, "skeleton")
             lean = tagged(skeleton) if skeleton.tokens < card.tokens else card
             return lean if lean.tokens <= tokens else self._renderer.cut(lean, tokens)
 
@@ -1087,15 +1103,15 @@ class DecisionMemory:
                 if recalled and card.id == newest:  # the record as it is already
                     return card
                 if newest_cut is not None and card.id == newest:  # whole, if the rest left room
-                    return tagged(self._renderer.render(originals[card.id], None, "key"))
-                return tagged(self._renderer.render(originals[card.id], view(card.id), detail))
+                    return tagged(rendered(card.id, None, "key"))
+                return tagged(rendered(card.id, view(card.id), detail))
 
             return richer
 
         def whole(card: Card) -> Card:  # long tables with all their rows, not the focus's
             if card.id == newest or not self.compressor.depends_on_focus(card, detail="full"):
                 return card
-            return tagged(self._renderer.render(originals[card.id], None, "full"))
+            return tagged(rendered(card.id, None, "full"))
 
         full = selection.kept
         for richer in (at("key"), at("full"), whole):
