@@ -19,7 +19,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from .errors import RecordExistsError, StoreClosedError
+from .errors import RecordExistsError, StoreClosedError, StoreError
 from .stores import MemoryStore
 from .types import Card, CardKind, Fact, Namespace, RawRecord, Score, Table
 
@@ -113,6 +113,23 @@ def check_records_are_never_replaced(store: MemoryStore) -> None:
     raise AssertionError("appending a record id the namespace holds must raise RecordExistsError")
 
 
+def check_records_without_a_text_body_are_refused(store: MemoryStore) -> None:
+    """A body that is not text (``None``, bytes, a number) is a ``StoreError`` saying so, the
+    same in every backend, and leaves nothing stored: the id stays free for the real record."""
+    for body in (None, b'{"role": "user", "content": "hi"}', 5):
+        try:
+            store.append(_record(ALICE, 0, body))  # type: ignore[arg-type]
+        except RecordExistsError:
+            raise AssertionError(f"a body of {body!r} was refused as a taken id") from None
+        except StoreError as exc:
+            assert "has no text body" in str(exc), f"a body of {body!r} was refused with {exc}"
+        else:
+            raise AssertionError(f"appending a record whose body is {body!r} must raise StoreError")
+        assert store.record(ALICE, "r0") is None and store.records(ALICE) == []
+    store.append(_record(ALICE, 0))
+    assert [r.body for r in store.records(ALICE)] == [_record(ALICE, 0).body]
+
+
 def check_cards_round_trip_every_field(store: MemoryStore) -> None:
     card = sample_card(3)
     store.put_cards(ALICE, [card])
@@ -164,6 +181,7 @@ CHECKS: tuple[Callable[[MemoryStore], None], ...] = (
     check_reads_since_a_sequence_number,
     check_reads_start_at_sequence_zero_unless_asked,
     check_records_are_never_replaced,
+    check_records_without_a_text_body_are_refused,
     check_cards_round_trip_every_field,
     check_put_cards_replaces_by_id,
     check_namespaces_never_leak,

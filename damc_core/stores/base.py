@@ -1,8 +1,10 @@
 from __future__ import annotations
 
+import reprlib
 from collections.abc import Sequence
 from typing import Protocol
 
+from ..errors import StoreError
 from ..types import Card, Namespace, RawRecord
 
 
@@ -12,7 +14,8 @@ class MemoryStore(Protocol):
     def append(self, record: RawRecord) -> None:
         """Persist a raw record; called before the event is processed in any way. Records are
         never replaced: raise ``RecordExistsError`` when the namespace already holds the id
-        (another memory on the same session wrote it first)."""
+        (another memory on the same session wrote it first). A record whose body is not text is
+        refused with :func:`require_text_body`'s ``StoreError``."""
 
     def record(self, namespace: Namespace, record_id: str) -> RawRecord | None: ...
 
@@ -27,3 +30,11 @@ class MemoryStore(Protocol):
         """The namespace's cards with ``seq >= since``, in sequence order."""
 
     def close(self) -> None: ...
+
+
+def require_text_body(record: RawRecord) -> None:
+    """Refuse a record whose body is not text (``None``, bytes, a number) with a ``StoreError``
+    naming it, as every backend does before writing: read back, such a body is not the event that
+    was stored (``None``, bytes or ``"5"``) and cannot be replayed."""
+    if not isinstance(record.body, str):
+        raise StoreError(f"record {record.id!r} has no text body (body={reprlib.repr(record.body)})")

@@ -26,6 +26,7 @@ import numpy as np
 from ..errors import ConfigError, RecordExistsError, SchemaVersionError, StoreClosedError, StoreError
 from ..serde import CardSerializer, JsonCardSerializer, readable_cards
 from ..types import CARD_FORMAT_VERSION, Card, Namespace, RawRecord
+from .base import require_text_body
 
 if TYPE_CHECKING:
     from chromadb.api import ClientAPI
@@ -189,8 +190,7 @@ class ChromaStore:
         key = record.namespace.key
         if not math.isfinite(record.created_at):  # Chroma would drop the field, and the session read no more
             raise StoreError(f"record {record.id!r} has no time (created_at={record.created_at!r})")
-        if not isinstance(record.body, str):  # Chroma would keep a None and hand it back as the body
-            raise StoreError(f"record {record.id!r} has no text body (body={record.body!r})")
+        require_text_body(record)  # Chroma would keep a None and hand it back as the body
         doc_id = _row_id(key, record.id)
         token = uuid.uuid4().hex  # this add's mark, to tell its record from another writer's
 

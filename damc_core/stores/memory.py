@@ -4,6 +4,7 @@ from collections.abc import Sequence
 
 from ..errors import RecordExistsError, StoreClosedError
 from ..types import Card, Namespace, RawRecord
+from .base import require_text_body
 
 
 class InMemoryStore:
@@ -19,6 +20,7 @@ class InMemoryStore:
             raise StoreClosedError("InMemoryStore is closed; create a new store")
 
     def append(self, record: RawRecord) -> None:
+        require_text_body(record)
         self._check()
         bucket = self._records.setdefault(record.namespace.key, {})
         if record.id in bucket:

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from damc_core import Card, CardKind, DecisionMemory, MemorySettings, SQLiteStore
+from damc_core import Card, CardKind, DecisionMemory, InMemoryStore, MemorySettings, SQLiteStore
 
 DEEP_JSON = "[" * 10_000 + "]" * 10_000
 
@@ -154,6 +154,24 @@ def test_none_content_is_stored_and_build_does_not_crash(memory, msg, role, asse
 
     assert memory.recall(card.id) == event
     assert_valid_context(memory.build().messages, content=False)
+
+
+@pytest.mark.parametrize("role", ["user", "assistant", "tool"])
+def test_none_content_is_stored_as_text_in_every_local_store(make_memory, msg, role):
+    """Every store refuses a record without a text body; ``observe`` never hands one over: a
+    message whose content is ``None`` is stored as its JSON, ``"content": null`` and all."""
+    event: dict[str, Any] = {"role": role, "content": None}
+    if role == "tool":
+        event.update(tool_call_id="call_1", name="ping")
+    for store in (InMemoryStore(), SQLiteStore(":memory:")):
+        memory = make_memory(store=store)
+        if role == "tool":
+            memory.observe(msg.call("call_1", "ping", {}))
+
+        card = memory.observe(event)
+
+        assert memory.recall(card.id) == event
+        assert json.loads(store.records(memory.namespace)[-1].body) == event
 
 
 @pytest.mark.parametrize(

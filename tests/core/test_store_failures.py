@@ -163,7 +163,7 @@ def test_a_record_missing_a_value_is_a_store_error_not_a_taken_id(tmp_path):
     store = SQLiteStore(tmp_path / "m.sqlite3")
 
     with pytest.raises(StoreError, match="NOT NULL") as raised:
-        store.append(RawRecord("r0", TRIP, 0, 1.0, None))  # type: ignore[arg-type]
+        store.append(RawRecord("r0", TRIP, 0, float("nan"), "{}"))  # SQLite binds NaN as NULL
     assert not isinstance(raised.value, RecordExistsError)  # a memory would retry a taken id
     assert store.record(TRIP, "r0") is None
 
