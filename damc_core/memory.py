@@ -778,15 +778,16 @@ class DecisionMemory:
         memory_budget = max(0, budget - self._renderer.count_messages(recent) - header)
         valued = self.valuator.value(candidates, context=context)
         renderings: dict[tuple[str, bool, Detail], Card] = {}
-        kept, dropped = self._select(valued, wide, memory_budget, context.now, renderings)
         richer = {index: [message] for index, message in whole.items()}
-        if lean := self._recent_yielding(recent_entries, recent, dropped, context, wide):
+        if lean := self._recent_yielding(
+            recent_entries, recent, valued, memory_budget, context, wide, renderings
+        ):
             for index, message in enumerate(recent):
                 if lean[index] is not message:
                     richer.setdefault(index, []).append(message)
             recent = lean
             memory_budget = max(0, budget - self._renderer.count_messages(recent) - header)
-            kept, dropped = self._select(valued, wide, memory_budget, context.now, renderings)
+        kept, dropped = self._select(valued, wide, memory_budget, context.now, renderings)
         room = memory_budget - sum(s.card.tokens for s in kept)
         count = self._renderer.count_messages
         for index, forms in richer.items():  # a result cut for the cards goes back if they left room
@@ -926,30 +927,36 @@ class DecisionMemory:
         self,
         entries: list[_Entry],
         recent: list[Message],
-        dropped: list[tuple[ScoredCard, str]],
+        valued: list[ScoredCard],
+        budget: int,
         context: ValuationContext,
         focus: DecisionFocus,
+        renderings: dict[tuple[str, bool, Detail], Card],
     ) -> list[Message] | None:
         """The recent window with its tool results at skeleton detail, when that makes room for a
-        card the selection dropped that is worth more than such a result; else None. As a card,
-        the newest result competes by value like any other; sent as a message it must stay, but
-        only as much of it as the more valuable cards leave room for (the rest is restored if they
-        leave it)."""
-        wanted = [
-            item
-            for item, why in dropped
-            if why in (OVER_BUDGET, FAR_OVER_BUDGET) and item.value >= NEWEST_YIELDS_TO
-        ]
+        card worth more than such a result (and at least ``NEWEST_YIELDS_TO``) that does not fit
+        beside the result as sent; else None. As a card, the newest result competes by value like
+        any other; sent as a message it must stay, but only as much of it as the more valuable
+        cards leave room for (the rest is restored if they leave it). Only the cards worth more
+        than a result are selected to see that, without the detail they would gain after."""
         results = {
             i: self._session.cards[e.card_id]
             for i, e in enumerate(entries)
             if e.message.get("role") == "tool"
         }
-        if not wanted or not results:
+        if not results:
             return None
         values = {
             item.card.id: item.value for item in self.valuator.value(list(results.values()), context=context)
         }
+        least = min(values.get(card.id, 1.0) for card in results.values())
+        worth_more = [item for item in valued if item.value >= NEWEST_YIELDS_TO and item.value > least]
+        if not worth_more:
+            return None
+        _, dropped = self._select(worth_more, focus, budget, context.now, renderings, upgrade=False)
+        wanted = [item for item, why in dropped if why in (OVER_BUDGET, FAR_OVER_BUDGET)]
+        if not wanted:
+            return None
         shown = self._calls_shown(entries)
         lean = list(recent)
         for i, card in results.items():
@@ -1013,6 +1020,8 @@ class DecisionMemory:
         budget: int,
         now: float,
         renderings: dict[tuple[str, bool, Detail], Card],
+        *,
+        upgrade: bool = True,
     ) -> tuple[list[ScoredCard], list[tuple[ScoredCard, str]]]:
         """Select in value order, each card at its base detail: tool results as skeletons (what the
         next calls take: identifiers, statuses, fields that fed calls), other cards at key detail.
@@ -1028,8 +1037,9 @@ class DecisionMemory:
         sentences with values or restrictions, and "yes, go ahead" has neither. Every rendering
         carries its tags (``as of``, ``superseded by``), so what is selected is what is sent.
 
-        ``renderings`` holds this decision's renderings by card, focus or none, and detail: a decision
-        selects twice when its recent window yields, and asks for most renderings more than once."""
+        ``renderings`` holds this decision's renderings by card, focus or none, and detail: a
+        decision asks for most of them more than once (``upgrade=False``: the selection before
+        the budget left is spent on detail)."""
         scored, beyond = _shortlist(valued, budget)
         newest = self._session.newest.get("tool")
         request = self._session.newest.get("user")
@@ -1097,6 +1107,8 @@ class DecisionMemory:
             else self.selector.select(based, budget=budget)
         )
         selection.dropped.extend((item, FAR_OVER_BUDGET) for item in beyond)
+        if not upgrade:
+            return selection.kept, selection.dropped
 
         def at(detail: Detail) -> Callable[[Card], Card]:
             def richer(card: Card) -> Card:
