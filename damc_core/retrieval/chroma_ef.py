@@ -25,6 +25,7 @@ from .embed import (
     MiniLMEmbedder,
     load_embedder,
     registered_embedder,
+    utf8_text,
 )
 
 
@@ -57,7 +58,9 @@ class DamcEmbeddingFunction(EmbeddingFunction[Documents]):
         self.embedder = embedder if embedder is not None else _shared_embedder(str(model))
 
     def __call__(self, input: Documents) -> Embeddings:
-        return list(self.embedder.embed(list(input)))
+        """The texts' vectors, half an emoji read as U+FFFD, so an embedder of one's own is handed
+        UTF-8 text too (a collection's ``query(query_texts=...)`` with one failed in its tokenizer)."""
+        return list(self.embedder.embed([utf8_text(text) for text in input]))
 
     @staticmethod
     def name() -> str:

@@ -44,6 +44,13 @@ class Embedder(Protocol):
         """A float32 array of shape (len(texts), dimension), rows L2-normalized."""
 
 
+def utf8_text(text: str) -> str:
+    """The text with half an emoji (a lone UTF-16 surrogate, text cut inside an emoji) read as
+    U+FFFD: tokenizers, hashes and stores take UTF-8 text only. Each embedder embeds a text as it
+    embeds this of it."""
+    return SURROGATE.sub("\ufffd", text)
+
+
 def _normalized(vectors: np.ndarray) -> np.ndarray:
     norms = np.linalg.norm(vectors, axis=1, keepdims=True)
     unit: np.ndarray = (vectors / np.maximum(norms, 1e-12)).astype(np.float32)
@@ -84,7 +91,7 @@ class MiniLMEmbedder:
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         for start in range(0, len(order), BATCH):
             chunk = order[start : start + BATCH]
-            encoded = self._tokenizer.encode_batch([SURROGATE.sub("\ufffd", texts[i]) or " " for i in chunk])
+            encoded = self._tokenizer.encode_batch([utf8_text(texts[i]) or " " for i in chunk])
             ids = np.array([e.ids for e in encoded], dtype=np.int64)
             mask = np.array([e.attention_mask for e in encoded], dtype=np.int64)
             (hidden,) = self._session.run(
@@ -114,9 +121,10 @@ class HashingEmbedder:
             raise ConfigError(f"HashingEmbedder.dimension must be >= 8, got {self.dimension}")
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Half an emoji in a text is read as U+FFFD (a feature is hashed as UTF-8)."""
         out = np.zeros((len(texts), self.dimension), dtype=np.float32)
         for row, text in enumerate(texts):
-            for word in _WORD.findall(text.lower()):
+            for word in _WORD.findall(utf8_text(text).lower()):
                 self._add(out[row], word, 1.0)
                 padded = f"^{word}$"
                 for i in range(len(padded) - 2):

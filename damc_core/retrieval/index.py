@@ -38,7 +38,7 @@ from ..errors import ConfigError, StoreClosedError
 from ..extract import IDENTIFIER_TERM
 from ..stores.chroma import ChromaConfig, release
 from ..types import Card, DecisionFocus, Namespace
-from .embed import HASHING, MINILM, Embedder, HashingEmbedder, load_embedder, register_embedder
+from .embed import HASHING, MINILM, Embedder, HashingEmbedder, load_embedder, register_embedder, utf8_text
 
 if TYPE_CHECKING:
     from chromadb.api import ClientAPI
@@ -117,8 +117,9 @@ def card_document(card: Card) -> str:
     """The text a card is embedded and matched by: its rendering, lower-cased (identifiers are
     matched case-blind and ``#`` stays with the id), without the ``[c12]`` tag (two cards that say
     the same thing must embed the same), cut to a length the model reads. Half an emoji becomes
-    U+FFFD: text that is not UTF-8 cannot be stored, hashed or tokenized."""
-    return SURROGATE.sub("\ufffd", _CARD_TAG.sub("", card.summary, count=1)[:DOCUMENT_CHARS].lower())
+    U+FFFD: the document is stored and digested too, and neither Chroma nor the digest takes text
+    that is not UTF-8."""
+    return utf8_text(_CARD_TAG.sub("", card.summary, count=1)[:DOCUMENT_CHARS].lower())
 
 
 def document_digest(document: str) -> str:
@@ -395,7 +396,8 @@ class CardIndex:
             raise ConfigError(f"the query must be text, got {type(query).__name__}")
         collection = self.collection(namespace, cold=cold)
         found: dict[str, tuple[float, tuple[str, ...], tuple[str, ...]]] = {}
-        query_vectors = self.embedder.embed([SURROGATE.sub("\ufffd", query)])
+        # DAMC's embedders read half an emoji as U+FFFD themselves; an embedder of one's own need not
+        query_vectors = self.embedder.embed([utf8_text(query)])
         result = collection.query(
             query_embeddings=query_vectors, n_results=k, include=["metadatas", "distances"]
         )

@@ -627,6 +627,49 @@ def test_half_an_emoji_is_indexed_and_searched_as_a_replacement_character(
     assert np.array_equal(minilm.embed(["check-in \ud83d"]), minilm.embed(["check-in \ufffd"]))
 
 
+HALF_AN_EMOJI = ["Great stay \ud83d", "\ud83d", "order #W49\ud83d23227 for caf\udc4d", "no emoji at all"]
+"""Texts cut inside an emoji (a lone UTF-16 surrogate), alone, inside a word, and one without."""
+
+
+class Utf8Only:
+    """An embedder of one's own that, like most tokenizers, takes UTF-8 text only."""
+
+    name, dimension = "utf8-only", HashingEmbedder().dimension
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        return HashingEmbedder().embed([text.encode("utf-8").decode("utf-8") for text in texts])
+
+
+@pytest.mark.parametrize(
+    "make",
+    ["minilm", HashingEmbedder, lambda: HashingEmbedder(64, 0.0)],
+    ids=["minilm", "hashing", "hashing-64-words-only"],
+)
+def test_every_embedder_reads_half_an_emoji_as_a_replacement_character(
+    make: object, request: pytest.FixtureRequest
+) -> None:
+    embedder = request.getfixturevalue("minilm") if make == "minilm" else make()  # type: ignore[operator]
+
+    vectors = embedder.embed(HALF_AN_EMOJI)
+
+    replaced = [text.replace("\ud83d", "\ufffd").replace("\udc4d", "\ufffd") for text in HALF_AN_EMOJI]
+    assert np.array_equal(vectors, embedder.embed(replaced))
+    assert vectors.shape == (len(HALF_AN_EMOJI), embedder.dimension)
+
+
+def test_an_embedder_of_ones_own_is_handed_no_half_emoji(chroma_config: ChromaConfig) -> None:
+    """Chroma's embedding function and the index hand any embedder UTF-8 text: the card, the search
+    and a collection queried by text all work with half an emoji in them."""
+    index = CardIndex(chroma_config, embedder=Utf8Only())
+    index.add(ALICE, [_card(0, "[c0] hotel check-in 2024-05-03 \ud83d"), _card(1, "[c1] flight HAT069 late")])
+
+    assert [h.card_id for h in index.search(ALICE, "hotel check-in \ud83d", k=1)] == ["c0"]
+    found = index.collection(ALICE).query(query_texts=["hotel check-in \ud83d"], n_results=1)
+    assert found["ids"] == [["c0"]]
+    function = DamcEmbeddingFunction(embedder=Utf8Only())
+    assert np.array_equal(function(["check-in \ud83d"]), function(["check-in \ufffd"]))
+
+
 def test_an_add_keeps_the_last_card_of_an_id_given_twice(chroma_config: ChromaConfig) -> None:
     index = CardIndex(chroma_config, embedder=HashingEmbedder())
     index.add(ALICE, [_card(0, "[c0] flight HAT069 booked"), _card(0, "[c0] flight HAT069 cancelled")])
