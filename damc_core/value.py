@@ -174,10 +174,11 @@ class Decay:
 
     def factor(self, card: Card, context: ValuationContext) -> float:
         if self.unit == "turns":
-            age = float(context.current_seq - max(card.seq, context.last_used.get(card.id, -1)))
+            used = context.last_used.get(card.id, -1)
+            age: float = context.current_seq - (card.seq if card.seq > used else used)
         else:
             age = context.now - card.created_at
-        return max(self.floor, math.exp(-self.lam * max(0.0, age)))
+        return max(self.floor, math.exp(-self.lam * age)) if age > 0 else 1.0
 
 
 def noisy_or(values: Sequence[float]) -> float:
@@ -228,6 +229,10 @@ PENDING_IN_SERIES = 0.9
 reservations looked up one by one and then changed one by one, the next to change is one whose
 lookup the action has not taken."""
 _PENDING_WHY = "looked up like the entities an action has gone through; not acted on yet"
+
+
+def _seq(card: Card) -> int:
+    return card.seq
 
 
 def _pending_in_series(cards: Sequence[Card]) -> frozenset[str]:
@@ -412,26 +417,35 @@ class HeuristicValuator:
         request_words = topic_words(context.focus.query) if context.focus.query else frozenset()
         decay_of = self.decay.factor
         pending = _pending_in_series(cards)
-        for card in sorted(cards, key=lambda c: -c.seq):
+        standing: dict[tuple[float, int], tuple[Score, ...]] = {}  # most cards share decay and rank
+        for card in sorted(cards, key=_seq, reverse=True):
             rank = 0
             subject = subject_of(card)
-            if card.kind in _VIEWS:  # a newer result of the same lookup is the agent's current view
+            viewed = card.kind in _VIEWS
+            if viewed:  # a newer result of the same lookup is the agent's current view
                 view = (card.tool_name, subject)
                 rank = newer_of_same_source.get(view, 0)
                 newer_of_same_source[view] = rank + 1
-            overlap = len(card.terms & focus_terms) if focus_terms else 0
-            topic = len(request_words & vocabulary_of(card)) if request_words and card.kind in _VIEWS else 0
-            focus = min(SHARED_TERMS_CAP, 0.35 * (overlap + topic)) * focus_weight
+            overlap = (
+                len(card.terms & focus_terms) if focus_terms and not card.terms.isdisjoint(focus_terms) else 0
+            )
+            topic = len(request_words & vocabulary_of(card)) if request_words and viewed else 0
+            focus = (
+                min(SHARED_TERMS_CAP, 0.35 * (overlap + topic)) * focus_weight if overlap or topic else 0.0
+            )
             if subject and not subject.isdisjoint(focus_terms):
                 focus = focus_weight  # the card is about the entity the dialogue is on
             if focus_tools and card.tool_name in focus_tools:
                 focus = max(focus, 0.3 * focus_weight)
             decay = decay_of(card, context)
-            freshness = max(self.rank_floor, self.rank_decay**rank)
-            scores: tuple[Score, ...] = (
-                Score("decay", decay, _DECAY_WHY),
-                Score("freshness", freshness, _FRESH_WHY),
-            )
+            scores = standing.get((decay, rank))
+            if scores is None:
+                freshness = max(self.rank_floor, self.rank_decay**rank)
+                scores = standing[decay, rank] = (
+                    Score("decay", decay, _DECAY_WHY),
+                    Score("freshness", freshness, _FRESH_WHY),
+                )
+            freshness = scores[1].value
             if focus:
                 why = f"shares {overlap} exact terms with the decision focus"
                 if topic:
