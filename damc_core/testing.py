@@ -130,6 +130,25 @@ def check_records_without_a_text_body_are_refused(store: MemoryStore) -> None:
     assert [r.body for r in store.records(ALICE)] == [_record(ALICE, 0).body]
 
 
+def check_records_without_a_time_are_refused(store: MemoryStore) -> None:
+    """A ``created_at`` that is not a finite number (NaN from a broken clock, an infinity,
+    ``None``, a string) is a ``StoreError`` saying so, the same in every backend, and leaves
+    nothing stored: the id stays free for the real record."""
+    for at in (float("nan"), float("inf"), float("-inf"), None, "2024-05-20"):
+        record = RawRecord("r0", ALICE, 0, at, _record(ALICE, 0).body)  # type: ignore[arg-type]
+        try:
+            store.append(record)
+        except RecordExistsError:
+            raise AssertionError(f"a time of {at!r} was refused as a taken id") from None
+        except StoreError as exc:
+            assert "has no time" in str(exc), f"a time of {at!r} was refused with {exc}"
+        else:
+            raise AssertionError(f"appending a record whose created_at is {at!r} must raise StoreError")
+        assert store.record(ALICE, "r0") is None and store.records(ALICE) == []
+    store.append(_record(ALICE, 0))
+    assert [r.created_at for r in store.records(ALICE)] == [_record(ALICE, 0).created_at]
+
+
 def check_cards_round_trip_every_field(store: MemoryStore) -> None:
     card = sample_card(3)
     store.put_cards(ALICE, [card])
@@ -182,6 +201,7 @@ CHECKS: tuple[Callable[[MemoryStore], None], ...] = (
     check_reads_start_at_sequence_zero_unless_asked,
     check_records_are_never_replaced,
     check_records_without_a_text_body_are_refused,
+    check_records_without_a_time_are_refused,
     check_cards_round_trip_every_field,
     check_put_cards_replaces_by_id,
     check_namespaces_never_leak,

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import math
 import reprlib
 from collections.abc import Sequence
 from typing import Protocol
@@ -14,8 +15,9 @@ class MemoryStore(Protocol):
     def append(self, record: RawRecord) -> None:
         """Persist a raw record; called before the event is processed in any way. Records are
         never replaced: raise ``RecordExistsError`` when the namespace already holds the id
-        (another memory on the same session wrote it first). A record whose body is not text is
-        refused with :func:`require_text_body`'s ``StoreError``."""
+        (another memory on the same session wrote it first). A record whose body is not text, or
+        whose time is not a finite number, is refused with the ``StoreError`` of
+        :func:`require_text_body` or :func:`require_time`."""
 
     def record(self, namespace: Namespace, record_id: str) -> RawRecord | None: ...
 
@@ -38,3 +40,17 @@ def require_text_body(record: RawRecord) -> None:
     was stored (``None``, bytes or ``"5"``) and cannot be replayed."""
     if not isinstance(record.body, str):
         raise StoreError(f"record {record.id!r} has no text body (body={reprlib.repr(record.body)})")
+
+
+def require_time(record: RawRecord) -> None:
+    """Refuse a record whose ``created_at`` is not a finite number (NaN, an infinity, ``None``, a
+    string) with a ``StoreError`` naming it, as every backend does before writing: SQLite cannot
+    hold NaN, Chroma drops such a field (and the session's records read no more), and a time that
+    is no time cannot be ordered or aged."""
+    at = record.created_at
+    try:
+        finite = not isinstance(at, bool) and isinstance(at, (int, float)) and math.isfinite(at)
+    except OverflowError:  # an int past a float's range
+        finite = False
+    if not finite:
+        raise StoreError(f"record {record.id!r} has no time (created_at={reprlib.repr(at)})")

@@ -12,7 +12,6 @@ Needs the ``chroma`` extra: ``pip install "damc[chroma]"``.
 
 from __future__ import annotations
 
-import math
 import re
 import uuid
 from collections.abc import Callable, Sequence
@@ -26,7 +25,7 @@ import numpy as np
 from ..errors import ConfigError, RecordExistsError, SchemaVersionError, StoreClosedError, StoreError
 from ..serde import CardSerializer, JsonCardSerializer, readable_cards
 from ..types import CARD_FORMAT_VERSION, Card, Namespace, RawRecord
-from .base import require_text_body
+from .base import require_text_body, require_time
 
 if TYPE_CHECKING:
     from chromadb.api import ClientAPI
@@ -188,8 +187,7 @@ class ChromaStore:
         of an id it holds leaves the record as it was: the record is read back (one round trip
         besides the add), and another writer's record under the id is a ``RecordExistsError``."""
         key = record.namespace.key
-        if not math.isfinite(record.created_at):  # Chroma would drop the field, and the session read no more
-            raise StoreError(f"record {record.id!r} has no time (created_at={record.created_at!r})")
+        require_time(record)  # Chroma would drop a NaN field, and the session read no more
         require_text_body(record)  # Chroma would keep a None and hand it back as the body
         doc_id = _row_id(key, record.id)
         token = uuid.uuid4().hex  # this add's mark, to tell its record from another writer's

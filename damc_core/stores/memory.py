@@ -4,7 +4,7 @@ from collections.abc import Sequence
 
 from ..errors import RecordExistsError, StoreClosedError
 from ..types import Card, Namespace, RawRecord
-from .base import require_text_body
+from .base import require_text_body, require_time
 
 
 class InMemoryStore:
@@ -21,6 +21,7 @@ class InMemoryStore:
 
     def append(self, record: RawRecord) -> None:
         require_text_body(record)
+        require_time(record)
         self._check()
         bucket = self._records.setdefault(record.namespace.key, {})
         if record.id in bucket:

@@ -10,7 +10,7 @@ from typing import TypeVar
 from ..errors import RecordExistsError, SchemaVersionError, StoreClosedError, StoreError
 from ..serde import CardSerializer, JsonCardSerializer, readable_cards
 from ..types import CARD_FORMAT_VERSION, Card, Namespace, RawRecord
-from .base import require_text_body
+from .base import require_text_body, require_time
 
 T = TypeVar("T")
 
@@ -87,6 +87,7 @@ class SQLiteStore:
 
     def append(self, record: RawRecord) -> None:
         require_text_body(record)  # SQLite would keep bytes as bytes and a number as its digits
+        require_time(record)  # it would keep an infinity or a string as the time, and fail on NaN
 
         def insert(db: sqlite3.Connection) -> None:
             try:

@@ -9,7 +9,7 @@ import sqlite3
 
 import pytest
 
-from damc_core import DecisionMemory, Namespace, SQLiteStore, StoreError
+from damc_core import DecisionMemory, InMemoryStore, Namespace, SQLiteStore, StoreError
 
 TRIP = Namespace("mia", "trip")
 
@@ -163,9 +163,24 @@ def test_a_record_missing_a_value_is_a_store_error_not_a_taken_id(tmp_path):
     store = SQLiteStore(tmp_path / "m.sqlite3")
 
     with pytest.raises(StoreError, match="NOT NULL") as raised:
-        store.append(RawRecord("r0", TRIP, 0, float("nan"), "{}"))  # SQLite binds NaN as NULL
+        store.append(RawRecord("r0", TRIP, None, 1.0, "{}"))  # type: ignore[arg-type]
     assert not isinstance(raised.value, RecordExistsError)  # a memory would retry a taken id
     assert store.record(TRIP, "r0") is None
+
+
+@pytest.mark.parametrize("store", [InMemoryStore, lambda: SQLiteStore(":memory:")], ids=["memory", "sqlite"])
+def test_a_clock_that_gives_nan_stores_no_record_without_a_time(store):
+    """A broken clock is refused as every store refuses a record without a finite time; the next
+    event, once the clock works, takes the sequence number the refused one did not."""
+    times = iter([float("nan"), 1_715_785_200.0])
+    memory = DecisionMemory(namespace=TRIP, store=store(), clock=lambda: next(times))
+
+    with pytest.raises(StoreError, match=r"record 'r0' has no time \(created_at=nan\)"):
+        memory.observe({"role": "user", "content": "Book HAT107"})
+    memory.observe({"role": "user", "content": "With my visa"})
+
+    assert [(r.id, r.created_at) for r in memory.store.records(TRIP)] == [("r0", 1_715_785_200.0)]
+    assert [m["content"] for m in memory.messages()] == ["With my visa"]
 
 
 def test_a_store_whose_folder_is_a_file_is_a_store_error(tmp_path):
