@@ -23,6 +23,7 @@ from .embed import (
     Embedder,
     HashingEmbedder,
     MiniLMEmbedder,
+    embedder_signature,
     load_embedder,
     registered_embedder,
     utf8_text,
@@ -67,18 +68,29 @@ class DamcEmbeddingFunction(EmbeddingFunction[Documents]):
         return "damc"
 
     def get_config(self) -> dict[str, Any]:
+        """``{"model": name}``; a ``HashingEmbedder``'s settings, and an embedder of one's own's
+        class and dimension (``"signature": "Mine:64"``), besides."""
         embedder = self.embedder
         if isinstance(embedder, HashingEmbedder):
             weight = embedder.trigram_weight
             return {"model": HASHING, "dimension": embedder.dimension, "trigram_weight": weight}
-        return {"model": embedder.name}
+        config: dict[str, Any] = {"model": embedder.name}
+        signature = embedder.signature if isinstance(embedder, _Unknown) else embedder_signature(embedder)
+        if signature is not None:
+            config["signature"] = signature
+        return config
 
     @staticmethod
     def build_from_config(config: dict[str, Any]) -> DamcEmbeddingFunction:
         """The function a collection was made with. Any embedder other than DAMC's two must be
         known to this process (a ``CardIndex`` made with it, or :func:`register_embedder`): the
-        collection's config holds only its name, and no other embedder may stand in for it."""
+        collection's config holds only its name (and its class and dimension), and no other
+        embedder may stand in for it."""
         model = str(config.get("model", MINILM))
+        if config.get("signature") is not None:  # an embedder of one's own, told from others of its name
+            signature = str(config["signature"])
+            found = registered_embedder(model, signature)
+            return DamcEmbeddingFunction(embedder=found or _Unknown(model, signature=signature))
         if model == HASHING:
             settings = {k: config[k] for k in ("dimension", "trigram_weight") if k in config}
             return DamcEmbeddingFunction(embedder=HashingEmbedder(**settings))
@@ -108,13 +120,16 @@ class _Unknown:
     dimension: int = 0
     reason: str = ""
     """Why a known embedder could not be loaded here (its packages are missing)."""
+    signature: str | None = None
+    """The class and dimension the collection recorded (see :func:`embedder_signature`)."""
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         if self.reason:
             raise ConfigError(
                 f"this collection was embedded by {self.name!r}, which cannot load here: {self.reason}"
             )
+        made_by = repr(self.name) + (f" ({self.signature})" if self.signature else "")
         raise ConfigError(
-            f"this collection was embedded by {self.name!r}: register_embedder() it in this process, "
+            f"this collection was embedded by {made_by}: register_embedder() it in this process, "
             "or pass embedding_function=DamcEmbeddingFunction(embedder=...)"
         )

@@ -136,16 +136,37 @@ class HashingEmbedder:
         vector[digest % self.dimension] += weight if digest & 0x80000000 else -weight
 
 
+def embedder_signature(embedder: Embedder) -> str | None:
+    """What tells an embedder of one's own from another of the same name: its class and dimension,
+    ``"OpenAIEmbedder:1536"`` (``None`` for DAMC's two, whose name and settings say it all). The
+    class's module is left out, so a class run as a script and imported elsewhere is one embedder."""
+    if isinstance(embedder, (MiniLMEmbedder, HashingEmbedder)):
+        return None
+    return f"{type(embedder).__qualname__}:{getattr(embedder, 'dimension', '?')}"
+
+
 _REGISTERED: dict[str, Embedder] = {}
+"""Name -> the embedder registered last under it: what a collection that recorded only the name
+(made before signatures were) reopens with."""
+_SIGNED: dict[tuple[str, str], Embedder] = {}
+"""(name, :func:`embedder_signature`) -> embedder."""
 
 
 def register_embedder(embedder: Embedder) -> None:
-    """Make an embedder of your own known by its name in this process, so a collection made with
-    it (``client.get_collection(name)``) embeds its queries with it."""
+    """Make an embedder of your own known in this process, so a collection made with it
+    (``client.get_collection(name)``) embeds its queries with it. Two embedders of one name (of
+    other classes or dimensions) are both known: each collection reopens with its own."""
     _REGISTERED[embedder.name] = embedder
+    signature = embedder_signature(embedder)
+    if signature is not None:
+        _SIGNED[(embedder.name, signature)] = embedder
 
 
-def registered_embedder(name: str) -> Embedder | None:
+def registered_embedder(name: str, signature: str | None = None) -> Embedder | None:
+    """The embedder registered under ``name`` and, when given, ``signature`` (nothing else of the
+    name stands in for it)."""
+    if signature is not None:
+        return _SIGNED.get((name, signature))
     return _REGISTERED.get(name)
 
 

@@ -38,7 +38,16 @@ from ..errors import ConfigError, StoreClosedError
 from ..extract import IDENTIFIER_TERM
 from ..stores.chroma import ChromaConfig, release
 from ..types import Card, DecisionFocus, Namespace
-from .embed import HASHING, MINILM, Embedder, HashingEmbedder, load_embedder, register_embedder, utf8_text
+from .embed import (
+    HASHING,
+    MINILM,
+    Embedder,
+    HashingEmbedder,
+    embedder_signature,
+    load_embedder,
+    register_embedder,
+    utf8_text,
+)
 
 if TYPE_CHECKING:
     from chromadb.api import ClientAPI
@@ -158,14 +167,20 @@ def focus_query(focus: DecisionFocus) -> str:
 
 
 def _embedder_label(embedder: Embedder) -> str:
-    """The embedder's part of a collection name: its name, and for a ``HashingEmbedder`` of other
-    settings than the default a digest of them. Chroma hands an existing collection to whatever
-    function asks for it, so another dimension or trigram weight needs collections of its own (or
-    its vectors fail, or mix with another space's); the default's names stay as they were."""
+    """The embedder's part of a collection name: its name, and a digest of what else tells its
+    vector space from another of that name: the settings of a ``HashingEmbedder`` other than the
+    default, the class and dimension of an embedder of one's own (:func:`embedder_signature`).
+    Chroma hands an existing collection to whatever function asks for it, so another dimension,
+    trigram weight or model under the same name needs collections of its own (or its vectors fail,
+    or mix with another space's); MiniLM's and the default ``HashingEmbedder``'s names stay as
+    they were."""
     label = _NAME_UNSAFE.sub("-", embedder.name)[:100]
     if isinstance(embedder, HashingEmbedder) and embedder != HashingEmbedder():
         settings = f"{embedder.dimension}:{float(embedder.trigram_weight)!r}"
         label += "-" + hashlib.sha256(settings.encode("utf-8")).hexdigest()[:8]
+    signature = embedder_signature(embedder)
+    if signature is not None:
+        label += "-" + hashlib.sha256(signature.encode("utf-8")).hexdigest()[:8]
     return label
 
 
@@ -216,7 +231,7 @@ class CardIndex:
     ) -> None:
         self.config = config or ChromaConfig()
         self.embedder = embedder or load_embedder(MINILM)
-        if self.embedder.name not in (MINILM, HASHING):
+        if self.embedder.name not in (MINILM, HASHING) or embedder_signature(self.embedder) is not None:
             register_embedder(self.embedder)  # its collections, reopened in this process, embed with it
         self._owns_client = client is None
         self._client = client or self.config.client()

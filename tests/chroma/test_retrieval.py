@@ -129,6 +129,82 @@ def test_hashing_embedders_of_other_settings_keep_collections_of_their_own(
     assert default.collection(ALICE).name == f"{chroma_config.prefix}_live_hashing_{namespace_digest}"
 
 
+class TeamEmbedder:
+    """An embedder of one's own: hashed words and trigrams in 64 dimensions."""
+
+    name, dimension = "team-embedder", 64
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        return HashingEmbedder(dimension=64).embed(texts)
+
+
+class WideTeamEmbedder:
+    """Another team's embedder under the same name, in 384 dimensions."""
+
+    name, dimension = "team-embedder", 384
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        return HashingEmbedder().embed(texts)
+
+
+class WordsOnlyTeamEmbedder:
+    """Another model under the same name and dimension: words only, no trigrams."""
+
+    name, dimension = "team-embedder", 64
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        return HashingEmbedder(dimension=64, trigram_weight=0.0).embed(texts)
+
+
+def test_embedders_of_ones_own_sharing_a_name_keep_collections_of_their_own(
+    chroma_config: ChromaConfig,
+) -> None:
+    """Same name, another dimension or another model: one collection would refuse the other's
+    vectors or mix the two spaces. Each searches its own cards, and its collection reopened by
+    name embeds queries with it."""
+    indexes = {
+        "c0": CardIndex(chroma_config, embedder=TeamEmbedder()),
+        "c1": CardIndex(chroma_config, embedder=WideTeamEmbedder()),
+        "c2": CardIndex(chroma_config, embedder=WordsOnlyTeamEmbedder()),
+    }
+    for seq, (card_id, index) in enumerate(indexes.items()):
+        index.add(ALICE, [_card(seq, f"[{card_id}] flight HAT06{seq} booked")])
+
+    for card_id, index in indexes.items():
+        hits = index.search(ALICE, "flight booked", k=3)
+        assert [h.card_id for h in hits] == [card_id]
+        reopened = chroma_config.client().get_collection(index.collection(ALICE).name)
+        found = reopened.query(query_texts=["flight booked"], n_results=3, include=["distances"])
+        assert found["ids"] == [[card_id]]
+        assert found["distances"] == [[pytest.approx(1 - hits[0].similarity, abs=1e-5)]]
+    assert CardIndex(chroma_config, embedder=TeamEmbedder()).ids(ALICE) == {"c0"}
+
+
+def test_damcs_embedders_keep_the_collection_names_they_always_had(
+    chroma_config: ChromaConfig, minilm: MiniLMEmbedder
+) -> None:
+    """A store indexed before keeps opening its collections."""
+    namespace_digest = hashlib.sha256(ALICE.key.encode("utf-8")).hexdigest()[:24]
+    names = {
+        label: CardIndex(chroma_config, embedder=embedder).collection(ALICE).name
+        for label, embedder in (
+            ("minilm-int8", minilm),
+            ("hashing", HashingEmbedder()),
+            ("hashing-b6c6e9a9", HashingEmbedder(dimension=64)),
+        )
+    }
+
+    assert names == {label: f"{chroma_config.prefix}_live_{label}_{namespace_digest}" for label in names}
+
+
+def test_a_collection_of_an_embedder_of_ones_own_unknown_here_names_its_class() -> None:
+    config = DamcEmbeddingFunction(embedder=WordsOnlyTeamEmbedder()).get_config()
+    assert config == {"model": "team-embedder", "signature": "WordsOnlyTeamEmbedder:64"}
+
+    with pytest.raises(ConfigError, match=r"'team-embedder' \(SomeoneElses:64\).*register_embedder"):
+        DamcEmbeddingFunction.build_from_config({**config, "signature": "SomeoneElses:64"})(["hotel"])
+
+
 def test_a_collection_of_an_embedder_this_process_does_not_know_says_so() -> None:
     function = DamcEmbeddingFunction.build_from_config({"model": "someone-elses"})
 
