@@ -263,7 +263,7 @@ class CardIndex:
             raise StoreClosedError("this CardIndex was closed; make a new one to use the index again")
         found = self._collections.get((namespace.key, cold))
         if found is None:
-            digest = hashlib.sha256(namespace.key.encode("utf-8")).hexdigest()[:24]
+            digest = hashlib.sha256(_namespace_key(namespace).encode("utf-8")).hexdigest()[:24]
             tier = "cold" if cold else "live"
             found = self._client.get_or_create_collection(
                 f"{self.config.prefix}_{tier}_{self._label}_{digest}",
@@ -562,6 +562,16 @@ class CardIndex:
             return
         ids = sorted(_card_ids(changes))
         self.collection(namespace).update(ids=ids, metadatas=[{LOW_SINCE: changes[i]} for i in ids])
+
+
+def _namespace_key(namespace: Namespace) -> str:
+    """The namespace's key, one Chroma can hold: a namespace with half an emoji in it (not UTF-8;
+    made past :class:`Namespace`'s checks, or unpickled from a release before them) is a
+    ``ConfigError`` naming it rather than a ``UnicodeEncodeError``, before anything is written."""
+    key = namespace.key
+    if SURROGATE.search(key):
+        raise ConfigError(f"a namespace must be UTF-8 text, got {key!r}")
+    return key
 
 
 def _card_ids(ids: Iterable[str]) -> list[str]:

@@ -767,6 +767,49 @@ def test_an_empty_or_broken_card_id_and_a_missing_query_are_config_errors(
     assert index.ids(ALICE) == set()
 
 
+def _unchecked_namespace(user: str, session: str) -> Namespace:
+    """A namespace made past ``Namespace``'s checks, as one unpickled from a release before them."""
+    namespace = Namespace(user, "unchecked")
+    object.__setattr__(namespace, "session", session)
+    return namespace
+
+
+def test_a_namespace_cut_inside_an_emoji_is_a_config_error_and_nothing_is_written(
+    chroma_config: ChromaConfig,
+) -> None:
+    index = CardIndex(chroma_config, embedder=HashingEmbedder())
+    half = _unchecked_namespace("alice", "trip \ud83d")
+    operations = {
+        "add": lambda: index.add(half, [_card(0, "[c0] flight HAT069 booked")]),
+        "search": lambda: index.search(half, "flight booked", k=3),
+        "ids": lambda: index.ids(half),
+        "retire": lambda: index.retire(half, ["c0"]),
+        "mark_low": lambda: index.mark_low(half, {"c0": 3}),
+        "drop": lambda: index.drop(half),
+    }
+
+    for operation in operations.values():
+        with pytest.raises(ConfigError, match=r"namespace must be UTF-8 text, got 'alice/trip \\ud83d'"):
+            operation()
+    made = [c.name for c in chroma_config.client().list_collections()]
+    assert [name for name in made if name.startswith(f"{chroma_config.prefix}_")] == []
+
+
+def test_retrieval_on_a_namespace_cut_inside_an_emoji_leaves_the_agent_running(
+    chroma_config: ChromaConfig, caplog: pytest.LogCaptureFixture
+) -> None:
+    half = _unchecked_namespace("alice", "trip \ud83d")
+    valuator = RetrievalValuator(CardIndex(chroma_config, embedder=HashingEmbedder()))
+    memory = DecisionMemory(namespace=half, store=InMemoryStore(), valuator=valuator)
+
+    with caplog.at_level(logging.WARNING, logger="damc"):
+        memory.observe({"role": "user", "content": "book HAT069"})
+        context = memory.build()
+
+    assert [m["content"] for m in context.messages] == ["book HAT069"]
+    assert "retrieval unavailable (a namespace must be UTF-8 text" in caplog.text
+
+
 def test_an_embedder_named_like_a_hub_model_gets_a_collection(chroma_config: ChromaConfig) -> None:
     class HubNamed:
         name, dimension = "BAAI/bge-small-en", HashingEmbedder().dimension
