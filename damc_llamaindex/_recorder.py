@@ -10,6 +10,7 @@ turns by occurrence.
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 import json
 import logging
@@ -230,11 +231,22 @@ def _args_key(arguments: Mapping[str, Any] | str | None) -> str:
     read it (partial JSON: a call cut off at ``max_tokens`` ran with what had arrived), else as
     ReAct's ``Action Input``; a span's are the parsed ones already."""
     if isinstance(arguments, str):
-        try:
-            parsed = parse_partial_json(arguments)
-        except (ValueError, RecursionError):
-            parsed = None
-        arguments = parsed if isinstance(parsed, dict) else parse_action_input(arguments)
+        return _text_args_key(arguments)
+    return _plain_key(arguments)
+
+
+@functools.lru_cache(maxsize=4096)
+def _text_args_key(text: str) -> str:
+    """``_args_key`` of arguments as text, remembered: every view the agent hands over holds the
+    calls of the whole conversation, each read again."""
+    try:
+        parsed = parse_partial_json(text)
+    except (ValueError, RecursionError):
+        parsed = None
+    return _plain_key(parsed if isinstance(parsed, dict) else parse_action_input(text))
+
+
+def _plain_key(arguments: Mapping[str, Any] | None) -> str:
     # keys as JSON has them (text): a ReAct ``Action Input`` may be a Python dict with 1 and "a" as keys
     plain = json.loads(json.dumps(arguments or {}, default=str, skipkeys=True))
     return json.dumps(plain, sort_keys=True)
@@ -242,7 +254,10 @@ def _args_key(arguments: Mapping[str, Any] | str | None) -> str:
 
 def _text_turn(message: ChatMessage) -> tuple[str, str] | None:
     """(role, text) of a user or assistant turn without tool calls; None for any other message."""
-    event = to_event(message)
+    return _text_turn_of(to_event(message))
+
+
+def _text_turn_of(event: Mapping[str, Any]) -> tuple[str, str] | None:
     if event["role"] in ("user", "assistant") and not event.get("tool_calls"):
         return event["role"], event["content"] or ""
     return None
@@ -407,17 +422,18 @@ class Recorder:
                 self._catch_up()
             if request is not None and self._recorded_last(request):
                 request = None
-            keys = [_text_turn(message) for message in own]  # (None: a call or a result)
+            events = [to_event(message) for message in own]
+            keys = [_text_turn_of(event) for event in events]  # (None: a call or a result)
             recorded = self._recorded_within([key for key in keys if key is not None])
             seen: Counter[tuple[str, str]] = Counter()
-            for message, key in zip(own, keys, strict=True):
+            for message, event, key in zip(own, events, keys, strict=True):
                 if key is not None:
                     seen[key] += 1
                     if seen[key] <= recorded[key] and message is not request:
                         if self._answers.get(key):  # an answer recorded as its step ended, back as
                             self._answers[key].pop(0)  # history: never handed over again
                         continue
-                self._record(message, confirm=confirm)
+                self._record(message, confirm=confirm, event=event)
             if request is not None:
                 self._answers.clear()  # a run starts: an earlier run's answer was handed back, or never is
 
@@ -561,9 +577,17 @@ class Recorder:
             self._confirm(card_id, confirm)
         return cards is not None
 
-    def _record(self, message: ChatMessage, *, confirm: bool, answer: bool = False) -> None:
-        """``answer``: the message is an answer as its step ends; any other may repeat one."""
-        event = to_event(message)
+    def _record(
+        self,
+        message: ChatMessage,
+        *,
+        confirm: bool,
+        answer: bool = False,
+        event: dict[str, Any] | None = None,
+    ) -> None:
+        """``answer``: the message is an answer as its step ends; any other may repeat one.
+        ``event``: the message's ``to_event``, when the caller has it."""
+        event = to_event(message) if event is None else event
         role = event["role"]
         if role == "tool":
             call_id = event["tool_call_id"]
