@@ -383,6 +383,7 @@ class DecisionMemory:
         self.settings = settings or MemorySettings()
         self.supersession = Supersession()
         self.clock = clock
+        self._clock_broken = False
         self._session = _Session()
         self._renderer = CardRenderer(self.compressor, self.counter)
         self._lock = threading.RLock()
@@ -437,7 +438,7 @@ class DecisionMemory:
         while True:
             seq = self._session.seq
             record = RawRecord(
-                id=f"r{seq}", namespace=self.namespace, seq=seq, created_at=self.clock(), body=body
+                id=f"r{seq}", namespace=self.namespace, seq=seq, created_at=self._now(), body=body
             )
             try:
                 self.store.append(record)
@@ -448,6 +449,17 @@ class DecisionMemory:
                 continue
             self._session.seq += 1
             return record
+
+    def _now(self) -> float:
+        """The clock's time, or wall time when the clock gives no finite number of seconds (NaN,
+        ``None``): a broken clock must not cost an event its record. Said once per memory."""
+        now = self.clock()
+        if _is_a(now, numbers.Real):  # a finite number, not a bool
+            return float(now)
+        if not self._clock_broken:
+            self._clock_broken = True
+            logger.warning("damc: clock() gave %r, not seconds; wall time is used instead", now)
+        return time.time()
 
     def _note_decision(self, card: Card, message: Message, recorder: DecisionRecorder) -> None:
         """Pair a call made right after a build with that context; report it once its result is clean.
@@ -769,7 +781,7 @@ class DecisionMemory:
         context = ValuationContext(
             focus=focus,
             current_seq=session.seq,
-            now=self.clock(),
+            now=self._now(),
             request_seq=request.seq if request is not None else None,
             last_used=session.last_used,
             namespace=self.namespace,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import sqlite3
+import time
 
 import pytest
 
@@ -169,18 +170,24 @@ def test_a_record_missing_a_value_is_a_store_error_not_a_taken_id(tmp_path):
 
 
 @pytest.mark.parametrize("store", [InMemoryStore, lambda: SQLiteStore(":memory:")], ids=["memory", "sqlite"])
-def test_a_clock_that_gives_nan_stores_no_record_without_a_time(store):
-    """A broken clock is refused as every store refuses a record without a finite time; the next
-    event, once the clock works, takes the sequence number the refused one did not."""
-    times = iter([float("nan"), 1_715_785_200.0])
+def test_a_clock_that_gives_no_time_is_replaced_by_wall_time_and_the_event_kept(store, caplog):
+    """A broken clock (NaN, None) must not cost an event its record: wall time stands in for it,
+    and the memory says so once."""
+    times = iter([float("nan"), None, 1_715_785_200.0])
     memory = DecisionMemory(namespace=TRIP, store=store(), clock=lambda: next(times))
 
-    with pytest.raises(StoreError, match=r"record 'r0' has no time \(created_at=nan\)"):
+    with caplog.at_level(logging.WARNING, logger="damc"):
         memory.observe({"role": "user", "content": "Book HAT107"})
-    memory.observe({"role": "user", "content": "With my visa"})
+        memory.observe({"role": "user", "content": "With my visa"})
+        memory.observe({"role": "user", "content": "Window seat"})
 
-    assert [(r.id, r.created_at) for r in memory.store.records(TRIP)] == [("r0", 1_715_785_200.0)]
-    assert [m["content"] for m in memory.messages()] == ["With my visa"]
+    records = memory.store.records(TRIP)
+    assert [r.id for r in records] == ["r0", "r1", "r2"]
+    assert all(abs(r.created_at - time.time()) < 600 for r in records[:2])
+    assert records[2].created_at == 1_715_785_200.0
+    assert [m["content"] for m in memory.messages()] == ["Book HAT107", "With my visa", "Window seat"]
+    said = [r.getMessage() for r in caplog.records if "clock()" in r.getMessage()]
+    assert said == ["damc: clock() gave nan, not seconds; wall time is used instead"]
 
 
 def test_a_store_whose_folder_is_a_file_is_a_store_error(tmp_path):
