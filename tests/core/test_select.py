@@ -773,8 +773,15 @@ def _going_through_reservations(memory, msg) -> None:
         )
 
 
-def test_a_result_in_the_recent_window_gives_way_to_a_more_valuable_card(make_memory, msg, memory_text):
-    memory = make_memory(settings=MemorySettings(budget=220, recent_messages=2))
+@pytest.mark.parametrize(
+    "selector",
+    [HybridSelector(), HybridSelector(token_exponent=1.0), TopKSelector(k=8)],
+    ids=["value order", "value per token", "top k"],
+)
+def test_a_result_in_the_recent_window_gives_way_to_a_more_valuable_card(
+    make_memory, msg, memory_text, selector
+):
+    memory = make_memory(selector=selector, settings=MemorySettings(budget=220, recent_messages=2))
     _going_through_reservations(memory, msg)
 
     built = memory.build()
