@@ -14,6 +14,10 @@ from typing import Literal
 
 _TOKEN = re.compile(r"#?[A-Za-z0-9][A-Za-z0-9_\-]*")
 """Word-like tokens; identifiers are picked from these so matching stays linear in the text."""
+_SCANNED = re.compile(r"#?[A-Za-z0-9][A-Za-z0-9_\-]*(?:(?<=\d)(?:,(?=\d{3}(?!\d))|\.(?=\d))[A-Za-z0-9_\-]*)*")
+"""Tokens of free text, a number with thousands separators or a decimal point (``1,000``,
+``1,234.50``, ``10.0.0.1``) as one: split, its digit groups read as identifiers (``000``)."""
+_THOUSANDS = re.compile(r"\d{1,3}(?:,\d{3})+(?:\.\d+)?")
 
 
 @functools.lru_cache(maxsize=65536)
@@ -50,7 +54,7 @@ def identifiers(text: str) -> Iterator[str]:
     """Identifiers in ``text`` in order (see :func:`is_identifier`), trailing ``-``/``_`` stripped.
 
     Built from C-level iterators only: megabytes of prose are scanned in about a second."""
-    tokens = map(_matched, _TOKEN.finditer(text))
+    tokens = map(_matched, _SCANNED.finditer(text))
     return filter(is_identifier, map(_strip_trailing_dashes, tokens))
 
 
@@ -59,7 +63,8 @@ _strip_trailing_dashes = operator.methodcaller("rstrip", "-_")
 
 
 DATE = re.compile(r"\b\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2})?)?\b|\b\d{1,2}:\d{2}(?::\d{2})?\b")
-AMOUNT = re.compile(r"[$€£]\s?\d[\d,]*(?:\.\d+)?|\b\d[\d,]*(?:\.\d+)?\s?(?:USD|EUR|GBP|dollars?)\b", re.I)
+_NUMBER = r"\d+(?:,\d{3})*(?:\.\d+)?"  # 1000, 1,000, 1,234.50 (not the comma after "$1,000,")
+AMOUNT = re.compile(rf"[$€£]\s?{_NUMBER}|\b{_NUMBER}\s?(?:USD|EUR|GBP|dollars?)\b", re.I)
 EMAIL = re.compile(r"(?<![\w.+-])\w[\w.+-]{0,63}@[\w-]+\.[\w.]+\b")
 """Tried only where a run of address characters starts, so a long run without ``@`` (a hash, a
 dump of ids) is scanned once, not once from every position in it."""
@@ -175,6 +180,8 @@ def term_variants(term: str) -> tuple[str, ...]:
     text that says ``certificate 7504069``; an ISO date also gives its ``MM-DD``, which a spoken
     ``May 27`` matches."""
     term = term.lower().lstrip("#")
+    if _THOUSANDS.fullmatch(term):  # "$1,000" in a text is the 1000 of a record
+        return (term, *term_variants(term.replace(",", "")))
     if not _PART_SPLIT.search(term):
         return (term,)
     month_day = _ISO_DATE.match(term)

@@ -261,6 +261,22 @@ def test_names_are_terms_but_words_capitalized_at_a_sentence_start_are_not(memor
     assert card.terms.isdisjoint({"yes", "the", "would"})
 
 
+def test_a_number_with_thousands_separators_is_one_value_that_matches_the_record(memory, msg):
+    card = memory.observe(msg.user("Keep it under $1,000, please; I fly 12,000 miles a year. Code 7447."))
+
+    assert [(f.kind, f.value) for f in card.facts] == [("amount", "$1,000"), ("id", "12,000"), ("id", "7447")]
+    assert {"1,000", "1000", "12000", "7447"} <= card.terms  # "$1,000" finds a record's 1000
+    assert card.terms.isdisjoint({"000", "1", "12"})  # no digit group read as an identifier of its own
+    assert f"[{card.id}] user: $1,000, 12,000, 7447" == memory.compressor.render(card, detail="skeleton")
+
+
+def test_a_decimal_number_or_an_address_is_one_identifier_and_a_list_of_ids_stays_apart(memory, msg):
+    card = memory.observe(msg.user("Refund 1,234.50 USD for items 4579334072,1421289881 from 10.0.0.1."))
+
+    assert {"1,234.50", "1234.50", "4579334072", "1421289881", "10.0.0.1"} <= card.terms
+    assert card.terms.isdisjoint({"234", "50"})
+
+
 def test_tool_call_card_records_the_parsed_arguments(memory, msg):
     card = memory.observe(msg.call("call_9", "cancel_reservation", {"reservation_id": "ZFA04Y"}))
 
