@@ -16,8 +16,8 @@ class MemoryStore(Protocol):
         """Persist a raw record; called before the event is processed in any way. Records are
         never replaced: raise ``RecordExistsError`` when the namespace already holds the id
         (another memory on the same session wrote it first). A record whose body is not text, or
-        whose time is not a finite number, is refused with the ``StoreError`` of
-        :func:`require_text_body` or :func:`require_time`."""
+        whose time is not a finite number, is refused with :func:`require_storable`'s
+        ``StoreError``."""
 
     def record(self, namespace: Namespace, record_id: str) -> RawRecord | None: ...
 
@@ -34,19 +34,14 @@ class MemoryStore(Protocol):
     def close(self) -> None: ...
 
 
-def require_text_body(record: RawRecord) -> None:
-    """Refuse a record whose body is not text (``None``, bytes, a number) with a ``StoreError``
-    naming it, as every backend does before writing: read back, such a body is not the event that
-    was stored (``None``, bytes or ``"5"``) and cannot be replayed."""
+def require_storable(record: RawRecord) -> None:
+    """Refuse, with a ``StoreError`` naming what is wrong, a record every backend refuses before
+    writing: a body that is not text (``None``, bytes, a number: read back, it is not the event
+    that was stored and cannot be replayed), or a ``created_at`` that is not a finite number (NaN,
+    an infinity, ``None``, a string: SQLite cannot hold NaN, Chroma drops such a field and the
+    session's records read no more, and a time that is no time cannot be ordered or aged)."""
     if not isinstance(record.body, str):
         raise StoreError(f"record {record.id!r} has no text body (body={reprlib.repr(record.body)})")
-
-
-def require_time(record: RawRecord) -> None:
-    """Refuse a record whose ``created_at`` is not a finite number (NaN, an infinity, ``None``, a
-    string) with a ``StoreError`` naming it, as every backend does before writing: SQLite cannot
-    hold NaN, Chroma drops such a field (and the session's records read no more), and a time that
-    is no time cannot be ordered or aged."""
     at = record.created_at
     try:
         finite = not isinstance(at, bool) and isinstance(at, (int, float)) and math.isfinite(at)

@@ -25,7 +25,7 @@ import numpy as np
 from ..errors import ConfigError, RecordExistsError, SchemaVersionError, StoreClosedError, StoreError
 from ..serde import CardSerializer, JsonCardSerializer, readable_cards
 from ..types import CARD_FORMAT_VERSION, Card, Namespace, RawRecord
-from .base import require_text_body, require_time
+from .base import require_storable
 
 if TYPE_CHECKING:
     from chromadb.api import ClientAPI
@@ -187,8 +187,7 @@ class ChromaStore:
         of an id it holds leaves the record as it was: the record is read back (one round trip
         besides the add), and another writer's record under the id is a ``RecordExistsError``."""
         key = record.namespace.key
-        require_time(record)  # Chroma would drop a NaN field, and the session read no more
-        require_text_body(record)  # Chroma would keep a None and hand it back as the body
+        require_storable(record)  # Chroma would keep a None body, and drop a NaN time
         doc_id = _row_id(key, record.id)
         token = uuid.uuid4().hex  # this add's mark, to tell its record from another writer's
 

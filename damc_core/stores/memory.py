@@ -4,7 +4,7 @@ from collections.abc import Sequence
 
 from ..errors import RecordExistsError, StoreClosedError
 from ..types import Card, Namespace, RawRecord
-from .base import require_text_body, require_time
+from .base import require_storable
 
 
 class InMemoryStore:
@@ -20,8 +20,7 @@ class InMemoryStore:
             raise StoreClosedError("InMemoryStore is closed; create a new store")
 
     def append(self, record: RawRecord) -> None:
-        require_text_body(record)
-        require_time(record)
+        require_storable(record)
         self._check()
         bucket = self._records.setdefault(record.namespace.key, {})
         if record.id in bucket:

@@ -10,7 +10,7 @@ from typing import TypeVar
 from ..errors import RecordExistsError, SchemaVersionError, StoreClosedError, StoreError
 from ..serde import CardSerializer, JsonCardSerializer, readable_cards
 from ..types import CARD_FORMAT_VERSION, Card, Namespace, RawRecord
-from .base import require_text_body, require_time
+from .base import require_storable
 
 T = TypeVar("T")
 
@@ -86,8 +86,7 @@ class SQLiteStore:
                 raise StoreError(f"SQLite store at {self.path!r} could not {doing}: {exc}") from exc
 
     def append(self, record: RawRecord) -> None:
-        require_text_body(record)  # SQLite would keep bytes as bytes and a number as its digits
-        require_time(record)  # it would keep an infinity or a string as the time, and fail on NaN
+        require_storable(record)  # SQLite would keep bytes as bytes, and a string as the time
 
         def insert(db: sqlite3.Connection) -> None:
             try:
