@@ -249,7 +249,10 @@ def _is_a(value: object, kind: type) -> bool:
     if kind is bool or isinstance(value, bool):
         return kind is bool and isinstance(value, bool)
     if kind is numbers.Real:
-        return isinstance(value, numbers.Real) and math.isfinite(value)
+        try:
+            return isinstance(value, numbers.Real) and math.isfinite(value)
+        except OverflowError:  # an int past a float's range
+            return False
     return isinstance(value, kind)
 
 

@@ -171,21 +171,21 @@ def test_a_record_missing_a_value_is_a_store_error_not_a_taken_id(tmp_path):
 
 @pytest.mark.parametrize("store", [InMemoryStore, lambda: SQLiteStore(":memory:")], ids=["memory", "sqlite"])
 def test_a_clock_that_gives_no_time_is_replaced_by_wall_time_and_the_event_kept(store, caplog):
-    """A broken clock (NaN, None) must not cost an event its record: wall time stands in for it,
-    and the memory says so once."""
-    times = iter([float("nan"), None, 1_715_785_200.0])
+    """A broken clock (NaN, None, a number past a float's range) must not cost an event its
+    record: wall time stands in for it, and the memory says so once."""
+    times = iter([float("nan"), None, 10**400, 1_715_785_200.0])
     memory = DecisionMemory(namespace=TRIP, store=store(), clock=lambda: next(times))
+    said_by_user = ["Book HAT107", "With my visa", "Aisle seat", "Window seat"]
 
     with caplog.at_level(logging.WARNING, logger="damc"):
-        memory.observe({"role": "user", "content": "Book HAT107"})
-        memory.observe({"role": "user", "content": "With my visa"})
-        memory.observe({"role": "user", "content": "Window seat"})
+        for text in said_by_user:
+            memory.observe({"role": "user", "content": text})
 
     records = memory.store.records(TRIP)
-    assert [r.id for r in records] == ["r0", "r1", "r2"]
-    assert all(abs(r.created_at - time.time()) < 600 for r in records[:2])
-    assert records[2].created_at == 1_715_785_200.0
-    assert [m["content"] for m in memory.messages()] == ["Book HAT107", "With my visa", "Window seat"]
+    assert [r.id for r in records] == ["r0", "r1", "r2", "r3"]
+    assert all(abs(r.created_at - time.time()) < 600 for r in records[:3])
+    assert records[3].created_at == 1_715_785_200.0
+    assert [m["content"] for m in memory.messages()] == said_by_user
     said = [r.getMessage() for r in caplog.records if "clock()" in r.getMessage()]
     assert said == ["damc: clock() gave nan, not seconds; wall time is used instead"]
 
