@@ -109,6 +109,19 @@ def mentions(value: str, wanted: Collection[str]) -> bool:
     return any(v in wanted for v in term_variants(value))
 
 
+def _value_terms(value: str) -> frozenset[str]:
+    """The terms ``mentions`` looks for in a value: any of them wanted makes it mentioned."""
+    if not value:
+        return frozenset()
+    if (items := list_items(value)) is not None:
+        return frozenset().union(*map(_value_terms, items))
+    return frozenset(term_variants(value))
+
+
+_TELLING_KINDS = frozenset({"status", "error", "id"})
+"""Facts a skeleton shows whatever the decision wants."""
+
+
 def _lists_identifiers(fact: Fact) -> bool:
     """Whether the fact is a list of identifiers (a user's ``reservations=[8C8K4E, UDMOP1]``):
     the handles of the records a task goes through, which a skeleton keeps as it keeps one id."""
@@ -141,6 +154,10 @@ class Compressor(Protocol):
     def depends_on_focus(self, card: Card, *, detail: Detail) -> bool:
         """Whether ``render`` at this detail can change with the focus (lets callers cache)."""
         ...
+
+    # Optional: ``terms_read(card, *, detail) -> frozenset[str]``, the terms whose being wanted can
+    # change ``render`` (see ``TemplateCompressor.terms_read``); with it, a rendering is cached
+    # across decisions whose focus differs only in other terms.
 
 
 class Summarizer(Protocol):
@@ -241,6 +258,43 @@ class TemplateCompressor:
             return bool(card.facts or card.tables)
         return any(len(t.rows) > self.focus_min_rows for t in card.tables)
 
+    def terms_read(self, card: Card, *, detail: Detail) -> frozenset[str]:
+        """The terms whose being wanted (in the focus, or among the card's used terms) can change
+        ``render`` at this detail: the values a skeleton shows only when wanted, the cells of the
+        tables whose rows it picks by them, the cells of the long tables cut to the focus's rows.
+        Any other focus renders the card alike, so a caller may cache the rendering under these."""
+        if card.kind not in (CardKind.TOOL_RESULT, CardKind.TOOL_ERROR):
+            return frozenset()
+        terms: set[str] = set()
+        if detail == "skeleton":
+            for fact in () if card.text else self._shown_facts(card):
+                if not (fact.kind in _TELLING_KINDS or _lists_identifiers(fact)):
+                    terms.update(_value_terms(fact.value))
+        for table in card.tables:
+            if card.stale_rows or card.stale_cells:
+                table = _point_stale_rows(table, card.stale_rows, card.stale_cells)
+            picked = len(table.rows) > self.focus_min_rows or (  # a skeleton keeps a short table's rows
+                detail == "skeleton" and not _skeleton_columns(table, frozenset())  # when it has such columns
+            )
+            if picked:
+                for row in table.rows:
+                    for cell in row:
+                        terms.update(term_variants(cell), _value_terms(cell))
+        return frozenset(terms)
+
+    @staticmethod
+    def _shown_facts(card: Card) -> Iterator[Fact]:
+        """The card's facts as its body shows them: those its call header shows left out, those a
+        newer card changed pointing to it."""
+        echoed = {(k, str(v)) for k, v in card.arguments.items()}
+        newer = dict(card.stale_facts)
+        for fact in card.facts:
+            if (fact.path, fact.value) in echoed:
+                continue  # already in the call header
+            if fact.path in newer:
+                fact = replace(fact, value=f"see {newer[fact.path]}")  # a newer card changed it
+            yield fact
+
     @staticmethod
     def _call(card: Card, restated_in: str = "") -> str:
         """The call as ``name(arguments)``; a list or record argument whose every value the result
@@ -255,20 +309,14 @@ class TemplateCompressor:
     def _body(self, card: Card, focus: DecisionFocus | None, detail: Detail) -> str:
         parts: list[str] = []
         groups: dict[str, list[str]] = {}
-        echoed = {(k, str(v)) for k, v in card.arguments.items()}
-        newer = dict(card.stale_facts)
         wanted = card.used_terms | (focus.terms if focus is not None else frozenset())
         fields = focus.fields if focus is not None else frozenset()
         named = focus.named if focus is not None else frozenset()
         omitted = False
-        for fact in () if card.text else card.facts:
-            if (fact.path, fact.value) in echoed:
-                continue  # already in the call header
-            if fact.path in newer:
-                fact = replace(fact, value=f"see {newer[fact.path]}")  # a newer card changed it
+        for fact in () if card.text else self._shown_facts(card):
             asked_for = bool(named) and set(field_name(fact.path).split("_")) <= named  # asked for by name
             telling = (
-                fact.kind in ("status", "error", "id")
+                fact.kind in _TELLING_KINDS
                 or _lists_identifiers(fact)
                 or mentions(fact.value, wanted)
                 or field_name(fact.path) in fields
@@ -309,14 +357,7 @@ class TemplateCompressor:
         identity columns, the fields that calls take, a status column that rules rows out
         (``sold out``) and a date every row shares (one value: ``all date=2024-05-22``) are kept,
         when the table has any."""
-        keep = sorted(
-            {
-                *identity_columns(table.columns),
-                *(i for i, c in enumerate(table.columns) if field_name(c) in fields),
-                *_ruling_out_columns(table),
-                *_shared_date_columns(table),
-            }
-        )
+        keep = _skeleton_columns(table, fields)
         rows = (
             list(table.rows)
             if keep and len(table.rows) <= self.focus_min_rows
@@ -393,6 +434,18 @@ class TemplateCompressor:
         if len(rows) < table.size and detail != "skeleton":  # a skeleton says "(more)" at its end
             lines.append(f" (+{table.size - len(rows)} more rows)")
         return "\n".join(lines)
+
+
+def _skeleton_columns(table: Table, fields: frozenset[str]) -> list[int]:
+    """The columns a skeleton keeps of a table (see ``TemplateCompressor._skeleton_table``)."""
+    return sorted(
+        {
+            *identity_columns(table.columns),
+            *(i for i, c in enumerate(table.columns) if field_name(c) in fields),
+            *_ruling_out_columns(table),
+            *_shared_date_columns(table),
+        }
+    )
 
 
 def table_heading(table: Table) -> str:
@@ -508,3 +561,6 @@ class SummarizingCompressor:
 
     def depends_on_focus(self, card: Card, *, detail: Detail) -> bool:
         return self.templates.depends_on_focus(card, detail=detail)
+
+    def terms_read(self, card: Card, *, detail: Detail) -> frozenset[str]:
+        return self.templates.terms_read(card, detail=detail)

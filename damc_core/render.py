@@ -48,6 +48,8 @@ class CardRenderer:
         self.counter = counter
         self._renderings: dict[_CacheKey, Card] = {}
         self._line_tokens: dict[str, int] = {}
+        self._reads: Callable[..., frozenset[str]] | None = getattr(compressor, "terms_read", None)
+        self._terms_read: dict[tuple[str, Detail, int], frozenset[str]] = {}
 
     def summarized(self, card: Card) -> Card:
         """The card with its default rendering as summary and that summary's token cost."""
@@ -74,13 +76,17 @@ class CardRenderer:
         """
         if card.kind not in _LEVELLED:
             return card
+        # Each of these only grows.
+        version = sum(map(len, (card.stale_rows, card.stale_cells, card.stale_facts, card.facts)))
+        # What the rendering reads of the wanted terms; None: all the card's terms.
+        read = self._read(card, detail, version) if cut_in_focus_order is None else None
         # None: a rendering that ignores the focus (no long table, or shown whole).
         relevant: frozenset[str] | None = None
         if focus is not None and (
             (cut_in_focus_order is not None and card.tables)
             or self.compressor.depends_on_focus(card, detail=detail)
         ):
-            relevant = card.terms & focus.terms
+            relevant = card.terms & focus.terms if read is None else card.terms & focus.terms & read
         fields = focus.fields if focus is not None and detail == "skeleton" else frozenset()
         named = (
             focus.named & vocabulary_of(card)
@@ -94,14 +100,15 @@ class CardRenderer:
             relevant,
             fields,
             named,
-            card.used_terms,
-            sum(map(len, (card.stale_rows, card.stale_cells, card.stale_facts, card.facts))),  # each grows
+            card.used_terms if read is None else card.used_terms & read,
+            version,
             cut_in_focus_order,
         )
         rendered = self._renderings.get(cache_key)
         if rendered is None:
             if len(self._renderings) > RENDER_CACHE_SIZE:
                 self._renderings.clear()
+                self._terms_read.clear()
             local = (
                 DecisionFocus(focus.query, relevant or frozenset(), fields=fields, named=named)
                 if focus is not None and (relevant is not None or named)
@@ -127,6 +134,17 @@ class CardRenderer:
             )
         self._renderings[cache_key] = rendered
         return rendered
+
+    def _read(self, card: Card, detail: Detail, version: int) -> frozenset[str] | None:
+        """The compressor's ``terms_read`` for the card in this state, remembered; ``None`` for a
+        compressor without it."""
+        if self._reads is None:
+            return None
+        key = (card.id, detail, version)
+        read = self._terms_read.get(key)
+        if read is None:
+            read = self._terms_read[key] = self._reads(card, detail=detail)
+        return read
 
     def _text(self, card: Card, focus: DecisionFocus | None, detail: Detail, *, call: bool) -> str:
         if call:

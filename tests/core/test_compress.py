@@ -438,3 +438,83 @@ def test_a_long_free_text_result_is_summarized_once_whatever_the_focus(make_memo
         memory.build()
 
     assert len(llm.requests) - asked <= 1
+
+
+def _reservation_and_search(memory, msg):
+    memory.observe(msg.call("r", "get_reservation_details", {"reservation_id": "M20IZO"}))
+    flights = [
+        {"flight_number": "HAT069", "date": "2024-05-22", "price": 121},
+        {"flight_number": "HAT083", "date": "2024-05-24", "price": 100},
+    ]
+    reservation = memory.observe(
+        msg.result(
+            "r",
+            "get_reservation_details",
+            {
+                "reservation_id": "M20IZO",
+                "status": "active",
+                "origin": "JFK",
+                "cabin": "economy",
+                "flights": flights,
+            },
+        )
+    )
+    memory.observe(msg.call("s", "search_direct_flight", {"origin": "JFK", "destination": "SEA"}))
+    rows = [
+        {"flight_number": f"HAT{100 + i}", "date": f"2024-05-{10 + i}", "price": 90 + i} for i in range(12)
+    ]
+    search = memory.observe(msg.result("s", "search_direct_flight", rows))
+    return reservation, search
+
+
+def test_a_skeleton_reads_the_values_it_shows_only_when_wanted(memory, msg):
+    reservation, search = _reservation_and_search(memory, msg)
+    compressor = TemplateCompressor()
+
+    read = compressor.terms_read(reservation, detail="skeleton")
+
+    assert "economy" in read  # shown when the focus names it
+    assert not {"m20izo", "jfk", "active", "hat069"} & read  # ids, status, a short table's rows: always
+    assert compressor.terms_read(reservation, detail="key") == frozenset()
+    assert {"hat100", "hat111"} <= compressor.terms_read(search, detail="key")  # a long table's rows
+
+
+def test_a_card_renders_alike_for_any_focus_that_differs_in_terms_it_does_not_read(memory, msg):
+    import random
+    from dataclasses import replace
+
+    compressor = TemplateCompressor()
+    draw = random.Random(7)
+    for card in _reservation_and_search(memory, msg):
+        terms = sorted(card.terms)
+        for detail in ("full", "key", "skeleton"):
+            read = compressor.terms_read(card, detail=detail)
+            for _ in range(40):
+                wanted = frozenset(draw.sample(terms, draw.randint(0, len(terms))))
+                used = frozenset(draw.sample(terms, draw.randint(0, 3)))
+
+                as_wanted = compressor.render(
+                    replace(card, used_terms=used), focus=DecisionFocus(terms=wanted), detail=detail
+                )
+                as_read = compressor.render(
+                    replace(card, used_terms=used & read),
+                    focus=DecisionFocus(terms=wanted & read),
+                    detail=detail,
+                )
+
+                assert as_wanted == as_read
+
+
+def test_a_rendering_is_reused_while_the_focus_names_nothing_new_the_card_reads(memory, msg):
+    from damc_core import TiktokenCounter
+    from damc_core.render import CardRenderer
+
+    reservation, _ = _reservation_and_search(memory, msg)
+    renderer = CardRenderer(TemplateCompressor(), TiktokenCounter())
+
+    first = renderer.render(reservation, DecisionFocus(terms=frozenset({"m20izo"})), "skeleton")
+    again = renderer.render(reservation, DecisionFocus(terms=frozenset({"m20izo", "hat069"})), "skeleton")
+    on_cabin = renderer.render(reservation, DecisionFocus(terms=frozenset({"economy"})), "skeleton")
+
+    assert again is first
+    assert on_cabin is not first and "economy" in on_cabin.summary and "economy" not in first.summary
