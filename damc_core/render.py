@@ -86,7 +86,7 @@ class CardRenderer:
             (cut_in_focus_order is not None and card.tables)
             or self.compressor.depends_on_focus(card, detail=detail)
         ):
-            relevant = card.terms & focus.terms if read is None else card.terms & focus.terms & read
+            relevant = card.terms & focus.terms if read is None else read & focus.terms & card.terms
         fields = focus.fields if focus is not None and detail == "skeleton" else frozenset()
         named = (
             focus.named & vocabulary_of(card)
