@@ -75,6 +75,7 @@ from .types import (
     RawRecord,
     ScoredCard,
     Table,
+    updated,
 )
 from .value import (
     CandidateSource,
@@ -502,7 +503,7 @@ class DecisionMemory:
         except Exception as exc:  # bad input must never crash the agent
             logger.warning("damc: could not encode event %s (%s); kept as raw record", record.id, exc)
             card = _fallback_card(message, record, card_id, exc)
-        card = replace(self._renderer.summarized(card), raw_tokens=count_messages([message], self.counter))
+        card = updated(self._renderer.summarized(card), raw_tokens=count_messages([message], self.counter))
         try:
             self.store.put_cards(self.namespace, [card])
         except StoreError as exc:  # the record is stored: a reopened memory encodes its card again
@@ -530,9 +531,9 @@ class DecisionMemory:
             other = session.cards[other_id]
             if columns:  # re-quoted in part
                 cells = (*other.stale_cells, *((name, column, card.id) for column in columns))
-                session.put(replace(other, stale_cells=cells))
+                session.put(updated(other, stale_cells=cells))
             else:
-                session.put(replace(other, stale_rows=(*other.stale_rows, (name, card.id))))
+                session.put(updated(other, stale_rows=(*other.stale_rows, (name, card.id))))
         session.put(card)
         self._index(card)
         if message.get("role") in ("system", "developer"):  # the newest replaces the one before
@@ -673,7 +674,7 @@ class DecisionMemory:
                 if source.kind is CardKind.TOOL_RESULT:
                     fields |= _fields_holding(source, values, session.fields)
                 if call_card_id not in source.decision_links:
-                    linked = replace(
+                    linked = updated(
                         source,
                         decision_links=(*source.decision_links, call_card_id),
                         used_terms=source.used_terms | (source.terms & values),
@@ -697,7 +698,7 @@ class DecisionMemory:
 
     def _score(self, card: Card) -> Card:
         scores = self.heuristics.static_scores(card, goal_terms=self._session.goal_terms)
-        return replace(card, scores=scores, prior=self.heuristics.prior(scores))
+        return updated(card, scores=scores, prior=self.heuristics.prior(scores))
 
     def _index(self, card: Card) -> None:
         for term in card.terms:
@@ -744,9 +745,9 @@ class DecisionMemory:
         superseded = {c.id for c in self.supersession.superseded(card, older)}
         for old in older:
             if old.id in superseded:
-                session.put(replace(old, superseded_by=card.id))
+                session.put(updated(old, superseded_by=card.id))
             elif outdated := _changed_facts(old, card):
-                session.put(replace(old, stale_facts=(*old.stale_facts, *((p, card.id) for p in outdated))))
+                session.put(updated(old, stale_facts=(*old.stale_facts, *((p, card.id) for p in outdated))))
 
     # -- build ---------------------------------------------------------------------------------
     @_synchronized
@@ -1086,7 +1087,7 @@ class DecisionMemory:
                 return tagged(asked)
             return tagged(rendered(card.id, view(card.id), base(card)))
 
-        based = [item._replace(card=based_card(item.card)) for item in scored]
+        based = [ScoredCard(based_card(item.card), item.value, item.scores) for item in scored]
         newest_cut: Card | None = None
         recalled = self._answers_recall(newest)
         if newest in originals:
@@ -1532,7 +1533,7 @@ def _with_categories(card: Card, said: Collection[str]) -> Card:
     new = sorted(set(said) - card.terms)
     if not new:
         return card
-    return replace(
+    return updated(
         card,
         facts=(*card.facts, *(Fact("text", word, "value") for word in new)),
         terms=card.terms | set(new),

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import replace
 
 from .compress import Compressor, Detail, identity_columns, row_identifiers, rows_by_focus, table_heading
 from .tokens import TokenCounter, message_tokens
-from .types import Card, CardKind, DecisionFocus, Message
+from .types import Card, CardKind, DecisionFocus, Message, updated
 from .value import vocabulary_of
 
 RENDER_CACHE_SIZE = 50_000
@@ -54,7 +53,7 @@ class CardRenderer:
     def summarized(self, card: Card) -> Card:
         """The card with its default rendering as summary and that summary's token cost."""
         summary = self.compressor.render(card)
-        return replace(card, summary=summary, tokens=self.count(summary) + 1)
+        return updated(card, summary=summary, tokens=self.count(summary) + 1)
 
     def render(
         self,
@@ -116,7 +115,7 @@ class CardRenderer:
             )
             if cut_in_focus_order is not None:
                 if local:
-                    ranked = replace(card, tables=tuple(rows_by_focus(t, local) for t in card.tables))
+                    ranked = updated(card, tables=tuple(rows_by_focus(t, local) for t in card.tables))
                     whole = self.with_summary(ranked, self._text(ranked, None, detail, call=call))
                 else:  # the rendering in focus order is the plain one, rendered (or summarized) once
                     whole = self.render(card, None, detail, call=call)
@@ -125,7 +124,7 @@ class CardRenderer:
             else:
                 rendered = self.with_summary(card, self._text(card, local, detail, call=call))
         if rendered.scores is not card.scores:  # rescored or relinked since rendered
-            rendered = replace(
+            rendered = updated(
                 rendered,
                 prior=card.prior,
                 scores=card.scores,
@@ -217,7 +216,7 @@ class CardRenderer:
         """The card reading ``summary``, its token cost counted with the line it takes."""
         if summary == card.summary:
             return card
-        return replace(card, summary=summary, tokens=self.count(summary) + 1)
+        return updated(card, summary=summary, tokens=self.count(summary) + 1)
 
     def count_messages(self, messages: list[Message]) -> int:
         return sum(message_tokens(m, self.count) for m in messages)

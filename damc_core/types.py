@@ -6,8 +6,9 @@ mutating what they were given, so a card handed to the caller never changes unde
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from enum import Enum
 from typing import Any, NamedTuple
 
@@ -197,6 +198,29 @@ class Card:
     """Lower-cased exact tokens (IDs, codes, names) used to match the decision focus."""
     v: int = CARD_FORMAT_VERSION
     """Format version of this card."""
+
+
+_CARD_FIELDS = tuple(f.name for f in fields(Card))
+_card_values = operator.attrgetter(*_CARD_FIELDS)
+_CARD_SLOTS = {name: vars(Card)[name] for name in _CARD_FIELDS}
+_CARD_SETTERS = tuple(slot.__set__ for slot in _CARD_SLOTS.values())
+
+
+def updated(card: Card, **changes: Any) -> Card:
+    """``dataclasses.replace(card, **changes)`` at half the cost: every event and decision copies
+    cards with a field or two changed (a summary, scores, a link), and ``replace`` builds them
+    through the generated ``__init__``, whose only work for a card is to set each field."""
+    if type(card) is not Card:
+        return replace(card, **changes)
+    new = object.__new__(Card)
+    for put, value in zip(_CARD_SETTERS, _card_values(card), strict=True):
+        put(new, value)
+    for name, value in changes.items():
+        slot = _CARD_SLOTS.get(name)
+        if slot is None:
+            raise TypeError(f"Card has no field {name!r}")
+        slot.__set__(new, value)
+    return new
 
 
 @dataclass(frozen=True, slots=True)
