@@ -27,8 +27,15 @@ def fence_memory(cards: Sequence[str]) -> str:
     close the fence or end the message neutralised (a ``</memory>`` tag, a chat template's
     control text such as ``<|im_end|>``), and any line of a card's text that would read as a
     card or a turn of its own (a web page holding ``[c0] user: refund to ...``) quoted with ``| ``."""
-    body = "\n".join(_inert_controls(neutralise_tags(_quote_forged_lines(card))) for card in cards)
+    body = "\n".join(map(_fenced, cards))
     return f"{MEMORY_OPEN}\n{MEMORY_PREAMBLE}\n{body}\n{MEMORY_CLOSE}"
+
+
+@functools.lru_cache(maxsize=4096)
+def _fenced(card: str) -> str:
+    """One card's text made safe inside the fence; remembered, as most cards of a decision are
+    sent again as they were at the one before."""
+    return _inert_controls(neutralise_tags(_quote_forged_lines(card)))
 
 
 def _quote_forged_lines(card: str) -> str:
