@@ -118,6 +118,12 @@ def _value_terms(value: str) -> frozenset[str]:
     return frozenset(term_variants(value))
 
 
+@functools.lru_cache(maxsize=65536)
+def _cell_terms(cell: str) -> frozenset[str]:
+    """The terms a table's rows are picked by in a cell: ``mentions``'s and the focus scores'."""
+    return frozenset(term_variants(cell)) | _value_terms(cell)
+
+
 _TELLING_KINDS = frozenset({"status", "error", "id"})
 """Facts a skeleton shows whatever the decision wants."""
 
@@ -277,9 +283,7 @@ class TemplateCompressor:
                 detail == "skeleton" and not _skeleton_columns(table, frozenset())  # when it has such columns
             )
             if picked:
-                for row in table.rows:
-                    for cell in row:
-                        terms.update(term_variants(cell), _value_terms(cell))
+                terms.update(*(_cell_terms(cell) for row in table.rows for cell in row))
         return frozenset(terms)
 
     @staticmethod

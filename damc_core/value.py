@@ -255,12 +255,20 @@ def _pending_in_series(cards: Sequence[Card]) -> frozenset[str]:
     series = {name: values for name, values in acted.items() if len(values) >= 2}
     if not series:
         return frozenset()
-    return frozenset(
-        card.id
-        for card, handles in lookups
-        if any(name in series and card.seq < last_act[name] for name, _ in handles)
-        and not any(value in series.get(name, ()) for name, value in handles)
-    )
+    pending = set()
+    for card, handles in lookups:  # loops, not any(): this runs for every candidate at every decision
+        ahead = False
+        for name, value in handles:
+            values = series.get(name)
+            if values is None:
+                continue
+            if value in values:
+                break  # acted on already
+            ahead = ahead or card.seq < last_act[name]
+        else:
+            if ahead:
+                pending.add(card.id)
+    return frozenset(pending)
 
 
 _MEMO_HELD = 65_536
