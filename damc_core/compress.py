@@ -403,11 +403,8 @@ class TemplateCompressor:
         derivable = _derivable_columns(table)
         shown = [i for i in range(len(table.columns)) if i not in derivable]
         if detail == "key":
-            shown = [
-                i
-                for i in shown
-                if all(_is_key_value(fact_kind(table.columns[i], row[i]), row[i]) for row in rows)
-            ]
+            keyed = _key_columns(table.columns, tuple(rows))
+            shown = [i for i in shown if i in keyed]
         whole = len(table.rows) > 1 and not table.left_out  # "all" speaks for the whole list
         constant = [  # (a clipped cell, ending in "…", says nothing of the rest of its value)
             i
@@ -455,6 +452,17 @@ def _skeleton_columns(table: Table, fields: frozenset[str]) -> list[int]:
 def table_heading(table: Table) -> str:
     """How a rendered table's first line starts: `` flights (4)``, its path and its size."""
     return f" {table.path or 'rows'} ({table.size})"
+
+
+@functools.lru_cache(maxsize=4096)
+def _key_columns(columns: tuple[str, ...], rows: tuple[tuple[str, ...], ...]) -> frozenset[int]:
+    """Columns whose every cell in ``rows`` key detail shows; remembered, as a table is rendered
+    at key detail when it arrives and again at every decision that upgrades it."""
+    return frozenset(
+        i
+        for i, column in enumerate(columns)
+        if all(_is_key_value(fact_kind(column, row[i]), row[i]) for row in rows)
+    )
 
 
 def _shared_date_columns(table: Table) -> Iterator[int]:

@@ -509,7 +509,9 @@ class DecisionMemory:
         except StoreError as exc:  # the record is stored: a reopened memory encodes its card again
             logger.warning("damc: card %s was not stored (%s); it is rebuilt from its record", card.id, exc)
         card = self._derive(card, message)
-        self._renderer.render(card, None, "key")  # warm the cache: a decision renders what its focus changes
+        if not self.compressor.depends_on_focus(card, detail="key"):
+            # rendered alike for every focus: made now, a decision renders only what its focus changes
+            self._renderer.render(card, None, "key")
         return card
 
     def _derive(self, card: Card, message: Message) -> Card:

@@ -229,6 +229,9 @@ PENDING_IN_SERIES = 0.9
 reservations looked up one by one and then changed one by one, the next to change is one whose
 lookup the action has not taken."""
 _PENDING_WHY = "looked up like the entities an action has gone through; not acted on yet"
+_REQUEST_SCORE = Score("request", 1.0, _REQUEST_WHY)
+_PROPOSAL_SCORE = Score("proposal", PROPOSAL, _PROPOSAL_WHY)
+_PENDING_SCORE = Score("pending", PENDING_IN_SERIES, _PENDING_WHY)
 
 
 def _seq(card: Card) -> int:
@@ -467,15 +470,15 @@ class HeuristicValuator:
                 request_seen = True  # the newest user turn is the request the decision serves
                 if card.seq == context.current_seq - 1 and CONSENT.search(card.text):
                     proposal_seq = card.seq - 1
-                out.append(ScoredCard(card, 1.0, (*scores, Score("request", 1.0, _REQUEST_WHY))))
+                out.append(ScoredCard(card, 1.0, (*scores, _REQUEST_SCORE)))
                 continue
             next_up = 0.0  # what the next action takes: the proposal agreed to, the series' next entity
             if card.seq == proposal_seq and card.kind is CardKind.ASSISTANT_CONCLUSION and card.facts:
                 next_up = PROPOSAL
-                scores += (Score("proposal", next_up, _PROPOSAL_WHY),)
+                scores += (_PROPOSAL_SCORE,)
             elif card.id in pending:
                 next_up = PENDING_IN_SERIES
-                scores += (Score("pending", next_up, _PENDING_WHY),)
+                scores += (_PENDING_SCORE,)
             aged = card.prior * decay * freshness
             out.append(ScoredCard(card, 1.0 - (1.0 - aged) * (1.0 - focus) * (1.0 - next_up), scores))
         return out[::-1]
