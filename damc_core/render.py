@@ -160,8 +160,11 @@ class CardRenderer:
         most rows are cut anyway, and the handles the agent's next call takes, and what to recall,
         are worth more than the last few rows shown in full); those of short tables in the room
         the lines leave, where the header of a table whose rows are all cut gives way to them."""
+        first = self.count(card.summary.partition("\n")[0])
+        if not clip and first > tokens - self.count(_cut_hint([])) - 2:
+            return card  # not even its first line fits beside the shortest hint
         naming = self.count(_cut_hint([""]))
-        room = tokens - self.count(card.summary.partition("\n")[0]) - naming - 2
+        room = tokens - first - naming - 2
         long = _row_identifiers(card, long=True)
         listed = self._names_within(long, min(int(tokens * CUT_NAMES_SHARE), room))
         # the hint's newline, and the card's own token (see with_summary)
