@@ -31,10 +31,10 @@ def fence_memory(cards: Sequence[str]) -> str:
     return f"{MEMORY_OPEN}\n{MEMORY_PREAMBLE}\n{body}\n{MEMORY_CLOSE}"
 
 
-@functools.lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=512)
 def _fenced(card: str) -> str:
-    """One card's text made safe inside the fence; remembered, as most cards of a decision are
-    sent again as they were at the one before."""
+    """One card's text made safe inside the fence; the newest few hundred are remembered, as most
+    cards of a decision are sent again as they were at the one before."""
     return _inert_controls(neutralise_tags(_quote_forged_lines(card)))
 
 

@@ -118,7 +118,7 @@ def _value_terms(value: str) -> frozenset[str]:
     return frozenset(term_variants(value))
 
 
-@functools.lru_cache(maxsize=65536)
+@functools.lru_cache(maxsize=16384)
 def _cell_terms(cell: str) -> frozenset[str]:
     """The terms a table's rows are picked by in a cell: ``mentions``'s and the focus scores'."""
     return frozenset(term_variants(cell)) | _value_terms(cell)
@@ -279,10 +279,9 @@ class TemplateCompressor:
         for table in card.tables:
             if card.stale_rows or card.stale_cells:
                 table = _point_stale_rows(table, card.stale_rows, card.stale_cells)
-            picked = len(table.rows) > self.focus_min_rows or (  # a skeleton keeps a short table's rows
-                detail == "skeleton" and not _skeleton_columns(table, frozenset())  # when it has such columns
-            )
-            if picked:
+            # a skeleton keeps every row of a short table that has columns to keep
+            short_kept = detail != "skeleton" or bool(_skeleton_columns(table, frozenset()))
+            if len(table.rows) > self.focus_min_rows or not short_kept:
                 terms.update(*(_cell_terms(cell) for row in table.rows for cell in row))
         return frozenset(terms)
 
