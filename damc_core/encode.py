@@ -20,6 +20,7 @@ from typing import Any, Protocol, TypeVar
 from .documents import parse_json, read_document
 from .extract import (
     AMOUNT,
+    AMOUNT_NUMBER,
     DATE,
     DIGIT,
     NEGATIVE_STATUS,
@@ -587,16 +588,11 @@ def _exact_values(scan: TextScan) -> Iterator[tuple[str, str]]:
 
 def _text_facts(scan: TextScan, limit: int) -> list[Fact]:
     firsts = _unique(_exact_values(scan), key=lambda found: found[1])
-    amounts = scan.distinct("amount")
-    stated = (
-        (kind, value)
-        for kind, value in firsts
-        if not (kind == "id" and _BARE_NUMBER.fullmatch(value) and any(value in a for a in amounts))
-    )  # the 1,000 of "$1,000" is that amount, not another value
+    numbers = {number for amount in scan.distinct("amount") for number in AMOUNT_NUMBER.findall(amount)}
+    stated = (  # the 1,000 of "$1,000" is that amount, not another value (the 12 of "$120" is one)
+        (kind, value) for kind, value in firsts if not (kind == "id" and value in numbers)
+    )
     return [Fact("text", value, kind) for kind, value in itertools.islice(stated, limit)]
-
-
-_BARE_NUMBER = re.compile(r"[\d,.]+")
 
 
 def _unique(items: Iterable[_T], key: Callable[[_T], object] = lambda item: item) -> Iterator[_T]:

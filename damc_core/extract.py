@@ -65,6 +65,8 @@ _strip_trailing_dashes = operator.methodcaller("rstrip", "-_")
 DATE = re.compile(r"\b\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2})?)?\b|\b\d{1,2}:\d{2}(?::\d{2})?\b")
 _NUMBER = r"\d+(?:,\d{3})*(?:\.\d+)?"  # 1000, 1,000, 1,234.50 (not the comma after "$1,000,")
 AMOUNT = re.compile(rf"[$€£]\s?{_NUMBER}|\b{_NUMBER}\s?(?:USD|EUR|GBP|dollars?)\b", re.I)
+AMOUNT_NUMBER = re.compile(_NUMBER)
+"""The number of an amount (``1,000`` of ``$1,000``)."""
 EMAIL = re.compile(r"(?<![\w.+-])\w[\w.+-]{0,63}@[\w-]+\.[\w.]+\b")
 """Tried only where a run of address characters starts, so a long run without ``@`` (a hash, a
 dump of ids) is scanned once, not once from every position in it."""

@@ -277,6 +277,14 @@ def test_a_decimal_number_or_an_address_is_one_identifier_and_a_list_of_ids_stay
     assert card.terms.isdisjoint({"234", "50"})
 
 
+def test_a_number_that_only_appears_inside_an_amount_stays_a_value_of_its_own(memory, msg):
+    card = memory.observe(msg.user("Order 12 costs $120; refund 1,234.50 USD for 50 items."))
+
+    ids = {f.value for f in card.facts if f.kind == "id"}
+    assert {"12", "50"} <= ids and "1,234.50" not in ids  # the amount's own number is the amount
+    assert {"$120", "1,234.50 USD"} <= {f.value for f in card.facts if f.kind == "amount"}
+
+
 def test_tool_call_card_records_the_parsed_arguments(memory, msg):
     card = memory.observe(msg.call("call_9", "cancel_reservation", {"reservation_id": "ZFA04Y"}))
 
