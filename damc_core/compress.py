@@ -102,15 +102,12 @@ def volatile_columns(columns: tuple[str, ...]) -> frozenset[int]:
 
 def mentions(value: str, wanted: Collection[str]) -> bool:
     """Whether a value (or an item of a ``[a, b]`` list value) is one of the ``wanted`` terms."""
-    if not wanted or not value:
-        return False
-    if (items := list_items(value)) is not None:
-        return any(mentions(part, wanted) for part in items)
-    return any(v in wanted for v in term_variants(value))
+    return bool(wanted) and not _value_terms(value).isdisjoint(wanted)
 
 
+@functools.lru_cache(maxsize=16384)
 def _value_terms(value: str) -> frozenset[str]:
-    """The terms ``mentions`` looks for in a value: any of them wanted makes it mentioned."""
+    """The terms that make a value mentioned: its variants, or those of its list's items."""
     if not value:
         return frozenset()
     if (items := list_items(value)) is not None:
@@ -125,7 +122,12 @@ def _cell_terms(cell: str) -> frozenset[str]:
 
 
 _TELLING_KINDS = frozenset({"status", "error", "id"})
-"""Facts a skeleton shows whatever the decision wants."""
+
+
+def _always_told(fact: Fact) -> bool:
+    """Whether a skeleton shows the fact whatever the decision wants: a status, an error, an id or
+    a list of ids."""
+    return fact.kind in _TELLING_KINDS or _lists_identifiers(fact)
 
 
 def _lists_identifiers(fact: Fact) -> bool:
@@ -274,7 +276,7 @@ class TemplateCompressor:
         terms: set[str] = set()
         if detail == "skeleton":
             for fact in () if card.text else self._shown_facts(card):
-                if not (fact.kind in _TELLING_KINDS or _lists_identifiers(fact)):
+                if not _always_told(fact):
                     terms.update(_value_terms(fact.value))
         for table in card.tables:
             if card.stale_rows or card.stale_cells:
@@ -319,8 +321,7 @@ class TemplateCompressor:
         for fact in () if card.text else self._shown_facts(card):
             asked_for = bool(named) and set(field_name(fact.path).split("_")) <= named  # asked for by name
             telling = (
-                fact.kind in _TELLING_KINDS
-                or _lists_identifiers(fact)
+                _always_told(fact)
                 or mentions(fact.value, wanted)
                 or field_name(fact.path) in fields
                 or asked_for

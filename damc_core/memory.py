@@ -503,7 +503,7 @@ class DecisionMemory:
         except Exception as exc:  # bad input must never crash the agent
             logger.warning("damc: could not encode event %s (%s); kept as raw record", record.id, exc)
             card = _fallback_card(message, record, card_id, exc)
-        card = updated(self._renderer.summarized(card), raw_tokens=count_messages([message], self.counter))
+        card = self._renderer.summarized(card, raw_tokens=count_messages([message], self.counter))
         try:
             self.store.put_cards(self.namespace, [card])
         except StoreError as exc:  # the record is stored: a reopened memory encodes its card again

@@ -50,10 +50,11 @@ class CardRenderer:
         self._reads: Callable[..., frozenset[str]] | None = getattr(compressor, "terms_read", None)
         self._terms_read: dict[tuple[str, Detail, int], frozenset[str]] = {}
 
-    def summarized(self, card: Card) -> Card:
-        """The card with its default rendering as summary and that summary's token cost."""
+    def summarized(self, card: Card, **changes: object) -> Card:
+        """The card with its default rendering as summary and that summary's token cost (and any
+        other ``changes``, made in the same copy)."""
         summary = self.compressor.render(card)
-        return updated(card, summary=summary, tokens=self.count(summary) + 1)
+        return updated(card, summary=summary, tokens=self.count(summary) + 1, **changes)
 
     def render(
         self,
