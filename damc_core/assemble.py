@@ -122,7 +122,8 @@ class DefaultAssembler:
 def valid_sequence(messages: Sequence[Message]) -> list[Message]:
     """Drop or mend what an OpenAI-style API would reject, keep everything else in order.
 
-    Tool results without a matching call in the assistant message just before them are dropped;
+    Tool results without a matching call in the assistant message just before them are dropped, as
+    are calls without an id or a name (see ``sendable_call``);
     tool calls that got no result are removed from their assistant message (the message is dropped
     if nothing else is left in it). Repeated call ids are matched in order. A null content on a
     message without tool calls, or on a tool result, becomes an empty string.
@@ -145,7 +146,7 @@ def valid_sequence(messages: Sequence[Message]) -> list[Message]:
         while index < len(messages) and messages[index].get("role") == "tool":
             results.append(messages[index])
             index += 1
-        open_calls = [(i, c) for i, c in enumerate(calls) if isinstance(c, dict)]
+        open_calls = [(i, c) for i, c in enumerate(calls) if sendable_call(c)]
         answered: list[tuple[int, Message]] = []
         answers: list[Message] = []  # as they came back
         for result in results:
@@ -162,6 +163,15 @@ def valid_sequence(messages: Sequence[Message]) -> list[Message]:
         elif message.get("content"):
             out.append({k: v for k, v in message.items() if k != "tool_calls"})
     return out
+
+
+def sendable_call(call: object) -> bool:
+    """Whether a chat API takes the tool call and can pair it with its result: it has a non-empty
+    string id and a function with a name."""
+    if not isinstance(call, dict) or not isinstance(call.get("id"), str) or not call["id"]:
+        return False
+    function = call.get("function")
+    return isinstance(function, dict) and isinstance(function.get("name"), str) and bool(function["name"])
 
 
 def _with_text(message: Message) -> Message:

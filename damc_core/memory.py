@@ -27,7 +27,7 @@ from typing import Any, ParamSpec, TypeVar
 
 import numpy as np
 
-from .assemble import Assembler, DefaultAssembler, fence_memory
+from .assemble import Assembler, DefaultAssembler, fence_memory, sendable_call
 from .compress import (
     Compressor,
     Detail,
@@ -756,14 +756,15 @@ class DecisionMemory:
     def build(
         self,
         *,
-        system: str | None = None,
-        query: str | None = None,
+        system: str | list[Any] | None = None,
+        query: str | list[Any] | None = None,
         budget: int | None = None,
         exclude: Collection[str] = (),
         recent_messages: int | None = None,
     ) -> BuiltContext:
         """The messages to send for the next decision: system, memory section, recent dialogue.
 
+        ``system`` and ``query`` may also be a message's content parts; their text is read.
         ``exclude``: ids of cards the caller sends itself (an agent's scratchpad of the running
         task, or the recent turns a framework's own buffer keeps); they appear neither in the
         memory section nor in the recent dialogue. ``recent_messages`` overrides the setting for
@@ -773,10 +774,10 @@ class DecisionMemory:
         session = self._session
         budget = self._budget(budget)
         sent_system = session.system_card if system is None else None
-        system = session.system_prompt if system is None else system
-        focus = self._focus(query)
+        system = session.system_prompt if system is None else content_text(system)
+        focus = self._focus(None if query is None else content_text(query))
         wide = replace(focus, terms=focus.terms | session.goal_terms)
-        excluded = frozenset(exclude)
+        excluded = frozenset((exclude,) if isinstance(exclude, str) else exclude)
         window = self.settings.recent_messages if recent_messages is None else recent_messages
         recent_entries, recent, whole = self._recent(budget, wide, excluded, window)
         shortlist = self._candidates(focus)
@@ -1233,10 +1234,14 @@ class DecisionMemory:
         return line
 
     def _recent_window(self, excluded: frozenset[str], size: int) -> list[_Entry]:
-        """The newest ``size`` messages, widened so no tool result loses its call. A tool result
-        whose call is not right before it (a broken trace, a framework's own error message) is
-        left out: a chat API would reject it as a message, so it goes to the memory section as
-        its card."""
+        """The newest ``size`` messages, widened so no tool result loses its call.
+
+        Left out, to go to the memory section as cards, is what a chat API would reject as a
+        message: a tool result whose call is not right before it (a broken trace, a framework's
+        own error message, a call without an id or name); a message of such calls only; and the
+        messages before the window's first user turn when the conversation has none before them
+        (it opened with the assistant's greeting), since some APIs reject a dialogue that opens
+        with the assistant."""
         history = self._session.history
         if excluded:
             history = [e for e in history if e.card_id not in excluded]
@@ -1250,14 +1255,25 @@ class DecisionMemory:
         for entry in history[start:]:
             message = entry.message
             if message.get("role") == "tool":
-                if str(message.get("tool_call_id")) not in calls:
+                if message.get("tool_call_id") not in calls:
                     continue
             elif message.get("role") == "assistant":
-                calls = {str(c.get("id")) for c in message.get("tool_calls") or () if isinstance(c, dict)}
+                calls = {c["id"] for c in message.get("tool_calls") or () if sendable_call(c)}
+                if message.get("tool_calls") and not calls:
+                    continue  # no call a chat API would take: its card tells what was asked
             else:
                 calls = set()
             window.append(entry)
+        first_user = next((i for i, e in enumerate(window) if e.message.get("role") == "user"), 0)
+        if first_user and not self._user_turn_before(window[0]):
+            window = window[first_user:]
         return window
+
+    def _user_turn_before(self, entry: _Entry) -> bool:
+        """Whether the conversation has a user turn before ``entry`` (excluded by the caller or not)."""
+        history = self._session.history
+        at = self._session.history_at(_seq_of(entry.card_id))
+        return any(history[i].message.get("role") == "user" for i in range(at - 1, -1, -1))
 
     def _names_rows(self, entry: _Entry, focus: DecisionFocus) -> bool:
         """Whether the focus names a row of the entry's tables by its entity (``HAT107``)."""

@@ -22,3 +22,27 @@ def test_without_exclude_the_same_history_is_sent(memory, airline_messages):
     sent = "\n".join(str(m.get("content")) for m in memory.build(budget=2000).messages)
 
     assert "HAT083" in sent
+
+
+def test_one_card_id_may_be_excluded_as_a_string(memory, airline_messages):
+    cards = [memory.observe(m) for m in airline_messages[:6]]
+
+    built = memory.build(budget=2000, exclude=cards[5].id)
+
+    reasons = {d.card_id: d.reason for d in built.decisions}
+    assert reasons[cards[5].id] == "kept: sent by the caller"
+    assert reasons[cards[4].id] != "kept: sent by the caller"
+
+
+def test_system_prompt_and_query_may_be_content_parts(memory, airline_messages):
+    for message in airline_messages[:6]:
+        memory.observe(message)
+
+    built = memory.build(
+        budget=2000,
+        system=[{"type": "text", "text": "You are an airline agent."}],
+        query=[{"type": "text", "text": "Which flight leaves first, HAT083 or HAT069?"}],
+    )
+
+    assert built.messages[0]["content"].startswith("You are an airline agent.")
+    assert {"hat083", "hat069"} <= built.focus.terms

@@ -122,6 +122,36 @@ def test_orphan_tool_result_is_remembered_but_not_sent_as_a_tool_message(
     assert decision.kept and "recent dialogue" not in decision.reason
 
 
+@pytest.mark.parametrize("call_id", [None, ""])
+def test_a_call_without_an_id_and_its_result_reach_the_model_as_cards(
+    memory, msg, assert_valid_context, memory_text, call_id
+):
+    memory.observe(msg.user("Any flight to Seattle on May 20?"))
+    call = msg.call("call", "search_direct_flight", {"destination": "SEA", "date": "2024-05-20"})
+    call["tool_calls"][0]["id"] = call_id  # a chat API cannot pair such a call with its result
+    memory.observe(call)
+    memory.observe(msg.result(call_id, "search_direct_flight", [{"flight_number": "HAT136"}]))
+
+    built = memory.build(budget=1000, recent_messages=4)
+
+    assert_valid_context(built.messages)
+    assert [m["role"] for m in built.messages] == ["system", "user"]
+    assert "HAT136" in memory_text(built.messages)
+
+
+def test_a_conversation_opened_by_the_assistant_is_sent_from_the_users_turn(
+    make_memory, msg, assert_valid_context
+):
+    memory = make_memory(settings=MemorySettings(recent_messages=2))
+    memory.observe(msg.assistant("Hello! How can I help you today?"))
+    memory.observe(msg.user("Book flight HAT136 for me."))
+
+    built = memory.build(budget=1000)
+
+    assert_valid_context(built.messages)  # some chat APIs reject a dialogue opened by the assistant
+    assert built.messages[0] == msg.user("Book flight HAT136 for me.")
+
+
 def test_binary_content_is_stored_as_base64_of_the_original_bytes(memory, msg, assert_valid_context):
     payload = b"\x89PNG\r\n\x1a\n\xff\xfe\xfd" + bytes(range(256)) * 4
     memory.observe(msg.call("call_1", "download_receipt", {"order_id": "#W4923227"}))
