@@ -103,12 +103,17 @@ def tool_calls(message: ChatMessage) -> list[dict[str, Any]]:
     for raw in message.additional_kwargs.get("tool_calls") or ():
         if isinstance(raw, Mapping):
             function = raw.get("function") or {}
-            calls.append(_call(str(raw.get("id", "")), function.get("name", ""), function.get("arguments")))
+            calls.append(_call(_id(raw.get("id")), function.get("name", ""), function.get("arguments")))
         elif hasattr(raw, "tool_id"):  # a ToolSelection
-            calls.append(_call(raw.tool_id, raw.tool_name, raw.tool_kwargs))
+            calls.append(_call(_id(raw.tool_id), raw.tool_name, raw.tool_kwargs))
         elif hasattr(raw, "function"):  # a provider SDK object
-            calls.append(_call(str(raw.id), raw.function.name, raw.function.arguments))
+            calls.append(_call(_id(raw.id), raw.function.name, raw.function.arguments))
     return calls
+
+
+def _id(call_id: object) -> str:
+    """A call id as text; a missing one is empty, which no result pairs with (not ``"None"``)."""
+    return "" if call_id is None else str(call_id)
 
 
 def _call(call_id: str, name: str, arguments: Any) -> dict[str, Any]:
@@ -129,7 +134,7 @@ def to_event(message: ChatMessage) -> dict[str, Any]:
         event["tool_calls"] = calls
         event["content"] = event["content"] or None
     if role == "tool":
-        event["tool_call_id"] = str(message.additional_kwargs.get("tool_call_id", ""))
+        event["tool_call_id"] = _id(message.additional_kwargs.get("tool_call_id"))
         name = message.additional_kwargs.get("name") or message.additional_kwargs.get("tool_name")
         if name:
             event["name"] = str(name)
@@ -607,7 +612,8 @@ class Recorder:
             card = self.memory.observe({**event, "tool_calls": fresh})
             for call in fresh:
                 self._seen.setdefault(_call_key(call), []).append(card.id)
-            self._keep_original(f"calls:{json.dumps(fresh)}", message)
+            if len(fresh) == len(calls):  # a message some of whose calls were known is not handed back
+                self._keep_original(f"calls:{json.dumps(fresh)}", message)
             self._track(card.id, confirm)
             return
         key = (role, event["content"] or "")
@@ -769,7 +775,7 @@ class Recorder:
                 )
             return ChatMessage(role=MessageRole.ASSISTANT, blocks=blocks)
         if role == "tool":
-            call_id = str(event.get("tool_call_id", ""))
+            call_id = _id(event.get("tool_call_id"))
             if call_id in self._react_ids:
                 return ChatMessage(role=MessageRole.USER, content=f"Observation: {text}")
             original = self._originals.get(f"tool:{call_id}")
