@@ -1267,6 +1267,9 @@ class DecisionMemory:
         first_user = next((i for i, e in enumerate(window) if e.message.get("role") == "user"), 0)
         if first_user and not self._user_turn_before(window[0]):
             window = window[first_user:]
+        if not window:  # all left out: the user's newest turn (APIs reject a system prompt alone)
+            newest_user = next((e for e in reversed(history) if e.message.get("role") == "user"), None)
+            window = [newest_user] if newest_user is not None else []
         return window
 
     def _user_turn_before(self, entry: _Entry) -> bool:

@@ -132,10 +132,10 @@ def test_a_call_without_an_id_and_its_result_reach_the_model_as_cards(
     memory.observe(call)
     memory.observe(msg.result(call_id, "search_direct_flight", [{"flight_number": "HAT136"}]))
 
-    built = memory.build(budget=1000, recent_messages=4)
+    built = memory.build(budget=1000, recent_messages=2)  # a window of the call and its result
 
     assert_valid_context(built.messages)
-    assert [m["role"] for m in built.messages] == ["system", "user"]
+    assert [m["role"] for m in built.messages] == ["system", "user"]  # the request, not only a prompt
     assert "HAT136" in memory_text(built.messages)
 
 
