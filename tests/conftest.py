@@ -6,6 +6,7 @@
 * ``memory`` / ``make_memory``: ``DecisionMemory`` on a real SQLite file with the real offline
   tiktoken counter and a clock that only moves when a test moves it.
 * ``assert_valid_context``: checks a message list the way an OpenAI-style chat API would.
+* ``memory_in_ram`` and ``openai_tool_calls``: a memory and random tool calls for property tests.
 * ``completion_server`` / ``chat_server``: llama-cpp-python's OpenAI-compatible server with the
   bundled SmolLM2-135M on loopback (prompt log-probabilities; chat with tool calls);
   ``recorded_http``: an httpx transport that keeps every request a client sends it; and
@@ -26,9 +27,10 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
+import hypothesis.strategies as st
 import pytest
 
-from damc_core import DecisionMemory, Namespace, SQLiteStore, TiktokenCounter
+from damc_core import DecisionMemory, InMemoryStore, MemorySettings, Namespace, SQLiteStore, TiktokenCounter
 
 T0 = 1_715_785_200.0
 """2024-05-15 15:00 UTC, the "current time" of the tau-bench airline domain."""
@@ -237,6 +239,34 @@ def make_memory(
 @pytest.fixture
 def memory(make_memory: Callable[..., DecisionMemory]) -> DecisionMemory:
     return make_memory()
+
+
+def memory_in_ram(*, recent_messages: int = 2) -> DecisionMemory:
+    """A memory in RAM with the real counter and a still clock: a property test makes one per
+    example (a fixture would be shared by all of a test's examples)."""
+    return DecisionMemory(
+        namespace=Namespace(user="mia_li_3668", session="trip"),
+        store=InMemoryStore(),
+        counter=TiktokenCounter(),
+        clock=ManualClock(),
+        settings=MemorySettings(recent_messages=recent_messages),
+    )
+
+
+def openai_tool_calls(
+    ids: Sequence[str | None], names: Sequence[str], arguments: st.SearchStrategy[str]
+) -> st.SearchStrategy[dict[str, Any]]:
+    """Random OpenAI-style tool calls (``{"id", "type", "function": {"name", "arguments"}}``)."""
+    return st.builds(
+        lambda call_id, name, args: {
+            "id": call_id,
+            "type": "function",
+            "function": {"name": name, "arguments": args},
+        },
+        st.sampled_from(ids),
+        st.sampled_from(names),
+        arguments,
+    )
 
 
 KNOWN_ROLES = {"system", "developer", "user", "assistant", "tool"}

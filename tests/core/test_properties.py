@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import hypothesis.strategies as st
-from conftest import ManualClock, check_context
+from conftest import ManualClock, check_context, openai_tool_calls
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
@@ -49,16 +49,7 @@ json_value = st.recursive(
 )
 tool_output = st.one_of(content, json_value.map(json.dumps), json_value.map(lambda v: json.dumps(v)[:-3]))
 arguments = st.one_of(st.dictionaries(keys, scalar, max_size=4).map(json.dumps), st.text(max_size=20))
-tool_call = st.builds(
-    lambda call_id, name, args: {
-        "id": call_id,
-        "type": "function",
-        "function": {"name": name, "arguments": args},
-    },
-    st.sampled_from(CALL_IDS),
-    st.sampled_from(TOOLS),
-    arguments,
-)
+tool_call = openai_tool_calls(CALL_IDS, TOOLS, arguments)
 
 
 class AnyConversation(RuleBasedStateMachine):

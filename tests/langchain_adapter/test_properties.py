@@ -9,7 +9,7 @@ must convert to an OpenAI-style list a chat API takes (see ``check_context``).
 from __future__ import annotations
 
 import hypothesis.strategies as st
-from conftest import ManualClock, check_context
+from conftest import check_context, memory_in_ram
 from hypothesis import HealthCheck, given, settings
 from langchain_core.messages import (
     AIMessage,
@@ -20,10 +20,8 @@ from langchain_core.messages import (
     convert_to_openai_messages,
 )
 
-from damc_core import DecisionMemory, InMemoryStore, MemorySettings, Namespace, TiktokenCounter
 from damc_langchain._recorder import to_event, to_messages
 
-COUNTER = TiktokenCounter()
 CALL_IDS = ["call_1", "call_2", "", None]
 
 text_block = st.builds(lambda text: {"type": "text", "text": text}, st.text(max_size=20))
@@ -71,13 +69,7 @@ message = st.one_of(
 def test_any_history_comes_back_as_messages_a_chat_model_accepts(
     history: list[BaseMessage], recent: int, budget: int
 ) -> None:
-    memory = DecisionMemory(
-        namespace=Namespace(user="mia_li_3668", session="trip"),
-        store=InMemoryStore(),
-        counter=COUNTER,
-        clock=ManualClock(),
-        settings=MemorySettings(recent_messages=recent),
-    )
+    memory = memory_in_ram(recent_messages=recent)
     for item in history:
         memory.observe(to_event(item))
 

@@ -10,16 +10,14 @@ from __future__ import annotations
 
 import hypothesis.strategies as st
 import pytest
-from conftest import ManualClock, check_context
+from conftest import check_context, memory_in_ram, openai_tool_calls
 from hypothesis import HealthCheck, given, settings
 from llama_index.core.base.llms.types import ChatMessage, MessageRole, TextBlock, ToolCallBlock
 
-from damc_core import DecisionMemory, InMemoryStore, MemorySettings, Namespace, TiktokenCounter
 from damc_llamaindex import DamcMemory
 
 openai_utils = pytest.importorskip("llama_index.llms.openai.utils", reason="needs the dev extra")
 
-COUNTER = TiktokenCounter()
 CALL_IDS = ["call_1", "call_2", "", None]
 TOOLS = ["search_flights", "book_reservation"]
 
@@ -31,16 +29,7 @@ call_block = st.builds(
     st.sampled_from(TOOLS),
     st.one_of(arguments, st.text(max_size=10)),
 )
-openai_call = st.builds(
-    lambda call_id, name, args: {
-        "id": call_id,
-        "type": "function",
-        "function": {"name": name, "arguments": args},
-    },
-    st.sampled_from(CALL_IDS),
-    st.sampled_from(TOOLS),
-    st.text(max_size=20),
-)
+openai_call = openai_tool_calls(CALL_IDS, TOOLS, st.text(max_size=20))
 message = st.one_of(
     st.builds(lambda said: ChatMessage(role=MessageRole.USER, content=said), text),
     st.builds(lambda said: ChatMessage(role=MessageRole.SYSTEM, content=said), text),
@@ -74,14 +63,7 @@ message = st.one_of(
 def test_any_history_comes_back_as_messages_a_chat_model_accepts(
     history: list[ChatMessage], recent: int, budget: int
 ) -> None:
-    memory = DecisionMemory(
-        namespace=Namespace(user="mia_li_3668", session="trip"),
-        store=InMemoryStore(),
-        counter=COUNTER,
-        clock=ManualClock(),
-        settings=MemorySettings(recent_messages=recent),
-    )
-    chat_memory = DamcMemory.from_defaults(memory=memory, budget=budget)
+    chat_memory = DamcMemory.from_defaults(memory=memory_in_ram(recent_messages=recent), budget=budget)
     for item in history:
         chat_memory.put(item)
 
@@ -90,15 +72,8 @@ def test_any_history_comes_back_as_messages_a_chat_model_accepts(
     check_context(openai_utils.to_openai_message_dicts(sent))
 
 
-def _memory(budget: int = 1000) -> DamcMemory:
-    memory = DecisionMemory(
-        namespace=Namespace(user="mia_li_3668", session="trip"),
-        store=InMemoryStore(),
-        counter=COUNTER,
-        clock=ManualClock(),
-        settings=MemorySettings(recent_messages=4),
-    )
-    return DamcMemory.from_defaults(memory=memory, budget=budget)
+def _memory() -> DamcMemory:
+    return DamcMemory.from_defaults(memory=memory_in_ram(recent_messages=4), budget=1000)
 
 
 def test_a_call_without_an_id_is_not_paired_with_a_result_without_one():
