@@ -3,10 +3,12 @@
 Hypothesis makes random LangChain histories (calls without ids, calls whose arguments did not
 parse, results answering no call, error results, content blocks); each is recorded as DAMC
 records it, built at a random budget and window, and turned back into LangChain messages, which
-must convert to an OpenAI-style list a chat API takes (see ``check_context``).
+must be, as ChatOpenAI sends them, an OpenAI-style list a chat API takes (see ``check_context``).
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import hypothesis.strategies as st
 from conftest import check_context, memory_in_ram
@@ -75,4 +77,36 @@ def test_any_history_comes_back_as_messages_a_chat_model_accepts(
 
     sent = to_messages(memory.build(budget=budget).messages)
 
-    check_context(convert_to_openai_messages(sent))
+    check_context(as_chat_openai_sends(sent))
+
+
+def as_chat_openai_sends(messages: list[BaseMessage]) -> list[dict[str, Any]]:
+    """langchain-core's OpenAI form of the messages, with the calls whose arguments did not parse
+    sent as calls with their raw arguments, as ChatOpenAI sends them."""
+    sent = convert_to_openai_messages(messages)
+    for message, converted in zip(messages, sent, strict=True):
+        if isinstance(message, AIMessage) and message.invalid_tool_calls:
+            unparsed = [
+                {
+                    "id": call["id"],
+                    "type": "function",
+                    "function": {"name": call["name"], "arguments": call["args"]},
+                }
+                for call in message.invalid_tool_calls
+            ]
+            converted["tool_calls"] = [*converted.get("tool_calls", ()), *unparsed]
+    return sent
+
+
+def test_a_call_whose_arguments_did_not_parse_goes_back_with_its_error_result():
+    memory = memory_in_ram(recent_messages=1)
+    unparsed = {"id": "call_2", "name": "book_reservation", "args": "0", "error": "bad JSON"}
+    memory.observe(
+        to_event(AIMessage(content="", invalid_tool_calls=[{**unparsed, "type": "invalid_tool_call"}]))
+    )
+    memory.observe(to_event(ToolMessage(content="Error: not a JSON object", tool_call_id="call_2")))
+
+    sent = to_messages(memory.build(budget=50).messages)
+
+    check_context(as_chat_openai_sends(sent))
+    assert sent[0].invalid_tool_calls[0]["args"] == "0"
