@@ -7,6 +7,8 @@
   tiktoken counter and a clock that only moves when a test moves it.
 * ``assert_valid_context``: checks a message list the way an OpenAI-style chat API would.
 * ``memory_in_ram`` and ``openai_tool_calls``: a memory and random tool calls for property tests.
+  Hypothesis runs the same examples on every run (profile ``repeatable``), so a run passes or
+  fails the same way on any machine; ``HYPOTHESIS_PROFILE=explore`` draws new ones each run.
 * ``completion_server`` / ``chat_server``: llama-cpp-python's OpenAI-compatible server with the
   bundled SmolLM2-135M on loopback (prompt log-probabilities; chat with tool calls);
   ``recorded_http``: an httpx transport that keeps every request a client sends it; and
@@ -18,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -29,8 +32,13 @@ from typing import Annotated, Any
 
 import hypothesis.strategies as st
 import pytest
+from hypothesis import settings
 
 from damc_core import DecisionMemory, InMemoryStore, MemorySettings, Namespace, SQLiteStore, TiktokenCounter
+
+settings.register_profile("repeatable", derandomize=True, database=None)
+settings.register_profile("explore")
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "repeatable"))
 
 T0 = 1_715_785_200.0
 """2024-05-15 15:00 UTC, the "current time" of the tau-bench airline domain."""
