@@ -21,7 +21,7 @@ import threading
 import time
 import uuid
 from collections import Counter, defaultdict, deque
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, ParamSpec, TypeVar
 
@@ -927,10 +927,8 @@ class DecisionMemory:
             at = self._session.history_at(_seq_of(newest)) + 1
         else:
             at = self._session.history_at(first)
-        for index in range(at - 1, -1, -1):
-            if history[index].message.get("role") == "user":
-                return None if history[index].card_id in excluded else history[index]
-        return None
+        lead = _newest_user(history, before=at)
+        return None if lead is None or lead.card_id in excluded else lead
 
     def _lead_message(self, entry: _Entry, budget: int) -> Message:
         """A user turn leading the window: as it is when it fits ``LEAD_SHARE`` of the budget, else
@@ -1265,18 +1263,14 @@ class DecisionMemory:
                 calls = set()
             window.append(entry)
         first_user = next((i for i, e in enumerate(window) if e.message.get("role") == "user"), 0)
-        if first_user and not self._user_turn_before(window[0]):
-            window = window[first_user:]
+        if first_user:  # the conversation's user turns before the window count, excluded or not
+            opened = self._session.history_at(_seq_of(window[0].card_id))
+            if _newest_user(self._session.history, before=opened) is None:
+                window = window[first_user:]
         if not window:  # all left out: the user's newest turn (APIs reject a system prompt alone)
-            newest_user = next((e for e in reversed(history) if e.message.get("role") == "user"), None)
+            newest_user = _newest_user(history)
             window = [newest_user] if newest_user is not None else []
         return window
-
-    def _user_turn_before(self, entry: _Entry) -> bool:
-        """Whether the conversation has a user turn before ``entry`` (excluded by the caller or not)."""
-        history = self._session.history
-        at = self._session.history_at(_seq_of(entry.card_id))
-        return any(history[i].message.get("role") == "user" for i in range(at - 1, -1, -1))
 
     def _names_rows(self, entry: _Entry, focus: DecisionFocus) -> bool:
         """Whether the focus names a row of the entry's tables by its entity (``HAT107``)."""
@@ -1532,6 +1526,13 @@ def _changed_facts(old: Card, new: Card) -> list[str]:
 
 
 _CATEGORY = re.compile(r"[a-z][a-z_]{3,23}")
+
+
+def _newest_user(history: Sequence[_Entry], *, before: int | None = None) -> _Entry | None:
+    """The newest user turn of ``history`` before position ``before`` (of all of it when None)."""
+    end = len(history) if before is None else before
+    turns = (history[i] for i in range(end - 1, -1, -1))
+    return next((entry for entry in turns if entry.message.get("role") == "user"), None)
 
 
 def _seq_of(card_id: str) -> int:
