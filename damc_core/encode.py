@@ -586,12 +586,17 @@ def _exact_values(scan: TextScan) -> Iterator[tuple[str, str]]:
             yield kind, value
 
 
+_DATE_PARTS = re.compile(r"[-:T ]")
+"""What separates the year, month, day, hours and minutes of a date or time."""
+
+
 def _text_facts(scan: TextScan, limit: int) -> list[Fact]:
     firsts = _unique(_exact_values(scan), key=lambda found: found[1])
-    numbers = {number for amount in scan.distinct("amount") for number in AMOUNT_NUMBER.findall(amount)}
-    stated = (  # the 1,000 of "$1,000" is that amount, not another value (the 12 of "$120" is one)
-        (kind, value) for kind, value in firsts if not (kind == "id" and value in numbers)
-    )
+    # The 1,000 of "$1,000" is that amount and the 07 and 30 of "07:30" that time, not values of
+    # their own (the 12 of "$120" is no part of it).
+    parts = {number for amount in scan.distinct("amount") for number in AMOUNT_NUMBER.findall(amount)}
+    parts.update(part for date in scan.distinct("date") for part in _DATE_PARTS.split(date))
+    stated = ((kind, value) for kind, value in firsts if not (kind == "id" and value in parts))
     return [Fact("text", value, kind) for kind, value in itertools.islice(stated, limit)]
 
 

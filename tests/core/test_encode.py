@@ -285,6 +285,19 @@ def test_a_number_that_only_appears_inside_an_amount_stays_a_value_of_its_own(me
     assert {"$120", "1,234.50 USD"} <= {f.value for f in card.facts if f.kind == "amount"}
 
 
+def test_a_time_is_one_value_not_its_hours_and_minutes(memory, msg):
+    card = memory.observe(msg.assistant("HAT136 leaves at 07:30 PM and lands at 10:05 PM; 14 seats left."))
+
+    assert [(f.kind, f.value) for f in card.facts] == [
+        ("date", "07:30"),
+        ("date", "10:05"),
+        ("id", "HAT136"),
+        ("id", "14"),
+    ]
+    skeleton = memory.compressor.render(card, detail="skeleton")
+    assert skeleton == f"[{card.id}] assistant: 07:30, 10:05, HAT136, 14"
+
+
 def test_tool_call_card_records_the_parsed_arguments(memory, msg):
     card = memory.observe(msg.call("call_9", "cancel_reservation", {"reservation_id": "ZFA04Y"}))
 
