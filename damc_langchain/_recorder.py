@@ -51,9 +51,10 @@ class MessageRecorder:
         """With ``resent``: the content key of every event recorded, in order."""
         self._matched = 0
         """How far into ``_recorded`` the running run's resent history has been matched."""
-        self._held: dict[tuple[str, ...], dict[str, Any]] = {}
-        """The call ids of one assistant message -> the results that came back so far: parallel
-        calls finish in any order, and their results are recorded in the calls' order."""
+        self._held: dict[tuple[str, ...], dict[int, Any]] = {}
+        """The call ids of one assistant message -> the results that came back so far, by the
+        call's position: parallel calls finish in any order, and their results are recorded in
+        the calls' order."""
         self._failed: OrderedDict[tuple[str, ...], None] = OrderedDict()
         """Call groups one of whose tools raised: their results are recorded as they come."""
         self._lock = threading.Lock()
@@ -159,7 +160,7 @@ class MessageRecorder:
         self._record(to_event(message))
         self._seen.add(f"id:{message.id}")
 
-    def record_tool_result(self, result: Any, *, calls: Sequence[str] = ()) -> None:
+    def record_tool_result(self, result: Any, *, calls: Sequence[str] = (), place: int | None = None) -> None:
         """Record a tool's result as it returns (a ``ToolMessage``, or those of a ``Command``'s
         update); never raises into the agent. A handoff's update carries the state's messages
         with its own: those recorded are skipped.
@@ -167,7 +168,9 @@ class MessageRecorder:
         ``calls``: the ids of the calls the assistant message made with this one; the results of
         parallel calls are held until every one is back, then recorded in the calls' order. A
         result that never comes through here (a call a middleware answered) is recorded from the
-        state at the next model call, with the others of its message."""
+        state at the next model call, with the others of its message. ``place``: this call's
+        position among them, which tells apart calls that share an id (a server that names calls
+        after their tool); without it, the first of its id not back yet."""
         call_id = next((m.tool_call_id for m in tool_messages(result)), None)
         if call_id is None or len(calls) < 2 or call_id not in calls:
             self._record_results(result)
@@ -178,8 +181,13 @@ class MessageRecorder:
                 self._record_results(result)
                 return
             held = self._held.setdefault(group, {})
-            held[call_id] = result
-            if len(held) == len(set(group)):
+            if place is None or not 0 <= place < len(group) or group[place] != call_id or place in held:
+                place = next((i for i, c in enumerate(group) if c == call_id and i not in held), None)
+            if place is None:  # more results of this id than calls: nothing to wait for
+                self._record_results(result)
+                return
+            held[place] = result
+            if len(held) == len(group):
                 self._release(group)
 
     def tool_failed(self, calls: Sequence[str]) -> None:
@@ -195,15 +203,17 @@ class MessageRecorder:
     def _release(self, group: tuple[str, ...]) -> None:
         """Record the results held for a group of calls, in the calls' order (under the lock)."""
         held = self._held.pop(group, {})
-        for call_id in dict.fromkeys(group):
-            if call_id in held:
-                self._record_results(held[call_id])
+        for place in sorted(held):
+            self._record_results(held[place])
 
     def _forget_held(self, call_id: str) -> None:
         with self._lock:
             for calls in [calls for calls in self._held if call_id in calls]:
-                self._held[calls].pop(call_id, None)
-                if not self._held[calls]:
+                held = self._held[calls]
+                place = next((i for i in sorted(held) if calls[i] == call_id), None)
+                if place is not None:
+                    del held[place]
+                if not held:
                     del self._held[calls]
 
     def _record_results(self, result: Any) -> None:
@@ -297,8 +307,8 @@ def _content_key(event: dict[str, Any]) -> str:
 
 
 def running_conversation() -> tuple[str | None, str | None]:
-    """The ``thread_id`` of the graph run this code is in, if any, and the path of the tool call
-    it runs inside (``tools:<id>`` of ``checkpoint_ns``), if it is a sub-agent's."""
+    """The ``thread_id`` of the graph run this code is in, if any, and the path of the innermost
+    tool call it runs inside (up to its ``tools:<id>`` of ``checkpoint_ns``), if it is a sub-agent's."""
     try:
         from langgraph.config import get_config
 
@@ -307,7 +317,8 @@ def running_conversation() -> tuple[str | None, str | None]:
         return None, None
     thread_id = configurable.get("thread_id")
     path = str(configurable.get("checkpoint_ns") or "").split("|")
-    tool_call = next((i for i, part in enumerate(path[:-1]) if part.startswith("tools:")), None)
+    # the innermost tool call: an agent two tools down is the inner caller's sub-agent
+    tool_call = max((i for i, part in enumerate(path[:-1]) if part.startswith("tools:")), default=None)
     nested = None if tool_call is None else "|".join(path[: tool_call + 1])
     return None if thread_id is None else str(thread_id), nested
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import re
+import threading
 from collections import Counter, OrderedDict
 from collections.abc import Iterator
 from typing import Any, TypeVar
@@ -33,6 +34,29 @@ _RUNS_KEPT = 4096
 _T = TypeVar("_T")
 _MIDDLEWARE_HOOK = re.compile(r"\.(before|after)_(model|agent)$")
 """A graph node of ``create_agent`` middleware (``SummarizationMiddleware.before_model``)."""
+
+
+def _announcement(
+    announced: list[tuple[str, str, Any]], name: str, inputs: dict[str, Any] | None, input_str: str
+) -> int | None:
+    """Which announced action a tool run is: the oldest of its tool with its input, else the
+    oldest of its tool (parallel calls of one tool start in any order)."""
+    same_tool = [i for i, (tool, _, _) in enumerate(announced) if tool == name]
+    for i in same_tool:
+        given = announced[i][2]
+        if given == inputs or str(given) == input_str:
+            return i
+    return same_tool[0] if same_tool else None
+
+
+def _bubbles_up(error: BaseException) -> bool:
+    """Whether a tool's exception is langgraph's way to pause the graph (``interrupt()``, run
+    again on resume) or hand off to a parent graph, not a failure of the call."""
+    try:
+        from langgraph.errors import GraphBubbleUp
+    except ImportError:
+        return False
+    return isinstance(error, GraphBubbleUp)
 
 
 def _remember(runs: OrderedDict[UUID, _T], run_id: UUID, value: _T) -> None:
@@ -59,8 +83,10 @@ class DamcCallbackHandler(BaseCallbackHandler):
         """call id -> cards of the announced runs with that id, oldest first (ids may be reused)."""
         self._turns: Counter[tuple[str, str]] = Counter()
         """(role, id or content) -> how many such turns are recorded."""
-        self._announced: list[tuple[str, str]] = []
-        """(tool, call id) of agent actions about to run: AgentExecutor runs tools without the id."""
+        self._announced: list[tuple[str, str, Any]] = []
+        """(tool, call id, input) of agent actions about to run: AgentExecutor runs tools without
+        the id, and an async one starts them in any order (sync handlers run in threads then)."""
+        self._announced_lock = threading.Lock()
         self._parents: OrderedDict[UUID, UUID | None] = OrderedDict()
         """run id -> parent run id of the chains seen, the oldest forgotten."""
         self._prompted_roots: OrderedDict[UUID, None] = OrderedDict()
@@ -80,11 +106,14 @@ class DamcCallbackHandler(BaseCallbackHandler):
         **kwargs: Any,
     ) -> None:
         _remember(self._parents, run_id, parent_run_id)
+        if parent_run_id is None:  # a run starts (a caller may pass the same run id again)
+            self._prompted_roots.pop(run_id, None)
 
     def on_agent_action(self, action: Any, *, run_id: UUID, **kwargs: Any) -> None:
         call_id = getattr(action, "tool_call_id", None)
         if call_id:
-            self._announced.append((str(action.tool), str(call_id)))
+            with self._announced_lock:
+                self._announced.append((str(action.tool), str(call_id), getattr(action, "tool_input", None)))
 
     def on_tool_start(
         self,
@@ -101,9 +130,10 @@ class DamcCallbackHandler(BaseCallbackHandler):
         name = str((serialized or {}).get("name") or kwargs.get("name") or "unknown_tool")
         announced = None
         if tool_call_id is None:
-            announced = next((i for i, (tool, _) in enumerate(self._announced) if tool == name), None)
-            if announced is not None:
-                tool_call_id = self._announced.pop(announced)[1]
+            with self._announced_lock:
+                announced = _announcement(self._announced, name, inputs, input_str)
+                if announced is not None:
+                    tool_call_id = self._announced.pop(announced)[1]
         arguments = inputs if inputs is not None else input_str
         self._running[run_id] = (name, arguments, tool_call_id, announced is not None)
 
@@ -119,6 +149,9 @@ class DamcCallbackHandler(BaseCallbackHandler):
             self._record(run_id, output, error=False)
 
     def on_tool_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
+        if _bubbles_up(error):  # a pause for a human (interrupt) or a handoff: the call did not fail
+            self._running.pop(run_id, None)
+            return
         self._record(run_id, f"Error: {type(error).__name__}: {error}", error=True)
 
     def on_chat_model_start(

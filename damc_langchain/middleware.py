@@ -16,7 +16,7 @@ from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
 from langchain.agents.middleware.types import ToolCallRequest
-from langchain_core.messages import AIMessage, AnyMessage, SystemMessage, ToolMessage
+from langchain_core.messages import AIMessage, AnyMessage, SystemMessage, ToolCall, ToolMessage
 
 from damc_core import DecisionMemory
 
@@ -144,7 +144,7 @@ class DamcMiddleware(AgentMiddleware):
     def _tool_failed(self, request: ToolCallRequest) -> None:
         try:
             state = request.state if isinstance(request.state, dict) else {}
-            calls = _calls_beside(state.get("messages", ()), request.tool_call.get("id"))
+            calls, _ = _calls_beside(state.get("messages", ()), request.tool_call)
             self.conversations.current().tool_failed(calls)
         except Exception:
             logger.exception("damc: recording the results of a failed step failed; the agent goes on")
@@ -162,7 +162,8 @@ class DamcMiddleware(AgentMiddleware):
             recorder.observe(messages)
         except Exception:
             logger.exception("damc: recording the agent state failed; the agent goes on")
-        recorder.record_tool_result(result, calls=_calls_beside(messages, request.tool_call.get("id")))
+        calls, place = _calls_beside(messages, request.tool_call)
+        recorder.record_tool_result(result, calls=calls, place=place)
 
     # -- translation -------------------------------------------------------------------------
     def _with_memory(self, request: ModelRequest) -> ModelRequest:
@@ -190,7 +191,8 @@ def split_per_call(request: ModelRequest) -> tuple[list[AnyMessage], list[AnyMes
     before DAMC may copy messages to edit them), plus the error results LangChain adds for
     malformed calls. A message another middleware adds for this call only (a reminder, retrieved
     context) is sent where it was, before or after DAMC's dialogue, but is not recorded: it would
-    come back as a new user turn at every call."""
+    come back as a new user turn at every call. An assistant message such a middleware rebuilt
+    without its id (to drop reasoning blocks) is the state's message it was made from."""
     state = request.state if isinstance(request.state, dict) else {}
     held = state.get("messages")
     if not isinstance(held, list):
@@ -203,17 +205,49 @@ def split_per_call(request: ModelRequest) -> tuple[list[AnyMessage], list[AnyMes
     for message in request.messages:
         if isinstance(message, ToolMessage) or id(message) in objects or (message.id and message.id in ids):
             conversation.append(message)
+        elif (original := _rebuilt_from(message, held)) is not None:
+            conversation.append(original)
         else:
             (trailing if conversation else leading).append(message)
     return conversation, leading, trailing
 
 
-def _calls_beside(messages: Any, call_id: object) -> list[str]:
-    """The ids of the calls the assistant message that made ``call_id`` made, in its order."""
+def _rebuilt_from(message: AnyMessage, held: list[AnyMessage]) -> AIMessage | None:
+    """The state's assistant message that ``message``, an assistant message without a known id,
+    was rebuilt from: the one making the same calls, or without calls, saying the same text."""
+    if not isinstance(message, AIMessage):
+        return None
+    calls = [call.get("id") for call in message.tool_calls]
+    for original in held:
+        if not isinstance(original, AIMessage):
+            continue
+        if calls and [call.get("id") for call in original.tool_calls] == calls:
+            return original
+        if not calls and not original.tool_calls and message.text and original.text == message.text:
+            return original
+    return None
+
+
+def _calls_beside(messages: Any, tool_call: ToolCall) -> tuple[list[str], int | None]:
+    """The ids of the calls the assistant message that made ``tool_call`` made, in its order, and
+    the call's position among them (by its id, name and arguments: some servers give parallel
+    calls of one tool the same id)."""
+    call_id = tool_call.get("id")
     for message in reversed(messages or ()):
         if isinstance(message, AIMessage) and any(call.get("id") == call_id for call in message.tool_calls):
-            return [str(call.get("id")) for call in message.tool_calls]
-    return []
+            calls = message.tool_calls
+            place = next(
+                (
+                    i
+                    for i, call in enumerate(calls)
+                    if call is tool_call
+                    or (call.get("id"), call.get("name"), call.get("args"))
+                    == (call_id, tool_call.get("name"), tool_call.get("args"))
+                ),
+                None,
+            )
+            return [str(call.get("id")) for call in calls], place
+    return [], None
 
 
 def _answerable(messages: list[AnyMessage]) -> int:

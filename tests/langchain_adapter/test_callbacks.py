@@ -340,3 +340,71 @@ def test_a_summarizing_middlewares_own_model_call_is_not_the_conversation(record
         if m["role"] == "user" or (m["role"] == "assistant" and not m.get("tool_calls"))
     ]
     assert turns == [turn for n in range(3) for turn in (f"Question {n}?", f"Answer {n}.")]
+
+
+def test_parallel_runs_of_one_tool_in_an_async_executor_keep_their_own_call_ids(recording_model):
+    from langchain_core.callbacks import AsyncCallbackHandler
+
+    @tool
+    async def get_order(order_id: str) -> dict:
+        """An order's details."""
+        return {"order_id": order_id, "status": {"W111": "delivered", "W222": "cancelled"}[order_id]}
+
+    class SlowTracer(AsyncCallbackHandler):
+        """A tracer that takes a moment over the first action: the second tool starts first."""
+
+        async def on_agent_action(self, action, **kwargs):
+            await asyncio.sleep(0.05 if action.tool_call_id == "c1" else 0.0)
+
+    both = AIMessage(
+        "",
+        tool_calls=[
+            {"name": "get_order", "args": {"order_id": "W111"}, "id": "c1"},
+            {"name": "get_order", "args": {"order_id": "W222"}, "id": "c2"},
+        ],
+    )
+    model = recording_model(both, AIMessage("Done."))
+    agent = AgentExecutor(
+        agent=create_tool_calling_agent(model, [get_order], SCRATCHPAD_PROMPT), tools=[get_order]
+    )
+    memory = DecisionMemory(store=InMemoryStore())
+    config = {"callbacks": [DamcCallbackHandler(memory), SlowTracer()]}
+    asyncio.run(agent.ainvoke({"input": "Show both orders."}, config))
+
+    answers = {m.tool_call_id: m.content for m in model.received[1] if isinstance(m, ToolMessage)}
+    assert "order_id=W111" in answers["c1"] and "W222" not in answers["c1"]
+    assert "order_id=W222" in answers["c2"] and "W111" not in answers["c2"]
+
+
+def test_a_tool_that_waits_for_a_human_is_not_recorded_as_failed(recording_model):
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.types import interrupt
+
+    @tool
+    def book_flight(flight: str) -> str:
+        """Book a flight once a human approves."""
+        return f"booked {flight}, confirmation ABC123" if interrupt(f"Book {flight}?") else "rejected"
+
+    memory = DecisionMemory(store=InMemoryStore())
+    model = recording_model(call("book_flight", {"flight": "HAT1"}, "c1"), AIMessage("Booked: ABC123."))
+    agent = create_agent(model, [book_flight], checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "t"}, "callbacks": [DamcCallbackHandler(memory)]}
+    agent.invoke({"messages": [HumanMessage("Book HAT1.")]}, config)
+    agent.invoke(Command(resume=True), config)  # the human approves
+
+    results = [c for c in memory.cards() if c.kind in (CardKind.TOOL_RESULT, CardKind.TOOL_ERROR)]
+    assert [(c.kind, c.summary) for c in results] == [
+        (CardKind.TOOL_RESULT, "[c2] book_flight(flight=HAT1) -> booked HAT1, confirmation ABC123")
+    ]
+
+
+def test_a_run_given_an_earlier_runs_id_records_its_input_again(recording_model):
+    import uuid
+
+    memory = DecisionMemory(store=InMemoryStore())
+    agent = executor(recording_model(AIMessage("Cancel A?"), AIMessage("Cancelled A.")))
+    config = {"callbacks": [DamcCallbackHandler(memory)], "run_id": uuid.uuid4()}
+    for _ in range(2):  # a caller that passes its own run id, the same one twice
+        agent.invoke({"input": "yes"}, config)
+
+    assert [m["content"] for m in memory.messages() if m["role"] == "user"] == ["yes", "yes"]

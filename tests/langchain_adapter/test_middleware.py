@@ -810,3 +810,87 @@ def test_a_result_beside_a_call_that_raised_is_remembered(recording_model):
 
     results = [m["content"] for m in damc.memory.messages() if m["role"] == "tool"]
     assert results == ["booked HAT107: reservation R-7"]  # the booking went through: never lost
+
+
+def test_parallel_calls_sharing_an_id_are_remembered_each_with_its_own_result(recording_model):
+    # Some servers name calls after their tool: two parallel lookups then share the id "lookup".
+    @tool
+    async def lookup(order: str) -> str:
+        """Look up an order."""
+        await asyncio.sleep({"W111": 0.0, "W222": 0.02}[order])
+        return {"W111": "status=delivered", "W222": "status=CANCELLED"}[order]
+
+    @tool
+    async def weather(city: str) -> str:
+        """The weather in a city."""
+        await asyncio.sleep(0.05)
+        return f"sunny in {city}"
+
+    calls = AIMessage(
+        "",
+        tool_calls=[
+            {"name": "lookup", "args": {"order": "W111"}, "id": "lookup"},
+            {"name": "lookup", "args": {"order": "W222"}, "id": "lookup"},
+            {"name": "weather", "args": {"city": "Paris"}, "id": "weather"},
+        ],
+    )
+    damc = DamcMiddleware(memory())
+    agent = create_agent(recording_model(calls, AIMessage("Done.")), [lookup, weather], middleware=[damc])
+    asyncio.run(agent.ainvoke({"messages": [HumanMessage("Status of W111 and W222?")]}))
+
+    results = [c.summary for c in damc.memory.cards() if c.kind.value == "tool_result"]
+    assert results == [
+        "[c2] lookup(order=W111) -> status=delivered",
+        "[c3] lookup(order=W222) -> status=CANCELLED",
+        "[c4] weather(city=Paris) -> sunny in Paris",
+    ]
+
+
+def test_an_agent_two_tools_down_keeps_a_conversation_of_its_own(recording_model):
+    damc = DamcMiddleware(memory())  # one middleware for a supervisor, a lead and the lead's worker
+    worker_model = recording_model(AIMessage("WORKER ANSWER: 42"))
+    worker = create_agent(worker_model, [get_user_details], middleware=[damc])
+
+    @tool
+    def ask_worker(question: str) -> str:
+        """Ask the worker."""
+        return worker.invoke({"messages": [HumanMessage(question)]})["messages"][-1].content
+
+    lead_model = recording_model(call("ask_worker", {"question": "compute"}, "w1"), AIMessage("Lead: 42."))
+    lead = create_agent(lead_model, [ask_worker], middleware=[damc])
+
+    @tool
+    def ask_lead(question: str) -> str:
+        """Ask the team lead."""
+        return lead.invoke({"messages": [HumanMessage(question)]})["messages"][-1].content
+
+    supervisor_model = recording_model(call("ask_lead", {"question": "plan"}, "l1"), AIMessage("42."))
+    create_agent(supervisor_model, [ask_lead], middleware=[damc]).invoke({"messages": [HumanMessage("Go.")]})
+
+    assert [m.content for m in worker_model.received[0]] == ["compute"]  # not the lead's question
+    plan, asked, answered = lead_model.received[1]
+    assert plan.content == "plan" and asked.tool_calls[0]["id"] == "w1"
+    assert answered.tool_call_id == "w1" and answered.content.endswith("WORKER ANSWER: 42")
+
+
+def test_an_assistant_message_an_earlier_middleware_rebuilt_is_not_sent_twice(recording_model):
+    from langchain.agents.middleware import AgentMiddleware
+
+    class DropReasoning(AgentMiddleware):
+        """Rebuilds every assistant message from its text and calls, as a sanitizer might: the
+        copies have no id."""
+
+        def wrap_model_call(self, request, handler):
+            def clean(message):
+                if isinstance(message, AIMessage):
+                    return AIMessage(message.text, tool_calls=message.tool_calls)
+                return message
+
+            return handler(request.override(messages=[clean(m) for m in request.messages]))
+
+    model = recording_model(call("get_user_details", {"user_id": "mia_li_3668"}, "c1"), AIMessage("Done."))
+    agent = create_agent(model, [get_user_details], middleware=[DropReasoning(), DamcMiddleware(memory())])
+    agent.invoke({"messages": [HumanMessage("Who am I?")]})
+
+    sent = [(m.type, getattr(m, "tool_call_id", None)) for m in model.received[1]]
+    assert sent == [("human", None), ("ai", None), ("tool", "c1")]
