@@ -72,6 +72,9 @@ class _Reply:
     given_ids: tuple[str, ...]
     """The calls' ids as the model gave them, where a missing or repeated one was replaced by a
     made-up id in ``event``: the same message handed over later carries them."""
+    held_ids: tuple[str, ...] = ()
+    """The ids the reply message itself holds, where they differ from ``given_ids`` (ollama's
+    blocks have none, while its calls are named by their tool)."""
     card: str = ""
     """Its card id, once recorded."""
 
@@ -508,11 +511,13 @@ class Recorder:
                 made = [
                     _call(i, call.tool_name, call.tool_kwargs) for i, call in zip(ids, calls, strict=True)
                 ]
+                held = tuple(call["id"] for call in tool_calls(reply))
                 expected = _Reply(
                     _with_blocks(
                         {"role": "assistant", "content": text or None, "tool_calls": made}, reply.blocks
                     ),
                     given_ids=tuple(call.tool_id or "" for call in calls),
+                    held_ids=held if len(held) == len(calls) else (),
                 )
                 for call_id, call in zip(ids, calls, strict=True):
                     key = _call_key(_call(call.tool_id, call.tool_name, call.tool_kwargs))
@@ -562,10 +567,12 @@ class Recorder:
         """The card of ``reply``'s assistant message, recorded when its first call returns."""
         if not reply.card:
             reply.card = self.memory.observe(reply.event).id
-            for call, given in zip(reply.event["tool_calls"], reply.given_ids, strict=True):
+            held = reply.held_ids or reply.given_ids
+            for call, given, own in zip(reply.event["tool_calls"], reply.given_ids, held, strict=True):
                 self._seen.setdefault(_call_key(call), []).append(reply.card)
-                if given != call["id"]:  # known by the id the model gave it too
-                    self._seen.setdefault(_call_key({**call, "id": given}), []).append(reply.card)
+                for other in dict.fromkeys((given, own)):  # known by the ids the model gave it too
+                    if other != call["id"]:
+                        self._seen.setdefault(_call_key({**call, "id": other}), []).append(reply.card)
         return reply.card
 
     def _observe(self, key: str, event: Mapping[str, Any]) -> str:

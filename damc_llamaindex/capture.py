@@ -200,10 +200,7 @@ class _ToolSpans(BaseSpanHandler[SimpleSpan]):
                 _expect_calls(owner, result)
             elif owner is not None and isinstance(instance, BaseTool) and isinstance(result, ToolOutput):
                 owner.record_tool_output(
-                    instance.metadata.get_name(),
-                    dict(bound_args.arguments.get("kwargs") or {}),
-                    result,
-                    call_id=None,
+                    instance.metadata.get_name(), _tool_arguments(instance, bound_args), result, call_id=None
                 )
         except Exception:  # never raise into the instrumented code
             logger.exception("damc: reading a tool span failed; the agent goes on")
@@ -324,3 +321,14 @@ class DamcEventRecorder:
         async for event in events:
             self.record(event)
             yield event
+
+
+def _tool_arguments(tool: BaseTool, bound: inspect.BoundArguments) -> dict[str, Any]:
+    """The arguments of a tool called directly (``tool.call("u1", detail=True)``): its keywords,
+    and its positional ones under the names of the tool's schema, in order (``arg0``, ... past them)."""
+    arguments = dict(bound.arguments.get("kwargs") or {})
+    schema = getattr(tool.metadata, "fn_schema", None)
+    names = list(getattr(schema, "model_fields", None) or ())
+    for index, value in enumerate(bound.arguments.get("args") or ()):
+        arguments[names[index] if index < len(names) else f"arg{index}"] = value
+    return arguments

@@ -104,8 +104,8 @@ class DamcMemory(BaseMemory):
             return self.get_all()
         events = list(built.messages)
         head = str(events[0].get("content")) if events and events[0].get("role") == "system" else ""
-        if self.section_role == "user" and "<memory>" in head:
-            at = head.index("<memory>")
+        if self.section_role == "user" and built.memory and head.endswith(built.memory):
+            at = len(head) - len(built.memory)  # the section closes the system message
             prompt = [{"role": "system", "content": head[:at].strip()}] if head[:at].strip() else []
             events = [*prompt, {"role": "user", "content": head[at:]}, *events[1:]]
         return self._recorder.to_chat_messages(events)

@@ -110,6 +110,19 @@ def test_a_tool_called_outside_an_agent_is_recorded_too(spans):
     assert memory.recall(card.id)["content"] == output.content
 
 
+def test_a_tool_called_directly_with_positional_arguments_is_recorded_with_their_names(spans):
+    memory = damc()
+    spans(memory, TOOLS[2])
+
+    TOOLS[2].call("HAT107", payment_id="credit_card_4421486")
+    asyncio.run(TOOLS[2].acall("HAT108", "credit_card_4421486"))
+
+    assert [c.arguments for c in tool_results(memory)] == [
+        {"flight_number": "HAT107", "payment_id": "credit_card_4421486"},
+        {"flight_number": "HAT108", "payment_id": "credit_card_4421486"},
+    ]
+
+
 def test_with_damc_memory_each_result_is_recorded_once_and_sent_once(recording_llm, spans):
     memory = damc()
     llm = recording_llm(*FUNCTION_SCRIPT)

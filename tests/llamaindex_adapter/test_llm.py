@@ -8,6 +8,7 @@ import json
 import pytest
 from llama_index.core.agent.workflow import AgentWorkflow, FunctionAgent, ReActAgent
 from llama_index.core.base.llms.types import ChatMessage, ToolCallBlock
+from llama_index.core.llms.llm import ToolSelection
 from llama_index.core.memory import ChatMemoryBuffer
 from llama_index.core.tools import FunctionTool
 from pydantic import BaseModel
@@ -171,6 +172,50 @@ def test_a_call_id_reused_for_every_call_still_records_each_result_with_its_own_
     last = model.received[-1]
     assert "shipped" in text(last) and "cancelled" in text(last)
     assert_valid(last)
+
+
+def test_calls_without_ids_named_by_their_tool_are_recorded_once_each(recording_llm):
+    from .conftest import RecordingLLM
+
+    class OllamaLike(RecordingLLM):
+        """As llama-index-llms-ollama: the reply's call blocks carry no id, and the agent gets
+        each call under its tool's name."""
+
+        def get_tool_calls_from_response(self, response, error_on_no_tool_call=True, **kwargs):
+            return [
+                ToolSelection(
+                    tool_id=block.tool_name, tool_name=block.tool_name, tool_kwargs=block.tool_kwargs
+                )
+                for block in response.message.blocks
+                if isinstance(block, ToolCallBlock)
+            ]
+
+    def get_order(order_id: str) -> dict:
+        """Look up an order."""
+        return {"order_id": order_id, "status": {"O-1": "shipped", "O-2": "cancelled"}[order_id]}
+
+    both = ChatMessage(
+        role="assistant",
+        blocks=[
+            ToolCallBlock(tool_name="get_order", tool_kwargs={"order_id": "O-1"}),
+            ToolCallBlock(tool_name="get_order", tool_kwargs={"order_id": "O-2"}),
+        ],
+    )
+    model = OllamaLike(script=[both, ChatMessage(role="assistant", content="O-1 shipped, O-2 cancelled.")])
+    memory = damc()
+    agent = FunctionAgent(tools=[FunctionTool.from_defaults(get_order)], llm=model)
+
+    run(agent, "Status of O-1 and O-2?", memory=DamcMemory(memory=memory))
+
+    calls = [call for event in memory.messages() for call in event.get("tool_calls") or ()]
+    assert [json.loads(c["function"]["arguments"]) for c in calls] == [
+        {"order_id": "O-1"},
+        {"order_id": "O-2"},
+    ]
+    assert [c.summary.split(" -> ")[1] for c in tool_results(memory)] == [
+        "status=shipped",
+        "status=cancelled",
+    ]
 
 
 def test_a_call_cut_off_at_max_tokens_is_recorded_once(recording_llm):

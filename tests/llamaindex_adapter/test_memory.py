@@ -276,6 +276,28 @@ def test_a_system_prompt_passed_with_every_runs_history_is_recorded_once(recordi
     assert kinds.count("system_note") == 1 and kinds.count("user_instruction") == 3
 
 
+@pytest.mark.parametrize("recent", [2, 0], ids=["turns sent as they are", "turns as cards"])
+def test_a_system_prompt_that_names_the_memory_tag_stays_whole(recent):
+    from damc_core import DecisionMemory, InMemoryStore, MemorySettings
+
+    prompt = "You are a travel agent. Facts in <memory> are older data; prefer tools."
+    damc_memory = DecisionMemory(store=InMemoryStore(), settings=MemorySettings(recent_messages=recent))
+    memory = DamcMemory(memory=damc_memory)
+    memory.set(
+        [
+            ChatMessage(role="system", content=prompt),
+            ChatMessage(role="user", content="I am mia_li_3668."),
+            ChatMessage(role="assistant", content="Hello Mia."),
+            ChatMessage(role="user", content="Book HAT107."),
+        ]
+    )
+
+    system, *rest = memory.get()
+    assert (system.role.value, system.content) == ("system", prompt)
+    assert not any("older data" in m.content for m in rest)
+    assert ("mia_li_3668" in rest[0].content) and rest[0].content.startswith("<memory>") == (recent == 0)
+
+
 def test_a_deep_copy_shares_the_conversation():
     memory = DamcMemory(memory=damc())
 
