@@ -88,7 +88,7 @@ def needed_facts(history: Sequence[Message], message: Message) -> list[tuple[str
     facts = []
     for call in message.get("tool_calls") or ():
         function = call_function(call)
-        if function.get("name") in SKIPPED_TOOLS:
+        if not isinstance(function.get("name"), str) or function["name"] in SKIPPED_TOOLS:
             continue
         arguments = parse_arguments(function.get("arguments"))
         if "_raw" in arguments:

@@ -500,10 +500,11 @@ class DecisionMemory:
         call = self._pending_call(message)
         try:
             card = self.encoder.encode(message, record=record, card_id=card_id, call=call)
+            card = self._renderer.summarized(card, raw_tokens=count_messages([message], self.counter))
         except Exception as exc:  # bad input must never crash the agent
             logger.warning("damc: could not encode event %s (%s); kept as raw record", record.id, exc)
             card = _fallback_card(message, record, card_id, exc)
-        card = self._renderer.summarized(card, raw_tokens=count_messages([message], self.counter))
+            card = self._renderer.summarized(card, raw_tokens=self.counter.count(record.body))
         try:
             self.store.put_cards(self.namespace, [card])
         except StoreError as exc:  # the record is stored: a reopened memory encodes its card again
@@ -595,7 +596,7 @@ class DecisionMemory:
         Without ``call_id`` the pair gets a random one: two workers on one conversation must not
         give their calls the same id."""
         call_id = call_id or f"call_{uuid.uuid4().hex[:24]}"
-        args_text = arguments if isinstance(arguments, str) else json.dumps(arguments or {}, default=str)
+        args_text = arguments if isinstance(arguments, str) else _arguments_text(arguments)
         self.observe(
             {
                 "role": "assistant",
@@ -779,6 +780,8 @@ class DecisionMemory:
         wide = replace(focus, terms=focus.terms | session.goal_terms)
         excluded = frozenset((exclude,) if isinstance(exclude, str) else exclude)
         window = self.settings.recent_messages if recent_messages is None else recent_messages
+        if not _is_a(window, numbers.Integral) or window < 0:
+            raise ConfigError(f"recent_messages must be a whole number >= 0, got {window!r}")
         recent_entries, recent, whole = self._recent(budget, wide, excluded, window)
         shortlist = self._candidates(focus)
         candidates, decisions = self._triage(
@@ -1253,7 +1256,8 @@ class DecisionMemory:
         for entry in history[start:]:
             message = entry.message
             if message.get("role") == "tool":
-                if message.get("tool_call_id") not in calls:
+                answered = message.get("tool_call_id")
+                if not isinstance(answered, str) or answered not in calls:
                     continue
             elif message.get("role") == "assistant":
                 calls = {c["id"] for c in message.get("tool_calls") or () if sendable_call(c)}
@@ -1495,13 +1499,20 @@ class DecisionMemory:
             self._session.seq = max(self._session.seq, record.seq + 1)
             if not (event := _readable(record)):
                 continue
-            message = _stored_message(record.body, event)
-            card = stored.get(f"c{record.seq}")
-            if card is None:
-                self._process(record, message)
-                continue
-            self._pending_call(message)
-            self._derive(card, message)
+            try:
+                message = _stored_message(record.body, event)
+                card = stored.get(f"c{record.seq}")
+                if card is None:
+                    self._process(record, message)
+                    continue
+                self._pending_call(message)
+                self._derive(card, message)
+            except Exception as exc:  # one record must not keep the conversation from opening
+                logger.warning(
+                    "damc: record %s could not be read back (%s); the conversation is read without it",
+                    record.id,
+                    exc,
+                )
 
     aobserve = _to_thread(observe)
     abuild = _to_thread(build)
@@ -1658,8 +1669,9 @@ def normalize_event(event: Mapping[str, Any] | Any) -> tuple[Message, str]:
         message["role"] = "unknown" if role is None else str(role)
     try:
         body = json.dumps(message, ensure_ascii=False, default=_safe_repr)
-    except (ValueError, RecursionError):
-        body = json.dumps({"role": message["role"], "content": _safe_repr(message.get("content"))})
+    except (TypeError, ValueError, RecursionError):  # a field JSON cannot hold: only it is its repr
+        message = {str(key): _encodable(value) for key, value in message.items()}
+        body = json.dumps(message, ensure_ascii=False, default=_safe_repr)
     if "tool_calls" in message and not isinstance(message["tool_calls"], (list, tuple)):
         del message["tool_calls"]  # not calls a model could have made; the record keeps them as sent
     if SURROGATE.search(body):  # text cut inside an emoji: not UTF-8, so no store or tokenizer takes it
@@ -1717,11 +1729,31 @@ def _stored_message(body: str, message: Message) -> Message:
     return normalize_event(message)[0] if "\\ud" in body else _with_tool_calls(message)
 
 
+def _arguments_text(arguments: object) -> str:
+    """A call's arguments as the JSON a model would send; what JSON cannot hold (a cycle, a key
+    that is not text) is kept as its ``repr``, which the card reads as unparsed arguments."""
+    try:
+        return json.dumps(arguments if arguments is not None else {}, default=str)
+    except Exception:  # (a value's __str__ may raise anything)
+        return _safe_repr(arguments)
+
+
+def _encodable(value: object) -> object:
+    """``value`` if JSON can hold it, else its ``repr`` (a cycle, a key that is not text, a
+    structure too deep or a number too long to print)."""
+    try:
+        json.dumps(value, ensure_ascii=False, default=_safe_repr)
+    except (TypeError, ValueError, RecursionError):
+        return _safe_repr(value)
+    return value
+
+
 def _safe_repr(value: object) -> str:
-    """``repr`` that cannot fail: a structure too deep to print is named, not raised."""
+    """``repr`` that cannot fail: a structure too deep to print, or an object whose ``repr``
+    raises, is named, not raised."""
     try:
         return repr(value)
-    except (RecursionError, ValueError, TypeError) as exc:
+    except Exception as exc:  # a __repr__ of the caller's may raise anything
         return f"[unprintable {type(value).__name__}: {type(exc).__name__}]"
 
 

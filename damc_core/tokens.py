@@ -312,7 +312,7 @@ def media_tokens(message: Message) -> int:
             low = isinstance(image_url, dict) and image_url.get("detail") == "low"
             total += LOW_DETAIL_IMAGE_TOKENS if low else MEDIA_TOKENS
     for block in side_blocks(message):
-        if block.get("block_type") in _MEDIA_BLOCKS:
+        if isinstance(kind := block.get("block_type"), str) and kind in _MEDIA_BLOCKS:
             total += LOW_DETAIL_IMAGE_TOKENS if block.get("detail") == "low" else MEDIA_TOKENS
     return total
 

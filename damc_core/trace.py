@@ -19,24 +19,36 @@ def load_trajectories(path: str | Path) -> list[list[Message]]:
     """
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")  # (a byte order mark, as Windows tools write)
     except (OSError, UnicodeDecodeError) as exc:
         raise TraceError(f"cannot read trace {path}: {exc}") from exc
     try:
-        return parse_trajectories(json.loads(text), source=str(path))
+        whole = _json(text, str(path))
     except json.JSONDecodeError as whole_error:
         items, numbers = [], []
         for number, line in enumerate(text.splitlines(), start=1):
             if not line.strip():
                 continue
             try:
-                items.append(json.loads(line))
+                items.append(_json(line, f"{path}:{number}"))
             except json.JSONDecodeError as exc:
                 if number == 1:
                     raise TraceError(f"{path} is neither JSON nor JSONL: {whole_error}") from exc
                 raise TraceError(f"{path}:{number}: invalid JSON line (truncated trace?): {exc}") from exc
             numbers.append(number)
         return parse_trajectories(items, source=str(path), line_numbers=numbers)
+    return parse_trajectories(whole, source=str(path))
+
+
+def _json(text: str, where: str) -> Any:
+    """Parsed JSON; what is JSON but beyond reading (nested past the interpreter's depth, a number
+    of thousands of digits) is a ``TraceError`` naming ``where``."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        raise
+    except (ValueError, RecursionError) as exc:
+        raise TraceError(f"{where}: JSON that cannot be read ({type(exc).__name__}: {exc})") from exc
 
 
 def parse_trajectories(

@@ -139,7 +139,7 @@ class ValueBook:
         book = cls()
         try:
             lines = Path(path).read_text(encoding="utf-8").splitlines()
-        except OSError as exc:
+        except (OSError, UnicodeDecodeError) as exc:
             raise TraceError(f"cannot read values file {path}: {exc}") from exc
         for number, line in enumerate(lines, 1):
             if not line.strip():
@@ -151,7 +151,7 @@ class ValueBook:
                 decision = ValuedDecision(
                     namespace_of(item), seq, frozenset(item.get("terms", ())), values, str(item["source"])
                 )
-            except (ValueError, KeyError, TypeError) as exc:
+            except (ValueError, KeyError, TypeError, RecursionError) as exc:
                 raise TraceError(
                     f"{path}:{number}: not a values line ({type(exc).__name__}: {exc}); "
                     "expected the output of `damc value`"

@@ -185,12 +185,12 @@ def check_values_trace(path: str, trajectories: Sequence[Sequence[Message]], tra
     (files from before it was written) are taken as they are."""
     try:
         lines = Path(path).read_text(encoding="utf-8").splitlines()
-    except OSError as exc:
+    except (OSError, UnicodeDecodeError) as exc:
         raise TraceError(f"cannot read values file {path}: {exc}") from exc
     for number, line in enumerate(lines, 1):
         try:
             item = json.loads(line) if line.strip() else {}
-        except ValueError:
+        except (ValueError, RecursionError):
             continue  # reading the book says what is wrong with the line
         if not isinstance(item, dict) or "history" not in item or "traj" not in item:
             continue

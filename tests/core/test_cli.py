@@ -281,6 +281,16 @@ def test_eval_of_a_trace_without_decisions_says_so(tmp_path, msg, capsys):
     assert "has no decision points" in capsys.readouterr().err
 
 
+def test_eval_of_a_call_whose_name_is_not_text_runs(tmp_path, msg, capsys):
+    odd = msg.call("call_1", "lookup", {"order_id": "#W1"})
+    odd["tool_calls"][0]["function"]["name"] = ["lookup"]
+    path = tmp_path / "odd.json"
+    path.write_text(json.dumps([msg.user("Where is #W1?"), odd, msg.result("call_1", "lookup", {"ok": 1})]))
+
+    assert main(["eval", str(path), "--budget", "300"]) == 0
+    assert "decision points: 1" in capsys.readouterr().out
+
+
 def test_eval_checks_the_scorer_before_the_retention_run(trace, capsys):
     path, _ = trace
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from damc_core import Card, CardKind, DecisionMemory, InMemoryStore, MemorySettings, SQLiteStore
+from damc_core import Card, CardKind, ConfigError, DecisionMemory, InMemoryStore, MemorySettings, SQLiteStore
 
 DEEP_JSON = "[" * 10_000 + "]" * 10_000
 
@@ -491,3 +491,85 @@ def test_one_long_line_of_emoji_and_its_recall_stay_within_the_budget(make_memor
     built = memory.build()
 
     assert built.total_tokens <= budget and built.messages[-1]["content"].startswith("😀🚀🎉")
+
+
+def test_a_message_with_a_malformed_media_block_is_a_card_and_the_memory_reopens(db_path, msg):
+    store = SQLiteStore(db_path)
+    memory = DecisionMemory(store=store)
+    card = memory.observe({"role": "user", "content": "See the scan.", "blocks": [{"block_type": ["image"]}]})
+    memory.observe(msg.user("Book HAT107."))
+
+    assert memory.recall(card.id)["blocks"] == [{"block_type": ["image"]}]
+    reopened = DecisionMemory(store=SQLiteStore(db_path))
+    assert [c.id for c in reopened.cards()] == [c.id for c in memory.cards()]
+    assert "Book HAT107." in json.dumps(reopened.build().messages)
+
+
+class _Unprintable:
+    def __repr__(self) -> str:
+        raise AttributeError("no repr today")
+
+    def __str__(self) -> str:
+        raise AttributeError("no str either")
+
+
+def _circular() -> dict[str, Any]:
+    loop: dict[str, Any] = {"order_id": "#W1"}
+    loop["self"] = loop
+    return loop
+
+
+@pytest.mark.parametrize(
+    "result",
+    [_Unprintable(), {"order_id": "#W1", "note": _Unprintable()}, _circular()],
+    ids=["object whose repr raises", "dict holding one", "circular dict"],
+)
+def test_a_result_that_cannot_be_printed_is_stored_and_the_agent_goes_on(
+    memory, result, assert_valid_context
+):
+    card = memory.observe_tool("get_order", {"order_id": "#W1"}, result, call_id="call_1")
+
+    assert memory.recall(card.id)["tool_call_id"] == "call_1"
+    assert_valid_context(memory.build().messages)
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [_circular(), {("db", 1): "hit"}, {"n": 7**6000}, {"who": _Unprintable()}],
+    ids=["circular", "a key that is not text", "a number too long to print", "a value whose str raises"],
+)
+def test_call_arguments_json_cannot_hold_are_kept_as_text(memory, arguments, assert_valid_context):
+    card = memory.observe_tool("lookup", arguments, {"status": "ok"}, call_id="call_1")
+
+    call = memory.recall(f"c{card.seq - 1}")["tool_calls"][0]
+    assert call["id"] == "call_1" and isinstance(call["function"]["arguments"], str)
+    assert_valid_context(memory.build().messages)
+
+
+def test_a_field_json_cannot_hold_is_stored_as_its_repr_and_the_rest_as_sent(memory, msg):
+    call = msg.call("call_1", "get_order", {"order_id": "#W1"})
+    card = memory.observe({**call, "content": "Looking it up.", "meta": {("db", 1): "hit"}})
+
+    stored = memory.recall(card.id)
+    assert stored["tool_calls"] == call["tool_calls"] and stored["content"] == "Looking it up."
+    assert stored["meta"] == repr({("db", 1): "hit"})
+
+
+@pytest.mark.parametrize("call_id", [["call_1"], {"id": "call_1"}], ids=["list", "dict"])
+def test_a_result_whose_call_id_is_not_text_is_a_card_not_a_message(
+    memory, msg, call_id, assert_valid_context
+):
+    memory.observe(msg.call("call_1", "get_order", {"order_id": "#W1"}))
+    memory.observe({"role": "tool", "tool_call_id": call_id, "content": '{"status": "shipped"}'})
+
+    built = memory.build(recent_messages=2)
+    assert_valid_context(built.messages)
+    assert "shipped" in built.memory
+
+
+@pytest.mark.parametrize("recent", [1.5, "2", -1, True])
+def test_a_recent_window_that_is_no_count_of_messages_is_a_clear_error(memory, msg, recent):
+    memory.observe(msg.user("Hi"))
+
+    with pytest.raises(ConfigError, match="recent_messages must be a whole number >= 0"):
+        memory.build(recent_messages=recent)

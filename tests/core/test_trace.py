@@ -95,6 +95,9 @@ HI = {"role": "user", "content": "hi"}
         (json.dumps([HI, {"content": "?"}]), "item 1: a message without 'role'"),
         (json.dumps([HI, None]), "item 1: NoneType, expected a message"),
         (f"{json.dumps(HI)}\n5\n", r"\.json:2: int, expected a message"),
+        ("[" * 100_000 + "]" * 100_000, "JSON that cannot be read .RecursionError"),
+        (f'[{{"role": "user", "content": "hi", "n": {"7" * 5000}}}]', "JSON that cannot be read .ValueError"),
+        (f"{json.dumps(HI)}\n{'[' * 100_000}{']' * 100_000}\n", r"\.json:2: JSON that cannot be read"),
     ],
     ids=[
         "empty file",
@@ -105,6 +108,9 @@ HI = {"role": "user", "content": "hi"}
         "message without a role",
         "trailing null",
         "JSONL line not a message",
+        "nested past the interpreter's depth",
+        "a number of 5,000 digits",
+        "a JSONL line nested past the depth",
     ],
 )
 def test_malformed_traces_raise_trace_error(tmp_path, content, match):
@@ -113,6 +119,13 @@ def test_malformed_traces_raise_trace_error(tmp_path, content, match):
 
     with pytest.raises(TraceError, match=match):
         load_trajectories(path)
+
+
+def test_a_trace_written_with_a_byte_order_mark_is_read(tmp_path, airline_messages):
+    path = tmp_path / "windows.json"
+    path.write_text(json.dumps(airline_messages), encoding="utf-8-sig")
+
+    assert load_trajectories(path) == [airline_messages]
 
 
 def test_missing_file_raises_trace_error(tmp_path):

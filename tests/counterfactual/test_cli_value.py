@@ -113,6 +113,23 @@ def test_unknown_scorer_and_broken_values_file_are_clear_errors(valued_trace, tm
     assert "values.jsonl:1: not a values line" in err
 
 
+@pytest.mark.parametrize(
+    ("content", "said"),
+    [
+        (b"\xff\xfe not text", "cannot read values file"),
+        (b"[" * 100_000, "values.jsonl:1: not a values line"),
+    ],
+    ids=["not UTF-8", "nested past the depth"],
+)
+def test_a_values_file_that_cannot_be_read_is_a_clear_error(valued_trace, tmp_path, capsys, content, said):
+    trace, _ = valued_trace
+    broken = tmp_path / "values.jsonl"
+    broken.write_bytes(content)
+
+    assert main(["replay", str(trace), "--values", str(broken), "--out", str(tmp_path / "c.jsonl")]) == 2
+    assert said in capsys.readouterr().err
+
+
 def test_values_of_another_trace_are_refused(valued_trace, tmp_path, capsys):
     trace, values = valued_trace
     other = tmp_path / "other.json"
