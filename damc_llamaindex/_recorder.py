@@ -104,7 +104,11 @@ def tool_calls(message: ChatMessage) -> list[dict[str, Any]]:
     if calls:
         return calls
     for raw in message.additional_kwargs.get("tool_calls") or ():
-        if isinstance(raw, Mapping):
+        if isinstance(raw, Mapping) and "function" not in raw and "input" in raw:
+            # Anthropic's tool_use ({"id", "name", "input"}), Bedrock's ({"toolUseId", ...})
+            call_id = raw.get("id", raw.get("toolUseId"))
+            calls.append(_call(_id(call_id), str(raw.get("name") or ""), raw.get("input")))
+        elif isinstance(raw, Mapping):
             function = raw.get("function") or {}
             calls.append(_call(_id(raw.get("id")), function.get("name", ""), function.get("arguments")))
         elif hasattr(raw, "tool_id"):  # a ToolSelection
@@ -261,14 +265,20 @@ def _plain_key(arguments: Mapping[str, Any] | None) -> str:
 
 
 def _text_turn(message: ChatMessage) -> tuple[str, str] | None:
-    """(role, text) of a user or assistant turn without tool calls; None for any other message."""
+    """(role, text) of a text turn (user, assistant without tool calls, system); None for any other
+    message."""
     return _text_turn_of(to_event(message))
 
 
 def _text_turn_of(event: Mapping[str, Any]) -> tuple[str, str] | None:
-    if event["role"] in ("user", "assistant") and not event.get("tool_calls"):
+    if event["role"] in _TEXT_ROLES and not event.get("tool_calls"):
         return event["role"], event["content"] or ""
     return None
+
+
+_TEXT_ROLES = frozenset({"user", "assistant", "system", "developer"})
+"""Roles of turns known by their text: a view hands each back at every call (a system note put
+in the history between runs too)."""
 
 
 def _call_key(call: Mapping[str, Any]) -> str:

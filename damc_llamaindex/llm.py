@@ -82,13 +82,15 @@ class DamcLLM(FunctionCallingLLM):
         head = 0
         while head < len(messages) and _is_prompt(messages[head], produced):
             head += 1
-        system = "\n\n".join(message_text(m) for m in messages[:head]) or None
         rest = messages[head:]
         closing: list[ChatMessage] = []  # an instruction the agent appends for this call only
         while rest and rest[-1].role == MessageRole.SYSTEM:  # ("You have reached the maximum ...")
             closing.insert(0, rest.pop())
         start = _react_tail(rest, produced)
         history, retry = _without_retry(rest[:start])
+        # a system note the app put in the history between runs goes with the system prompt
+        notes = [m for m in history if m.role in (MessageRole.SYSTEM, MessageRole.DEVELOPER)]
+        system = "\n\n".join(message_text(m) for m in (*messages[:head], *notes)) or None
         self._recorder.observe_view(history)
         tail = rest[start:]
         cards = self._recorder.record_react_tail(tail) if tail else {}

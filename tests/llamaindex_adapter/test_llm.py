@@ -218,6 +218,29 @@ def test_calls_without_ids_named_by_their_tool_are_recorded_once_each(recording_
     ]
 
 
+def test_a_system_note_put_between_runs_is_recorded_once_and_reaches_the_model(recording_llm):
+    model = recording_llm(
+        ChatMessage(role="assistant", content="Hello!"),
+        call("get_user_details", {"user_id": "mia_li_3668"}, "c1"),
+        ChatMessage(role="assistant", content="You are Mia."),
+    )
+    memory = damc()
+    agent = FunctionAgent(
+        tools=TOOLS, llm=DamcLLM(llm=model, memory=memory), system_prompt="You book flights."
+    )
+    chat = ChatMemoryBuffer.from_defaults(tokenizer_fn=offline_tokenizer())
+
+    run(agent, "Hi", memory=chat)
+    chat.put(ChatMessage(role="system", content="Note: the caller is verified as mia_li_3668."))
+    run(agent, "Who am I?", memory=chat)
+
+    assert [e["content"] for e in memory.messages() if e["role"] == "system"] == [
+        "Note: the caller is verified as mia_li_3668."
+    ]
+    for sent in model.received[1:]:
+        assert sent[0].role.value == "system" and "Note: the caller is verified" in sent[0].content
+
+
 def test_a_call_cut_off_at_max_tokens_is_recorded_once(recording_llm):
     def get_order(order_id: str, detail: str | None = None) -> dict:
         """Look up an order."""

@@ -151,6 +151,34 @@ def test_results_under_one_reused_call_id_each_stay_with_their_own_call():
     assert "-> status=cancelled" in result.content  # right after its own call, which it need not repeat
 
 
+def test_calls_kept_as_anthropic_and_bedrock_integrations_keep_them_are_recorded_with_their_arguments():
+    memory = DamcMemory(memory=damc())
+    for message in [
+        ChatMessage(role="user", content="What is on ZFA04Y, and who is mia_li_3668?"),
+        ChatMessage(
+            role="assistant",
+            content="Let me look that up.",
+            additional_kwargs={
+                "tool_calls": [
+                    {"id": "toolu_01", "name": "get_reservation", "input": {"reservation_id": "ZFA04Y"}},
+                    {"toolUseId": "tooluse_02", "name": "get_user", "input": {"user_id": "mia_li_3668"}},
+                ]
+            },
+        ),
+        ChatMessage(
+            role="tool", content='{"flight": "HAT107"}', additional_kwargs={"tool_call_id": "toolu_01"}
+        ),
+        ChatMessage(role="tool", content='{"name": "Mia"}', additional_kwargs={"tool_call_id": "tooluse_02"}),
+    ]:
+        memory.put(message)
+
+    results = [c for c in memory.memory.cards() if c.kind.value == "tool_result"]
+    assert [(c.tool_name, c.arguments) for c in results] == [
+        ("get_reservation", {"reservation_id": "ZFA04Y"}),
+        ("get_user", {"user_id": "mia_li_3668"}),
+    ]
+
+
 def test_a_memory_no_longer_used_is_freed_with_its_recorder():
     import gc
     import weakref
