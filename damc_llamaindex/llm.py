@@ -23,8 +23,10 @@ from llama_index.core.base.llms.types import (
     CompletionResponse,
     CompletionResponseAsyncGen,
     CompletionResponseGen,
+    ContentBlock,
     LLMMetadata,
     MessageRole,
+    TextBlock,
 )
 from llama_index.core.bridge.pydantic import ConfigDict, Field, PrivateAttr
 from llama_index.core.llms.function_calling import FunctionCallingLLM
@@ -88,6 +90,7 @@ class DamcLLM(FunctionCallingLLM):
             closing.insert(0, rest.pop())
         start = _react_tail(rest, produced)
         history, retry = _without_retry(rest[:start])
+        history, blocks = _without_memory_blocks(history, produced)
         # a system note the app put in the history between runs goes with the system prompt
         notes = [m for m in history if m.role in (MessageRole.SYSTEM, MessageRole.DEVELOPER)]
         system = "\n\n".join(message_text(m) for m in (*messages[:head], *notes)) or None
@@ -96,7 +99,7 @@ class DamcLLM(FunctionCallingLLM):
         cards = self._recorder.record_react_tail(tail) if tail else {}
         exclude = self._recorder.pending if tail else ()
         built = self.memory.build(system=system, budget=self.budget, exclude=exclude)
-        converted = self._recorder.to_chat_messages(built.messages)
+        converted = _with_memory_blocks(self._recorder.to_chat_messages(built.messages), blocks)
         for index, card in cards.items():
             if card.tokens < card.raw_tokens:
                 tail[index] = ChatMessage(role=tail[index].role, content=f"Observation: {card.summary}")
@@ -320,6 +323,44 @@ def _without_retry(messages: list[ChatMessage]) -> tuple[list[ChatMessage], list
     if said and said[0].role == MessageRole.USER and any(_same_turn(said[0], m) for m in kept[:-1]):
         kept, retry = kept[:-1], [*said, *retry]
     return kept, retry
+
+
+def _without_memory_blocks(
+    messages: list[ChatMessage], produced: set[int]
+) -> tuple[list[ChatMessage], list[ContentBlock]]:
+    """The history without the text llama-index's ``Memory`` renders its blocks into for one call
+    (``<memory>...</memory>`` at the start of the newest user turn with ``InsertMethod.USER``, or
+    a user turn of its own), and that text: it is sent, not recorded; the user said only the rest."""
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        if message.role != MessageRole.USER or id(message) in produced:
+            continue
+        blocks = list(message.blocks)
+        if not (
+            blocks and isinstance(blocks[0], TextBlock) and blocks[0].text.lstrip().startswith("<memory>")
+        ):
+            return messages, []
+        end = next(
+            (i for i, b in enumerate(blocks) if isinstance(b, TextBlock) and "</memory>" in b.text), None
+        )
+        if end is None:
+            return messages, []
+        said = blocks[end + 1 :]
+        rest = [message.model_copy(update={"blocks": said})] if said else []
+        return [*messages[:index], *rest, *messages[index + 1 :]], blocks[: end + 1]
+    return messages, []
+
+
+def _with_memory_blocks(messages: list[ChatMessage], blocks: list[ContentBlock]) -> list[ChatMessage]:
+    """``messages`` with ``Memory``'s rendered blocks where it put them: before the newest user
+    turn's own, or as a user turn at the end when there is none."""
+    if not blocks:
+        return messages
+    for index in range(len(messages) - 1, -1, -1):
+        if messages[index].role == MessageRole.USER:
+            turn = messages[index].model_copy(update={"blocks": [*blocks, *messages[index].blocks]})
+            return [*messages[:index], turn, *messages[index + 1 :]]
+    return [*messages, ChatMessage(role=MessageRole.USER, blocks=blocks)]
 
 
 def _same_turn(a: ChatMessage, b: ChatMessage) -> bool:

@@ -241,6 +241,37 @@ def test_a_system_note_put_between_runs_is_recorded_once_and_reaches_the_model(r
         assert sent[0].role.value == "system" and "Note: the caller is verified" in sent[0].content
 
 
+def test_memory_blocks_put_in_the_users_turn_are_sent_with_it_not_recorded(recording_llm):
+    from llama_index.core.memory import InsertMethod, Memory, StaticMemoryBlock
+
+    model = recording_llm(
+        call("get_user_details", {"user_id": "mia_li_3668"}, "c1"),
+        ChatMessage(role="assistant", content="You are Mia."),
+        ChatMessage(role="assistant", content="Bye."),
+    )
+    memory = damc()
+    agent = FunctionAgent(
+        tools=TOOLS, llm=DamcLLM(llm=model, memory=memory), system_prompt="You book flights."
+    )
+    chat = Memory.from_defaults(
+        session_id="s",
+        token_limit=4000,
+        tokenizer_fn=offline_tokenizer(),
+        memory_blocks=[StaticMemoryBlock(name="profile", static_content="Prefers aisle seats.")],
+        insert_method=InsertMethod.USER,
+    )
+
+    run(agent, "Who am I? I am mia_li_3668.", memory=chat)
+    run(agent, "Thanks.", memory=chat)
+
+    said = [e["content"] for e in memory.messages() if e["role"] == "user"]
+    assert said == ["Who am I? I am mia_li_3668.", "Thanks."]
+    *earlier, newest = model.received[-1]
+    assert newest.role.value == "user" and "Prefers aisle seats." in newest.content
+    assert newest.content.endswith("Thanks.")
+    assert not any("aisle" in str(m.content) for m in earlier)
+
+
 def test_a_call_cut_off_at_max_tokens_is_recorded_once(recording_llm):
     def get_order(order_id: str, detail: str | None = None) -> dict:
         """Look up an order."""
