@@ -16,6 +16,7 @@ import json
 import logging
 import re
 import threading
+import uuid
 import weakref
 from collections import Counter, deque
 from collections.abc import Iterable, Mapping, Sequence
@@ -342,7 +343,6 @@ class Recorder:
         self.pending: set[str] = set()
         """Card ids recorded while the agent ran but not yet handed to memory (its scratchpad)."""
         self._produced: deque[list[ChatMessage]] = deque(maxlen=8)
-        self._synthetic = 0
         self._replies: dict[str, tuple[_Reply, str]] = {}
         """Key of a tool call as the agent runs it -> the reply that made it, and its id there."""
         self._resumed_results: Counter[str] = Counter()
@@ -369,6 +369,8 @@ class Recorder:
                     for call in event["tool_calls"]:
                         if isinstance(call, dict) and isinstance(call.get("function"), dict):
                             self._seen.setdefault(_call_key(call), []).append(card_id)
+                            if event.get("react"):
+                                self._react_ids.add(str(call.get("id")))
                 elif role in ("user", "assistant"):
                     self._count_text((role, text))
                     self._text_cards.setdefault((role, text), []).append([card_id])
@@ -513,8 +515,9 @@ class Recorder:
                     return
                 text = message_text(reply)
                 steps = parse_react(text)
-                if steps and steps[-1].kind == "action":
-                    text = steps[-1].text
+                action = steps[-1] if steps and steps[-1].kind == "action" else None
+                if action is not None:
+                    text = action.text
                 ids: list[str] = []
                 for call in calls:  # an id missing or given twice (ollama names calls by tool): made up
                     ids.append(call.tool_id if call.tool_id and call.tool_id not in ids else self._new_id())
@@ -522,10 +525,9 @@ class Recorder:
                     _call(i, call.tool_name, call.tool_kwargs) for i, call in zip(ids, calls, strict=True)
                 ]
                 held = tuple(call["id"] for call in tool_calls(reply))
+                event = {"role": "assistant", "content": text or None, "tool_calls": made}
                 expected = _Reply(
-                    _with_blocks(
-                        {"role": "assistant", "content": text or None, "tool_calls": made}, reply.blocks
-                    ),
+                    _with_blocks({**event, "react": True} if action else event, reply.blocks),
                     given_ids=tuple(call.tool_id or "" for call in calls),
                     held_ids=held if len(held) == len(calls) else (),
                 )
@@ -727,6 +729,7 @@ class Recorder:
                     "role": "assistant",
                     "content": action.text or None,
                     "tool_calls": [_call(call_id, action.tool, arguments)],
+                    "react": True,  # read back as a ReAct step after a restart
                 }
             )
             self._track(call.id, confirm)
@@ -747,9 +750,11 @@ class Recorder:
         if confirm:
             self.pending.discard(card_id)
 
-    def _new_id(self) -> str:
-        self._synthetic += 1
-        return f"damc_call_{self._synthetic}"
+    @staticmethod
+    def _new_id() -> str:
+        """An id for a call the model gave none, unique across processes: a reopened conversation
+        holds the earlier ones."""
+        return f"damc_call_{uuid.uuid4().hex[:16]}"
 
     def reset(self) -> None:
         with self._lock:
@@ -801,15 +806,34 @@ class Recorder:
             if event.get("name"):
                 kwargs.setdefault("name", event["name"])
             return ChatMessage(
-                role=MessageRole.TOOL,
-                blocks=[TextBlock(text=text), *_blocks_of(event)],
-                additional_kwargs=kwargs,
+                role=MessageRole.TOOL, blocks=_interleaved(text, event), additional_kwargs=kwargs
             )
         original = self._originals.get(_text_key(event))
         if original is not None:
             return original
         role_of = MessageRole(role) if role in _VALID_ROLES else MessageRole.USER
-        return ChatMessage(role=role_of, blocks=[TextBlock(text=text), *_blocks_of(event)])
+        return ChatMessage(role=role_of, blocks=_interleaved(text, event))
+
+
+def _interleaved(text: str, event: Mapping[str, Any]) -> list[ContentBlock]:
+    """The blocks of a message rebuilt from its record: its text with each media block back where
+    :func:`message_text` named it (``[image]``), the rest after it."""
+    blocks: list[ContentBlock] = []
+    lines: list[str] = []
+    waiting = _blocks_of(event)
+    for line in text.split("\n") if text else ():
+        media = next((b for b in waiting if not isinstance(b, ThinkingBlock)), None)
+        if media is not None and line == f"[{media.block_type}]":
+            if lines:
+                blocks.append(TextBlock(text="\n".join(lines)))
+                lines = []
+            blocks.append(media)
+            waiting.remove(media)
+        else:
+            lines.append(line)
+    if lines or not blocks:
+        blocks.append(TextBlock(text="\n".join(lines)))
+    return [*blocks, *waiting]
 
 
 _VALID_ROLES = frozenset(r.value for r in MessageRole)

@@ -298,6 +298,70 @@ def test_a_system_prompt_that_names_the_memory_tag_stays_whole(recent):
     assert ("mia_li_3668" in rest[0].content) and rest[0].content.startswith("<memory>") == (recent == 0)
 
 
+def test_a_turn_with_pictures_comes_back_after_a_restart_as_it_was_sent(tmp_path):
+    import base64
+
+    from llama_index.core.base.llms.types import DocumentBlock, ImageBlock, TextBlock
+
+    from damc_core import DecisionMemory, MemorySettings, SQLiteStore
+
+    png = base64.b64decode(
+        "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+    )
+    question = ChatMessage(
+        role="user",
+        blocks=[
+            TextBlock(text="Compare the first picture"),
+            ImageBlock(image=png, image_mimetype="image/png"),
+            TextBlock(text="with this contract:"),
+            DocumentBlock(data=b"%PDF-1.4 x", document_mimetype="application/pdf", title="c.pdf"),
+        ],
+    )
+
+    def opened() -> DamcMemory:
+        return DamcMemory(
+            memory=DecisionMemory(
+                store=SQLiteStore(tmp_path / "m.sqlite3"), settings=MemorySettings(budget=8000)
+            )
+        )
+
+    opened().put(question)
+    (back,) = [m for m in opened().get() if m.role.value == "user"]
+
+    shape = [(b.block_type, getattr(b, "text", None)) for b in back.blocks]
+    assert shape == [
+        ("text", "Compare the first picture"),
+        ("image", None),
+        ("text", "with this contract:"),
+        ("document", None),
+    ]
+
+
+def test_a_react_agents_steps_come_back_after_a_restart_as_the_text_it_wrote(recording_llm, tmp_path):
+    from damc_core import DecisionMemory, MemorySettings, Namespace, SQLiteStore
+
+    def opened() -> DamcMemory:  # each run in a new process, on the same file
+        store = SQLiteStore(tmp_path / "m.sqlite3")
+        settings = MemorySettings(budget=2000, recent_messages=8)
+        return DamcMemory(
+            memory=DecisionMemory(store=store, namespace=Namespace("mia", "trip"), settings=settings)
+        )
+
+    first = recording_llm(
+        react("get_user_details", {"user_id": "mia_li_3668"}),
+        react_answer("You are Mia."),
+        function_calling=False,
+    )
+    run(ReActAgent(tools=TOOLS, llm=first), "Who am I? I am mia_li_3668.", memory=opened())
+    later = recording_llm(react_answer("Yes."), function_calling=False)
+    run(ReActAgent(tools=TOOLS, llm=later), "Sure?", memory=opened())
+
+    sent = later.received[-1]
+    assert not any(b.block_type == "tool_call" for m in sent for b in m.blocks)
+    assert [m.role.value for m in sent[1:]] == ["user", "assistant", "user", "assistant", "user"]
+    assert "Action: get_user_details" in sent[2].content and sent[3].content.startswith("Observation:")
+
+
 def test_a_deep_copy_shares_the_conversation():
     memory = DamcMemory(memory=damc())
 
