@@ -2,7 +2,8 @@
 
 For a seeded sample of decision points of the dev trajectories (a tool call that then succeeded,
 with at least ``--min-cards`` cards and a context of at most ``--max-tokens``; the system prompt
-is left out of the head unless ``--with-system``), with the bundled SmolLM2 scorer:
+is left out of the head unless ``--with-system``), with the bundled SmolLM2 scorer or the GGUF
+model given as ``--model``:
 
 * Spearman rank correlation of :class:`AblationSurrogate` and of :class:`CoarseToFine` with exact
   :class:`LeaveOneOut`, each given at most ``n / 4`` ablations (at most 32; ``--budget``);
@@ -115,12 +116,13 @@ def main() -> None:
         "--with-system", action="store_true", help="keep the ~1,500-token system prompt in the head"
     )
     parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--model", default=None, help="a GGUF model file (default: the bundled SmolLM2-135M)")
     parser.add_argument(
         "--noise-floor", action="store_true", help="also run leave-one-out on a trivially changed frame"
     )
     args = parser.parse_args()
 
-    scorer = LlamaCppScorer(n_ctx=args.max_tokens + 64, n_threads=args.threads)
+    scorer = LlamaCppScorer(args.model, n_ctx=args.max_tokens + 64, n_threads=args.threads)
     problems = sample_problems(args, scorer)
     rows = []
     for index, (label, problem) in enumerate(problems):
