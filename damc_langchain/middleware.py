@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, cast
 
 from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
 from langchain.agents.middleware.types import ToolCallRequest
@@ -172,7 +172,14 @@ class DamcMiddleware(AgentMiddleware):
             conversation, leading, trailing = split_per_call(request)
             recorder = self.conversations.current()
             recorder.observe(conversation)
-            built = recorder.memory.build(budget=self.budget)
+            prompt = request.system_message
+            if prompt is None and conversation and _has_blocks(conversation[0]):
+                # a system prompt in content blocks among the messages (cache control): kept as
+                # it is, with the memory section as one more block, not read as its text
+                prompt = cast(SystemMessage, conversation[0])
+                built = recorder.memory.build(system="", budget=self.budget)
+            else:
+                built = recorder.memory.build(budget=self.budget)
             system, dialogue = split_system(built.messages)
             messages = [*leading, *to_messages(dialogue), *trailing]
         except Exception:  # the agent must keep running without memory rather than fail
@@ -180,7 +187,7 @@ class DamcMiddleware(AgentMiddleware):
             return request
         return request.override(
             messages=messages,  # type: ignore[arg-type]
-            system_message=with_memory_section(request.system_message, system),
+            system_message=with_memory_section(prompt, system),
         )
 
 
@@ -226,6 +233,11 @@ def _rebuilt_from(message: AnyMessage, held: list[AnyMessage]) -> AIMessage | No
         if not calls and not original.tool_calls and message.text and original.text == message.text:
             return original
     return None
+
+
+def _has_blocks(message: AnyMessage) -> bool:
+    """Whether ``message`` is a system prompt given as content blocks."""
+    return isinstance(message, SystemMessage) and isinstance(message.content, list)
 
 
 def _calls_beside(messages: Any, tool_call: ToolCall) -> tuple[list[str], int | None]:

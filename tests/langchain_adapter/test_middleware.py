@@ -262,6 +262,24 @@ def test_a_system_prompt_in_content_blocks_keeps_its_blocks(recording_model):
     assert system.content[1]["text"].startswith("<memory>")
 
 
+def test_a_system_prompt_in_content_blocks_among_the_messages_keeps_its_blocks(recording_model):
+    blocks = [{"type": "text", "text": "You are AcmeBot.", "cache_control": {"type": "ephemeral"}}]
+    model = recording_model(*SCRIPT)
+    agent = create_agent(
+        model, [get_user_details, search_flights, book], middleware=[DamcMiddleware(memory())]
+    )
+
+    agent.invoke({"messages": [SystemMessage(blocks), HumanMessage("Book HAT107 for mia_li_3668")]})
+
+    assert model.received[0][0].content == blocks  # nothing remembered yet: the prompt as it was
+    system = model.received[2][0]
+    assert system.content[0] == blocks[0]
+    assert (
+        system.content[1]["text"].startswith("<memory>")
+        and "You are AcmeBot" not in system.content[1]["text"]
+    )
+
+
 def test_async_and_streamed_threads_stay_apart(recording_model):
     from langgraph.checkpoint.memory import InMemorySaver
 
