@@ -159,30 +159,45 @@ def _key_value_lines(text: str) -> dict[str, Any] | list[Any] | None:
     """Records printed as ``key: value`` lines, read by YAML with every value kept as its text
     (``14:00:00`` is not 50,400 seconds, ``no`` not ``false``, ``0123`` not 83): a mapping of two
     keys or more, or a list of records. One ``Note: ...`` line, or prose, is not data."""
-    if not _KEY_LINE.match(text):
+    if not _KEY_LINE.match(text) or _COMMENT.search(text):
         return None
     try:
-        data: object = yaml.load(text, Loader=_VERBATIM)  # builds only str, list and dict
+        node = yaml.compose(text, Loader=_VERBATIM)
+        data = _plain(node, set()) if node is not None else None
     except (yaml.YAMLError, RecursionError, ValueError):
         return None
-    records = isinstance(data, list) and data and all(isinstance(item, (dict, list)) for item in data)
-    if not (isinstance(data, dict) and len(data) >= 2) and not records:
-        return None
-    keyed: dict[str, Any] | list[Any] = _with_text_keys(data)
-    return keyed
+    if isinstance(data, dict) and len(data) >= 2:
+        return data
+    if isinstance(data, list) and data and all(isinstance(item, (dict, list)) for item in data):
+        return data
+    return None
 
 
 _VERBATIM = getattr(yaml, "CBaseLoader", yaml.BaseLoader)
 """YAML's loader that resolves no types: scalars stay the text they were written as."""
+_COMMENT = re.compile(r"(?:^|\s)#")
+"""Where YAML would start a comment: ``order_id: #W2378156`` is an id to a tool, nothing to YAML."""
 
 
-def _with_text_keys(value: Any) -> Any:
-    """YAML keys can be lists or mappings (``? [a, b]``); JSON's are text."""
-    if isinstance(value, dict):
-        return {str(key): _with_text_keys(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_with_text_keys(item) for item in value]
-    return value
+def _plain(node: yaml.Node, seen: set[int]) -> Any:
+    """A YAML node as text, lists and dicts with text keys (YAML's may be lists: ``? [a, b]``).
+    What no tool prints as records is refused (``ValueError``): a key said twice (two blocks of
+    ``key: value`` lines, which YAML reads as one record whose later values win) and an alias
+    (``*a``), whose copies grow exponentially with nesting."""
+    if id(node) in seen:
+        raise ValueError("a YAML alias")
+    seen.add(id(node))
+    if isinstance(node, yaml.SequenceNode):
+        return [_plain(item, seen) for item in node.value]
+    if isinstance(node, yaml.MappingNode):
+        out: dict[str, Any] = {}
+        for key_node, value_node in node.value:
+            key = str(_plain(key_node, seen))
+            if key in out:
+                raise ValueError(f"the key {key!r} twice")
+            out[key] = _plain(value_node, seen)
+        return out
+    return node.value
 
 
 _TABLE_RULE = re.compile(r"^\|?[ \t]*:?-{3,}:?[ \t]*(?:\|[ \t]*:?-{3,}:?[ \t]*)*\|?[ \t]*$", re.MULTILINE)

@@ -117,6 +117,17 @@ def argument_values(arguments: Mapping[str, Any]) -> list[str]:
     ]
 
 
+def argument_ids(arguments: Mapping[str, Any]) -> list[str]:
+    """Leaf values of tool-call arguments that name something, by their field or their form
+    (``order_id=O-1``, ``flight=HAT001``), not counts and limits (``max_results=10``)."""
+    texts = (
+        (field_name(key), scalar_text(value))
+        for key, value in _argument_leaves(arguments)
+        if value is not None and not isinstance(value, bool)
+    )
+    return [text for name, text in texts if fact_kind(name, text) == "id"]
+
+
 def argument_fields(arguments: Mapping[str, Any]) -> set[str]:
     """Names of the fields that carry values in tool-call arguments (``flights[].date`` -> ``date``)."""
     return {field_name(key) for key, _ in _argument_leaves(arguments) if key}

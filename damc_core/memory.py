@@ -23,7 +23,7 @@ import uuid
 from collections import Counter, defaultdict, deque
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, Literal, ParamSpec, TypeVar
 
 import numpy as np
 
@@ -32,6 +32,7 @@ from .compress import (
     Compressor,
     Detail,
     TemplateCompressor,
+    identity_columns,
     mentions,
     row_identifiers,
     row_names,
@@ -43,6 +44,7 @@ from .encode import (
     Encoder,
     ToolCall,
     argument_fields,
+    argument_ids,
     argument_values,
     field_name,
     parse_arguments,
@@ -720,21 +722,29 @@ class DecisionMemory:
         keeps naming) is still re-quoted in its search."""
         if card.kind is not CardKind.TOOL_RESULT or not card.volatile or _is_recall_answer(card):
             return []  # (a recalled record is the older data itself, not a newer quote)
-        names = {v.lower() for v in argument_values(card.arguments) if is_identifier(v)}
+        names = {v.lower() for v in argument_ids(card.arguments) if is_identifier(v)}
         names |= {f.value.lower() for f in card.facts if f.kind == "id" and "." not in f.path}
-        stated = {f.path for f in card.facts}.union(*(t.columns for t in card.tables))
+        listed: set[str] = set().union(*(t.columns for t in card.tables))
+        stated = {f.path for f in card.facts} | listed
         found = []
         for name in sorted(names):
             holders = self._session.by_term.get(name, ())[-MENTION_FANOUT:]
             quoting = [c for i in reversed(holders) if (c := self._session.cards[i]).volatile and c.tables]
             for other in quoting[:LINK_FANOUT]:  # the newest tables that may list it
                 for table in other.tables:
-                    if _row_holds(table, name):
-                        quoted = {table.columns[i] for i in volatile_columns(table.columns)}
-                        shared = quoted & stated
-                        partly = tuple(sorted(shared)) if shared != quoted else ()
-                        found.append((other.id, name, partly))
-                        break
+                    held = _rows_holding(table, name)
+                    if held is None:
+                        continue
+                    quoted = {table.columns[i] for i in volatile_columns(table.columns)}
+                    # rows that all hold the name (the offers of one hotel) are re-quoted only by
+                    # a newer list of such rows, not by the entity's own record (a customer's
+                    # status is not the status of each of its orders)
+                    shared = quoted & (stated if held == "row" else listed)
+                    if held == "all" and not shared:
+                        continue
+                    partly = tuple(sorted(shared)) if shared != quoted else ()
+                    found.append((other.id, name, partly))
+                    break
         return sorted(found, key=lambda quote: _seq_of(quote[0]))
 
     def _supersede(self, card: Card) -> None:
@@ -744,7 +754,10 @@ class DecisionMemory:
         older_ids = (
             set().union(*(session.by_entity[k] for k in card.entity_keys)) if card.entity_keys else set()
         )
-        older = [session.cards[i] for i in older_ids if i != card.id]
+        asked = set(argument_ids(card.arguments))
+        older = [
+            old for i in older_ids if i != card.id and not _about_another(asked, (old := session.cards[i]))
+        ]
         superseded = {c.id for c in self.supersession.superseded(card, older)}
         for old in older:
             if old.id in superseded:
@@ -1613,8 +1626,27 @@ def _holds(cell: str, values: set[str]) -> bool:
     return any(v in lowered for v in values) and mentions(cell, values)
 
 
-def _row_holds(table: Table, name: str) -> bool:
-    return any(name in row_names(table, row) for row in table.rows)
+def _about_another(asked: set[str], old: Card) -> bool:
+    """Whether a call that asked for the ids ``asked`` is about other records than ``old`` (asked
+    for other ids, and returned none of them): two orders of one customer share its id, and
+    neither is newer news of the other; a booking's status looked up by the id its booking call
+    returned is."""
+    before = set(argument_ids(old.arguments))
+    before.update(f.value for f in old.facts if f.kind == "id" and "." not in f.path and "[" not in f.path)
+    return bool(asked and argument_ids(old.arguments) and asked.isdisjoint(before))
+
+
+def _rows_holding(table: Table, name: str) -> Literal["row", "all"] | None:
+    """How ``table`` holds the entity ``name`` in an identity column: as one of its rows
+    (``"row"``), in a column every row shares (``"all"``: the hotel all the offers are of), or not."""
+    found: Literal["row", "all"] | None = None
+    for i in identity_columns(table.columns):
+        cells = {row[i].lower() if i < len(row) else "" for row in table.rows}
+        if name in cells:
+            if len(cells) > 1 or len(table.rows) == 1:
+                return "row"
+            found = "all"
+    return found
 
 
 def _shortlist(scored: list[ScoredCard], budget: int) -> tuple[list[ScoredCard], list[ScoredCard]]:

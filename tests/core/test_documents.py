@@ -292,6 +292,23 @@ def test_key_value_lines_are_read_with_every_value_as_written(memory, msg):
     assert flights.rows == (("HAT136", "14:00:00", "0123"), ("HAT039", "09:05:00", "12"))  # not 50400, 83
 
 
+@pytest.mark.parametrize(
+    "printed",
+    [
+        "id: A1\nstatus: cancelled\nprice: 100\n\nid: B2\nprice: 200\n",  # YAML: one record, B2 cancelled
+        "order_id: #W2378156\nstatus: pending\n",  # YAML: a comment, the id gone
+        "a: &a [x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]\n"
+        "c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b]\nd: [*c, *c, *c, *c, *c, *c, *c, *c, *c]\n",
+    ],
+    ids=["blocks repeating a key", "a value starting with #", "aliases"],
+)
+def test_key_value_lines_yaml_would_misread_stay_text(memory, printed):
+    card = memory.observe_tool("lookup", {}, printed)
+
+    assert card.text == printed.strip() and not card.tables
+    assert all(f.path == "text" for f in card.facts)
+
+
 def test_a_list_of_records_as_key_value_lines_becomes_a_table(memory, msg):
     memory.observe(msg.call("s", "search_flights", {"date": "2024-05-20"}))
     printed = "- flight_number: HAT136\n  status: sold out\n- flight_number: HAT039\n  status: available\n"

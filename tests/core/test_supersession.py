@@ -82,6 +82,57 @@ def test_result_about_another_reservation_supersedes_nothing(memory, msg):
     assert memory.card(first.id).superseded_by is None
 
 
+def test_another_order_of_the_same_customer_supersedes_nothing_and_dates_nothing(memory, msg):
+    def order(number: str, status: str) -> dict:
+        return {"customer_id": "C-77", "order_id": number, "status": status, "total": 40}
+
+    first = memory.observe_tool("get_order", {"order_id": "O-1"}, order("O-1", "delivered"))
+    memory.observe_tool("get_order", {"order_id": "O-2"}, order("O-2", "cancelled"))
+
+    kept = memory.card(first.id)
+    assert kept.superseded_by is None and kept.stale_facts == ()
+    assert "O-1" in memory.build(budget=3000).memory
+
+
+def test_a_status_looked_up_by_the_id_a_booking_returned_dates_the_booking(memory, msg):
+    booked = memory.observe_tool(
+        "book_hotel",
+        {"hotel_id": "H1", "offer_id": "OF7"},
+        {"hotel_booking_id": "HB9", "status": "confirmed"},
+    )
+    memory.observe_tool(
+        "get_booking_status", {"booking_id": "HB9"}, {"hotel_booking_id": "HB9", "status": "cancelled"}
+    )
+
+    assert memory.card(booked.id).superseded_by is not None
+
+
+def test_a_customers_record_re_quotes_none_of_its_orders(memory, msg, memory_text):
+    orders = [
+        {"order_id": f"ORD-{n}", "customer_id": "cust_4821", "status": status, "total": 10.0 * n}
+        for n, status in enumerate(["delivered", "cancelled", "pending"], start=1)
+    ]
+    listed = memory.observe_tool("list_orders", {"customer_id": "cust_4821"}, orders)
+    memory.observe_tool(
+        "get_customer", {"customer_id": "cust_4821"}, {"customer_id": "cust_4821", "status": "active"}
+    )
+
+    assert memory.card(listed.id).stale_rows == () and memory.card(listed.id).stale_cells == ()
+
+
+def test_a_limit_that_equals_a_product_number_re_quotes_nothing(memory, msg):
+    products = [
+        {"product_id": 10, "name": "MX", "price": 49.99},
+        {"product_id": 11, "name": "G3", "price": 29.99},
+    ]
+    listed = memory.observe_tool("list_products", {"category": "mice"}, products)
+    memory.observe_tool(
+        "search_hotels", {"city": "Paris", "max_results": 10}, [{"hotel": "Ritz", "price": 900}]
+    )
+
+    assert memory.card(listed.id).stale_rows == () and memory.card(listed.id).stale_cells == ()
+
+
 def test_result_with_fewer_fields_does_not_supersede_a_fuller_one(memory, msg):
     memory.observe(msg.call("call_1", "get_reservation_details", {"reservation_id": "ZFA04Y"}))
     full = memory.observe(msg.result("call_1", "get_reservation_details", BEFORE))
