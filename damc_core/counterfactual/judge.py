@@ -30,10 +30,17 @@ Memory card:
 How important is this card for the current decision, 0-10, and why?
 Answer as: SCORE: <0-10> - <one short reason>"""
 
-_LABELLED = re.compile(r"score\s*[:=]?\s*\**\s*(-?\d+(?:\.\d+)?)", re.I)
+_LABELLED = re.compile(r"\bscore\b\**[\"']?\s*[:=]\s*\**\s*[\"']?(-?\d+(?:\.\d+)?)", re.I)
+"""``SCORE: 7``, ``**Score:** 7``, ``"score": 7``: the word, then a colon or ``=`` (not the
+``score 720`` of a credit score, nor the ``underscore`` of a text)."""
 _RATED = re.compile(r"(?<![\w.])(-?\d+(?:\.\d+)?)\s*(?:/\s*10\b|out of 10\b)", re.I)
 _NUMBER = re.compile(r"(?<![\w.])(-?\d+(?:\.\d+)?)(?![\w])")
 """A number on its own: not the ``3`` of the card id ``[c3]`` or of ``ZXQ987`` that judges echo."""
+
+
+_PLACEHOLDER = re.compile(r"\{(query|card)\}")
+"""Where a judge prompt takes the decision and the card; any other brace is text (a prompt may
+show the JSON it wants back)."""
 
 
 class JudgeModel(Protocol):
@@ -131,7 +138,8 @@ class LLMJudgeValuator:
             cached = self._cache.get(key)
         if cached is not None:
             return cached
-        prompt = self.prompt.format(query=query or "(not stated)", card=card.summary)
+        filled = {"query": query or "(not stated)", "card": card.summary}
+        prompt = _PLACEHOLDER.sub(lambda found: filled[found.group(1)], self.prompt)
         try:
             reply: Any = self.model.complete(prompt)
         except Exception as exc:  # a judge must never stop the agent

@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from damc_core import HeuristicValuator, WeightedValuators
+from damc_core import DecisionMemory, HeuristicValuator, InMemoryStore, WeightedValuators
 from damc_core.counterfactual.judge import LLMJudgeValuator, OpenAIJudge, parse_rating
 from damc_core.errors import ConfigError
 from damc_core.types import DecisionFocus
@@ -67,6 +67,10 @@ def openai_judge(endpoint: RecordingEndpoint) -> OpenAIJudge:
         ("The [c3] card matters a lot, 9 out of 10", 9.0),
         ("Reservation ZXQ987 is needed: 9/10", 9.0),
         ("[c12] holds the flight the user picked. 8", 8.0),
+        ('{"reason": "lists 2 payment methods", "score": 8}', 8.0),
+        ('{"reason": "card c3 from 2024-05-20", "score": 9}', 9.0),
+        ("The user's credit score 720 is on file. SCORE: 8 - needed for the loan", 8.0),
+        ("The underscore 12 in the id is odd. SCORE: 6 - still needed", 6.0),
     ],
 )
 def test_parse_rating_reads_scores_in_the_shapes_models_write(reply, score):
@@ -182,3 +186,21 @@ def test_judge_settings_are_checked_when_made():
         LLMJudgeValuator(openai_judge(endpoint), default=3)
     with pytest.raises(ConfigError, match="placeholders"):
         LLMJudgeValuator(openai_judge(endpoint), prompt="Rate this")
+
+
+def test_a_prompt_that_shows_the_json_it_wants_rates_every_card(airline_messages):
+    endpoint = RecordingEndpoint('{"score": 7, "reason": "needed"}')
+    prompt = 'Decision: {query}\nCard: {card}\nAnswer as JSON: {"score": <0-10>, "reason": "..."}'
+    memory = DecisionMemory(
+        store=InMemoryStore(), valuator=LLMJudgeValuator(openai_judge(endpoint), prompt=prompt)
+    )
+    for message in airline_messages[:4]:
+        memory.observe(message)
+
+    built = memory.build(query="Book HAT069", recent_messages=0)  # every card valued
+
+    asked = endpoint.requests[0]["messages"][-1]["content"]
+    assert asked.startswith("Decision: Book HAT069\nCard: [c")
+    assert asked.endswith('Answer as JSON: {"score": <0-10>, "reason": "..."}')
+    judged = [s for d in built.decisions for s in d.scores if s.name == "judge"]
+    assert judged and all(s.value == 0.7 for s in judged)
