@@ -57,7 +57,7 @@ def problem_from_history(
     task and stays in the head.
     """
     memory = DecisionMemory(store=InMemoryStore(), counter=CharEstimateCounter())
-    if system:  # observed first, as a replay does, so card ids match the replay's
+    if system is not None:  # observed first (an empty one too), as a replay does: card ids match it
         memory.observe({"role": "system", "content": system})
     for message in history:
         memory.observe(message)

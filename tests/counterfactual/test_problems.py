@@ -51,6 +51,23 @@ def test_cards_are_the_memorys_renderings_with_the_replays_card_ids(airline_mess
     assert texts[problem.card_ids[-1]].startswith(f"[{problem.card_ids[-1]}] user: Yes, book HAT069")
 
 
+@pytest.mark.parametrize("prompt", ["", None], ids=["empty", "null"])
+def test_an_empty_system_message_keeps_the_replays_card_ids(airline_messages, prompt):
+    from damc_core import DecisionMemory, InMemoryStore
+
+    messages = [{"role": "system", "content": prompt}, *airline_messages[1:]]
+    point = points_of(messages)[-1]
+    replayed = DecisionMemory(store=InMemoryStore(), counter=CharEstimateCounter())
+    for message in messages[: point.step]:
+        replayed.observe(message)
+
+    problem = problem_from_replay(point, messages)
+
+    summaries = {card.id: card.summary for card in replayed.cards()}
+    for card_id, text in zip(problem.card_ids, problem.card_texts, strict=True):
+        assert summaries[card_id].split(" -> ")[0] == text.split(" -> ")[0]
+
+
 def test_a_call_answered_by_an_error_did_not_succeed(msg):
     trajectory = [
         msg.user("Book HAT069"),
