@@ -118,6 +118,24 @@ def test_table_cells_are_space_separated_and_quoted_when_they_hold_a_space_or_ar
     assert '\n "Maris Lodge" 4 ""\n Inn 3 "say \\"hi\\""' in compressor.render(spaced)
 
 
+def test_a_category_a_cell_starts_with_is_said_once_but_numbers_and_codes_are_all_kept(memory):
+    methods = [
+        {"id": "credit_card_4421486", "source": "credit_card", "last_four": "7447"},
+        {"id": "gift_card_7359776", "source": "gift_card", "last_four": ""},
+    ]
+    orders = [{"item": "pen", "quantity": 2, "price": 2.5}, {"item": "ink", "quantity": 1, "price": 1.99}]
+    flights = [{"flight_number": "HAT001", "fare_code": "HAT001-Y", "seats": 20, "departs": "20:00:00"}]
+
+    cards = [
+        memory.observe_tool(name, {}, rows) for name, rows in (("m", methods), ("o", orders), ("f", flights))
+    ]
+
+    paying, ordering, flying = (TemplateCompressor().render(card) for card in cards)
+    assert "source" not in paying and "credit_card_4421486" in paying  # the id says the source
+    assert "quantity" in ordering and "\n pen 2 2.5" in ordering
+    assert "flight_number fare_code seats departs" in flying and "HAT001 HAT001-Y 20 20:00:00" in flying
+
+
 def test_a_skeleton_keeps_identifiers_and_statuses_and_drops_the_rest(memory, msg):
     memory.observe(msg.call("c1", "book_hotel", {"hotel": "Maris Lodge", "nights": 3}))
     card = memory.observe(
