@@ -214,7 +214,13 @@ def _restated(value: object, text: str) -> bool:
     if not isinstance(value, (Mapping, list)):
         return False
     leaves = argument_values({"": value})
-    return bool(leaves) and all(leaf in text for leaf in leaves)
+    return bool(leaves) and all(_whole_in(leaf, text) for leaf in leaves)
+
+
+def _whole_in(value: str, text: str) -> bool:
+    """Whether ``text`` holds ``value`` as a value of its own (the ``12`` of ``item_id=12``, not
+    of ``W1273``; the ``2`` of ``quantity=2``, not of ``23.5``)."""
+    return re.search(rf"(?<![\w.-]){re.escape(value)}(?![\w.-]\w|\w)", text) is not None
 
 
 def _value(value: object) -> str:

@@ -95,8 +95,9 @@ def parse_arguments(raw: object) -> dict[str, Any]:
 def scalar_text(value: object) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
+    if isinstance(value, float):  # 121.0 as the 121 it is; 1e23 not as int(1e23)'s 23 digits
+        text = repr(value)
+        return text[:-2] if text.endswith(".0") else text
     return str(value)
 
 
@@ -300,7 +301,10 @@ class DefaultEncoder:
             )
             facts = _text_facts(scan, self.max_terms // 10)
             extract_scan = scan if extract == read else TextScan(extract)
-        error = _is_error(message, stripped, parsed) or bool(structured and _ERROR_TEXT.match(stripped))
+        # a record's ``failed: 0`` is a count (its error keys say whether it failed); the text
+        # around it may say so ("Error: payment declined {...}")
+        said = around if isinstance(parsed, dict) else stripped
+        error = _is_error(message, stripped, parsed) or bool(structured and _ERROR_TEXT.match(said))
         constraints = _constraints(facts, tables, around if structured else extract)
         if error:
             constraints = [f"{name} failed: {_clip(stripped, 160)}", *constraints]
@@ -514,12 +518,22 @@ def _is_error(message: Message, text: str, parsed: object) -> bool:
     if message.get("status") == "error" or message.get("is_error"):
         return True
     if isinstance(parsed, dict):
-        for key in ("error", "errors", "exception"):
-            if parsed.get(key):
-                return True
-        status = str(parsed.get("status", "")).lower()
-        return status in ("error", "failed", "failure")
+        fields = {snake_case(str(key)): value for key, value in parsed.items()}
+        if any(_said(fields.get(key)) for key in ("error", "errors", "exception")):
+            return True
+        return str(fields.get("status", "")).strip().lower() in ("error", "failed", "failure")
     return bool(_ERROR_TEXT.match(text))
+
+
+def _said(value: object) -> bool:
+    """Whether an error field holds an error: not empty, and not ``null``, ``false`` or ``0`` as
+    data printed as text (``error: null``) writes them."""
+    if isinstance(value, str):
+        return value.strip().lower() not in _NO_ERROR
+    return bool(value)
+
+
+_NO_ERROR = frozenset({"", "null", "none", "nil", "false", "no", "0", "[]", "{}"})
 
 
 def _constraints(facts: list[Fact], tables: list[Table], text: str) -> list[str]:

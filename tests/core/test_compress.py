@@ -350,6 +350,19 @@ def test_a_result_that_restates_a_list_argument_shows_it_once(memory, msg):
     )  # not restated: the failed call's records as rows, their keys once
 
 
+def test_a_list_argument_is_elided_only_when_the_result_shows_each_value_whole(memory):
+    items = [{"item_id": 12, "quantity": 3}, {"item_id": 7, "quantity": 2}]
+    card = memory.observe_tool("place_order", {"items": items}, {"order_id": "W1273", "total": 23.5})
+
+    assert "place_order(items=[" in card.summary and "…" not in card.summary
+
+
+def test_large_and_integral_numbers_are_written_as_sent(memory):
+    card = memory.observe_tool("quote", {}, {"budget": 1e23, "price": 121.0, "rate": 0.5})
+
+    assert "budget=1e+23" in card.summary and "price=121;" in card.summary and "rate=0.5" in card.summary
+
+
 def test_records_in_arguments_are_rows_unless_their_keys_differ_or_nest(memory, msg):
     passengers = [
         {"first_name": "Mary Ann", "last_name": "Li", "dob": "1990-04-05"},

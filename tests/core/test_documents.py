@@ -309,6 +309,25 @@ def test_key_value_lines_yaml_would_misread_stay_text(memory, printed):
     assert all(f.path == "text" for f in card.facts)
 
 
+@pytest.mark.parametrize(
+    "printed",
+    [
+        "status: success\nerror: null\nitems: 3",
+        "ok: true\nerror: false\ncount: 2",
+        "failed: 0\npassed: 12\nskipped: 1",
+    ],
+)
+def test_key_value_lines_that_say_nothing_failed_are_a_result(memory, printed):
+    assert memory.observe_tool("run_checks", {}, printed).kind is CardKind.TOOL_RESULT
+
+
+@pytest.mark.parametrize(
+    "payload", [{"Error": "Payment declined", "code": 402}, {"Status": "FAILED", "code": 7}]
+)
+def test_an_error_key_in_any_case_is_a_tool_error(memory, payload):
+    assert memory.observe_tool("pay", {}, payload).kind is CardKind.TOOL_ERROR
+
+
 def test_a_list_of_records_as_key_value_lines_becomes_a_table(memory, msg):
     memory.observe(msg.call("s", "search_flights", {"date": "2024-05-20"}))
     printed = "- flight_number: HAT136\n  status: sold out\n- flight_number: HAT039\n  status: available\n"
