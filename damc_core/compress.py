@@ -421,10 +421,8 @@ class TemplateCompressor:
         ]
         shown = [i for i in shown if i not in constant]
         header = table_heading(table)
-        if constant:
-            header += " all " + ", ".join(
-                f"{table.columns[i]}={table.rows[0][i]}" for i in constant if table.rows[0][i]
-            )
+        if said := [i for i in constant if table.rows[0][i]]:  # (an empty one says nothing)
+            header += " all " + ", ".join(f"{table.columns[i]}={table.rows[0][i]}" for i in said)
         empty = sum(1 for row in rows for i in shown if not row[i])
         lines = []
         if not shown:
@@ -433,8 +431,10 @@ class TemplateCompressor:
             label = next((i for i in shown if fact_kind(table.columns[i], "") == "id"), shown[0])
             lines.append(header + ":")
             for row in rows:
-                pairs = " ".join(f"{table.columns[i]}={row[i]}" for i in shown if row[i] and i != label)
-                lines.append(f" {row[label]}: {pairs}".rstrip())
+                pairs = " ".join(
+                    f"{table.columns[i]}={_one_line(row[i])}" for i in shown if row[i] and i != label
+                )
+                lines.append(f" {_one_line(row[label])}: {pairs}".rstrip())
         else:
             lines.append(header + ": " + _cells(table.columns[i] for i in shown))
             lines.extend(" " + _cells(row[i] for i in shown) for row in rows)
@@ -520,6 +520,11 @@ def _cells(cells: Iterable[str]) -> str:
     (``clicky "full size" ""``): unambiguous, and a pipe between every cell would cost a token more
     per cell of the whole table."""
     return " ".join(_quoted(c) if not c or _QUOTED.search(c) else c for c in cells)
+
+
+def _one_line(cell: str) -> str:
+    """The cell with its line breaks escaped: a line of a card is one row, never two."""
+    return cell.replace("\n", "\\n").replace("\r", "\\r") if "\n" in cell or "\r" in cell else cell
 
 
 def _quoted(cell: str) -> str:

@@ -244,10 +244,15 @@ def _table_cells(line: str) -> list[str]:
 
 def _header(names: list[str]) -> list[str]:
     """Column names, an empty one numbered and a repeated one suffixed, so no cell is lost."""
-    seen: dict[str, int] = {}
-    header = []
-    for i, name in enumerate(names, 1):
-        name = name or f"column_{i}"
-        seen[name] = seen.get(name, 0) + 1
-        header.append(name if seen[name] == 1 else f"{name}_{seen[name]}")
+    named = [name or f"column_{i}" for i, name in enumerate(names, 1)]
+    taken = set(named)
+    header: list[str] = []
+    for name in named:
+        if name in header:  # a suffix no other column has (``a_2`` may be one already)
+            number = 2
+            while f"{name}_{number}" in taken:
+                number += 1
+            name = f"{name}_{number}"
+            taken.add(name)
+        header.append(name)
     return header

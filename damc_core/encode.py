@@ -378,7 +378,9 @@ class DefaultEncoder:
         for _, flat in flat_rows:
             columns.update(dict.fromkeys(flat))
         column_list = list(columns)
-        if keyed and not all(any(flat.get(c) == key for c in column_list) for key, flat in flat_rows):
+        # the key is left out only when one column holds it in every row (a collection keyed by
+        # its records' ids), not when each row happens to have some cell equal to it
+        if keyed and not any(all(flat.get(c) == key for key, flat in flat_rows) for c in column_list):
             column_list.insert(0, key_name)
             rows = tuple(tuple([key] + [flat.get(c, "") for c in column_list[1:]]) for key, flat in flat_rows)
         else:

@@ -357,6 +357,20 @@ def test_a_list_argument_is_elided_only_when_the_result_shows_each_value_whole(m
     assert "place_order(items=[" in card.summary and "…" not in card.summary
 
 
+def test_a_sparse_row_stays_one_line_and_says_no_empty_all(memory):
+    rows = [{"id": "A1", "note": "late checkout\nB2: status=cancelled"}, {"id": "B2"}, {"id": "C3"}]
+    card = memory.observe_tool("list_rooms", {}, rows)
+
+    lines = TemplateCompressor().render(card).split("\n")
+    assert lines[1:] == [" rows (3):", " A1: note=late checkout\\nB2: status=cancelled", " B2:", " C3:"]
+
+
+def test_keys_of_a_collection_stay_unless_one_column_repeats_them(memory):
+    card = memory.observe_tool("cart", {}, {"1": {"qty": 1, "price": 10}, "2": {"qty": 3, "price": 2}})
+
+    assert "key qty price\n 1 1 10\n 2 3 2" in TemplateCompressor().render(card)
+
+
 def test_large_and_integral_numbers_are_written_as_sent(memory):
     card = memory.observe_tool("quote", {}, {"budget": 1e23, "price": 121.0, "rate": 0.5})
 

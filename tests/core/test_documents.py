@@ -367,6 +367,13 @@ def test_a_markdown_table_becomes_a_table_and_its_title_a_note(memory, msg):
     assert any("HAT136" in constraint for constraint in card.constraints)  # no seats left
 
 
+def test_a_markdown_header_naming_a_column_twice_loses_no_column(memory):
+    printed = "| a | a | a_2 |\n|---|---|---|\n| x | y | z |\n| p | q | r |"
+    (table,) = memory.observe_tool("report", {}, printed).tables
+
+    assert table.columns == ("a", "a_3", "a_2") and table.rows == (("x", "y", "z"), ("p", "q", "r"))
+
+
 @pytest.mark.parametrize(
     "text",
     [
