@@ -73,6 +73,10 @@ class _State:
     """Card ids in cold storage (read from the index on first use, like ``indexed``)."""
     focus: DecisionFocus | None = None
     hits: list[Hit] = field(default_factory=list)
+    seq: int | None = None
+    """The decision (event sequence number) ``hits`` were found for, and the last one counted in
+    ``decisions``: a build values its recent results too, and that is one decision, one search."""
+    aged: int | None = None
 
 
 class RetrievalValuator:
@@ -148,7 +152,7 @@ class RetrievalValuator:
         state = self._state(namespace)
         try:
             self._sync(state, namespace, {c.id: c for c in cards})
-            hits = self._search(state, namespace, context.focus)
+            hits = self._search(state, namespace, context.focus, context.current_seq)
         except Exception as exc:
             logger.warning("damc: retrieval unavailable (%s); using heuristics only", exc)
             return valued
@@ -232,14 +236,18 @@ class RetrievalValuator:
             self.index.add(namespace, sorted(new, key=lambda c: c.seq))
             indexed.update((c.id, c.summary) for c in new)
 
-    def _search(self, state: _State, namespace: Namespace, focus: DecisionFocus) -> list[Hit]:
-        """Hits for the focus; one search per decision even when candidates and values both ask."""
-        if state.focus != focus:
+    def _search(
+        self, state: _State, namespace: Namespace, focus: DecisionFocus, seq: int | None = None
+    ) -> list[Hit]:
+        """Hits for the focus; one search per decision (``seq``) even when candidates and values
+        both ask, and values ask twice: candidates search (``seq`` None) for the decision coming."""
+        if seq is None or state.focus != focus or state.seq not in (None, seq):
             query = focus_query(focus)
             hits = self.index.search(namespace, query, terms=focus.terms, k=self.k)
             if state.cold:
                 hits += self.index.search(namespace, query, terms=focus.terms, k=self.k, cold=True)
             state.focus, state.hits = focus, hits
+        state.seq = seq
         return state.hits
 
     def _age(self, state: _State, namespace: Namespace, valued: list[ScoredCard], now: int) -> None:
@@ -247,8 +255,10 @@ class RetrievalValuator:
         process continues it); every few decisions retire the long-low cards and merge
         near-duplicates."""
         lifecycle = self.lifecycle
+        if state.aged == now:  # the same decision valuing more of its cards
+            return
+        state.aged = now
         state.decisions += 1
-        state.focus = None  # the next decision searches afresh
         if lifecycle is None:
             return
         try:

@@ -875,3 +875,37 @@ def test_a_minilm_collection_reopened_without_minilms_packages_says_so(
             function(["hotel"])  # the lexical fallback would search another vector space
     finally:
         chroma_ef._shared_minilm.cache_clear()
+
+
+class _CountingIndex(CardIndex):
+    """A real index that counts its searches."""
+
+    searches = 0
+
+    def search(self, *args, **kwargs):
+        self.searches += 1
+        return super().search(*args, **kwargs)
+
+
+@pytest.mark.parametrize("max_candidates", [96, 2], ids=["all cards valued", "a shortlist retrieved"])
+def test_a_decision_searches_once_and_counts_once(chroma_config: ChromaConfig, max_candidates: int) -> None:
+    index = _CountingIndex(chroma_config, embedder=HashingEmbedder())
+    valuator = RetrievalValuator(index, lifecycle=Lifecycle(every=50))
+    namespace = Namespace("mia", "trip")
+    memory = DecisionMemory(
+        namespace=namespace,
+        store=InMemoryStore(),
+        valuator=valuator,
+        settings=MemorySettings(max_candidates=max_candidates),
+    )
+    memory.observe({"role": "user", "content": "Book HAT069 with my visa"})
+    for day in range(3):
+        memory.observe_tool("get_weather", {"city": "Seattle", "day": day}, {"forecast": "rain " * 200})
+    memory.observe_tool("get_user_details", {"user_id": "mia_li_3668"}, {"payment": "credit_card_7815826"})
+
+    for decision in range(1, 3):
+        index.searches = 0
+        memory.build(query="Book it", budget=300)  # values the recent tool result as well
+        assert index.searches == 1
+        assert valuator._states[namespace.key].decisions == decision
+        memory.observe({"role": "user", "content": f"And the weather on day {decision}?"})
