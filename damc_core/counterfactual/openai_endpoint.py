@@ -116,7 +116,8 @@ def continuation_log_prob(
     """
     end = len(tokens) - generated
     if offsets is not None and len(offsets) == len(tokens) and end > 0:
-        stop = offsets[end] if generated else offsets[end - 1] + len(tokens[end - 1])
+        # (a last token echoed as an empty byte piece is part of one character that ends the prompt)
+        stop = offsets[end] if generated else offsets[end - 1] + (len(tokens[end - 1]) or 1)
         start = stop - continuation_chars
         index = end
         while index > 0 and (

@@ -115,3 +115,15 @@ def test_offsets_place_empty_byte_tokens_and_ignore_special_tokens_left_out():
     assert by_offset == -14.0  # " ", the two pieces of 東, ")"
     # by token text alone the pieces count nothing, and ":" of the context is taken in
     assert continuation_log_prob(tokens, log_probs, continuation_chars=3, generated=1) == -15.0
+
+
+def test_a_prompt_ending_in_a_character_echoed_as_empty_byte_pieces_counts_it_whether_or_not_tokens_follow():
+    # "call: 東", the continuation " 東": the server echoes 東 as two empty byte pieces at its offset
+    tokens, offsets, log_probs = ["call", ":", " ", "", ""], [0, 4, 5, 6, 6], [None, -1.0, -2.0, -3.0, -4.0]
+
+    alone = continuation_log_prob(tokens, log_probs, continuation_chars=2, generated=0, offsets=offsets)
+    followed = continuation_log_prob(
+        [*tokens, "\n"], [*log_probs, -9.0], continuation_chars=2, generated=1, offsets=[*offsets, 7]
+    )
+
+    assert alone == followed == -9.0
