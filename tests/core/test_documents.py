@@ -234,6 +234,15 @@ def test_data_inside_a_wrapper_becomes_the_card_its_json_would(make_memory, msg,
     assert note is None or note in card.summary  # what the tool said around its data, at full detail
 
 
+def test_an_envelopes_status_beside_the_records_is_said_to_be_the_responses(memory):
+    reply = {"status": "success", "data": {"order_id": "O-77", "status": "cancelled"}, "code": 200}
+    card = memory.observe_tool("get_order", {"order_id": "O-77"}, reply)
+
+    facts = {f.path: f.value for f in card.facts}
+    assert facts["status"] == "cancelled" and facts["response.status"] == "success"
+    assert facts["code"] == "200"
+
+
 def test_an_introduction_that_rules_an_option_out_is_a_constraint(memory, msg):
     memory.observe(msg.call("s", "search_flights", {"date": "2024-05-20"}))
     content = "HAT136 is sold out. Other flights: " + json.dumps([{"flight_number": "HAT039", "seats": 4}])
