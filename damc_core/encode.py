@@ -288,10 +288,10 @@ class DefaultEncoder:
                 facts.append(Fact("note", _clip(around, self.max_cell_chars), fact_kind("note", around)))
             payload, envelope = _unwrapped(parsed)
             self._walk(payload, "", 0, facts, tables)
-            said = {f.path.split(".")[0] for f in facts} | {t.path.split(".")[0] for t in tables}
+            stated = {f.path.split(".")[0] for f in facts} | {t.path.split(".")[0] for t in tables}
             for key, value in envelope.items():  # after the payload: its ids name the entity
                 # the envelope's own status beside the record's is the response's
-                self._walk(value, f"response.{key}" if key in said else key, 1, facts, tables)
+                self._walk(value, f"response.{key}" if key in stated else key, 1, facts, tables)
             extract_scan = TextScan(around)
         else:
             read, unread = self._read(stripped, base["id"])

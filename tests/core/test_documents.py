@@ -235,7 +235,8 @@ def test_data_inside_a_wrapper_becomes_the_card_its_json_would(make_memory, msg,
 
 
 def test_an_envelopes_status_beside_the_records_is_said_to_be_the_responses(memory):
-    reply = {"status": "success", "data": {"order_id": "O-77", "status": "cancelled"}, "code": 200}
+    order = {"order_id": "O-77", "status": "cancelled", "total": 5.5, "items": 2}
+    reply = {"status": "success", "data": order, "code": 200}
     card = memory.observe_tool("get_order", {"order_id": "O-77"}, reply)
 
     facts = {f.path: f.value for f in card.facts}
