@@ -49,6 +49,7 @@ class DamcMiddleware(AgentMiddleware):
         self.budget = budget
         self.conversations = conversations_of(memory)
         self.tools = [tool_answered_by(lambda: self.conversations.current().memory)] if recall else []
+        self._shadow_noted = False
 
     def memory_for(self, thread_id: str | None) -> DecisionMemory:
         """The memory of one checkpointer thread (``None``: runs without a thread id)."""
@@ -165,9 +166,27 @@ class DamcMiddleware(AgentMiddleware):
         calls, place = _calls_beside(messages, request.tool_call)
         recorder.record_tool_result(result, calls=calls, place=place)
 
+    def _note_shadowed_recall(self, tools: Any) -> None:
+        """Say once when the agent's own tool named ``recall`` stands in for DAMC's: the memory
+        section tells the model to recall cards by id, and that tool would get the ids."""
+        if not self.tools or self._shadow_noted:
+            return
+        ours = self.tools[0]
+        for tool in tools or ():
+            name = getattr(tool, "name", None) or (tool.get("name") if isinstance(tool, dict) else None)
+            if name == ours.name and tool is not ours:
+                self._shadow_noted = True
+                logger.warning(
+                    "damc: the agent has a tool of its own named %r, which the model is given instead of "
+                    "DAMC's; rename it, or pass recall=False to DamcMiddleware",
+                    ours.name,
+                )
+                return
+
     # -- translation -------------------------------------------------------------------------
     def _with_memory(self, request: ModelRequest) -> ModelRequest:
         """The same request with DAMC's messages; the request is left as it was on any failure."""
+        self._note_shadowed_recall(request.tools)
         try:
             conversation, leading, trailing = split_per_call(request)
             recorder = self.conversations.current()

@@ -912,3 +912,20 @@ def test_an_assistant_message_an_earlier_middleware_rebuilt_is_not_sent_twice(re
 
     sent = [(m.type, getattr(m, "tool_call_id", None)) for m in model.received[1]]
     assert sent == [("human", None), ("ai", None), ("tool", "c1")]
+
+
+def test_a_tool_of_the_agents_own_named_recall_is_pointed_out_once(recording_model, caplog):
+    @tool
+    def recall(card_id: str) -> str:
+        """Recall a saved note."""
+        return f"note {card_id}"
+
+    model = recording_model(AIMessage("Hello."), AIMessage("Hello again."))
+    agent = create_agent(model, [recall], middleware=[DamcMiddleware(memory())])
+
+    with caplog.at_level("WARNING", logger="damc.langchain"):
+        agent.invoke({"messages": [HumanMessage("Hi")]})
+        agent.invoke({"messages": [HumanMessage("Hi again")]})
+
+    said = [r.getMessage() for r in caplog.records if "named 'recall'" in r.getMessage()]
+    assert len(said) == 1 and "recall=False" in said[0]
