@@ -101,6 +101,15 @@ def scalar_text(value: object) -> str:
     return str(value)
 
 
+def _list_item(value: object) -> str:
+    """An item of a ``[a, b]`` list as written: ``null`` keeps its place, and an item holding the
+    list's separator is quoted (``"Smith, John"`` is one name, not two)."""
+    if value is None:
+        return "null"
+    text = scalar_text(value)
+    return json.dumps(text, ensure_ascii=False) if ", " in text else text
+
+
 def _is_scalar(value: object) -> bool:
     return value is None or isinstance(value, (str, int, float, bool))
 
@@ -352,7 +361,7 @@ class DefaultEncoder:
             if not value:
                 facts.append(Fact(path or "value", "[]", "value"))
             elif all(_is_scalar(v) for v in value):
-                joined = ", ".join(scalar_text(v) for v in value if v is not None)
+                joined = ", ".join(map(_list_item, value))
                 facts.append(
                     Fact(path or "value", f"[{_clip(joined, self.max_cell_chars * 4)}]", fact_kind(path, ""))
                 )

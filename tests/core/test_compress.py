@@ -371,6 +371,14 @@ def test_keys_of_a_collection_stay_unless_one_column_repeats_them(memory):
     assert "key qty price\n 1 1 10\n 2 3 2" in TemplateCompressor().render(card)
 
 
+def test_a_list_of_values_keeps_each_item_whole_and_in_its_place(memory):
+    card = memory.observe_tool(
+        "seating", {}, {"names": ["Smith, John", "Doe, Jane"], "seats": ["12A", None, "12C"]}
+    )
+
+    assert 'names=["Smith, John", "Doe, Jane"]; seats=[12A, null, 12C]' in card.summary
+
+
 def test_large_and_integral_numbers_are_written_as_sent(memory):
     card = memory.observe_tool("quote", {}, {"budget": 1e23, "price": 121.0, "rate": 0.5})
 
