@@ -175,6 +175,16 @@ def sendable_call(call: object) -> bool:
 
 
 def _with_text(message: Message) -> Message:
-    """The message with a null content as empty text: chat APIs reject null on a message without
-    tool calls, and on a tool result."""
-    return {**message, "content": ""} if message.get("content") is None else message
+    """The message with a null content, or a text part's null text, as empty text: chat APIs
+    reject null on a message without tool calls, on a tool result and in a text part."""
+    content = message.get("content")
+    if content is None:
+        return {**message, "content": ""}
+    if isinstance(content, list) and any(_null_text(part) for part in content):
+        parts = [{**part, "text": ""} if _null_text(part) else part for part in content]
+        return {**message, "content": parts}
+    return message
+
+
+def _null_text(part: object) -> bool:
+    return isinstance(part, dict) and part.get("type") == "text" and part.get("text") is None

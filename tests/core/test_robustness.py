@@ -573,3 +573,13 @@ def test_a_recent_window_that_is_no_count_of_messages_is_a_clear_error(memory, m
 
     with pytest.raises(ConfigError, match="recent_messages must be a whole number >= 0"):
         memory.build(recent_messages=recent)
+
+
+def test_a_text_part_without_text_is_sent_as_empty_text(memory, assert_valid_context):
+    said = [{"type": "text", "text": None}, {"type": "text", "text": "Book HAT107."}]
+    card = memory.observe({"role": "user", "content": said})
+
+    assert memory.recall(card.id)["content"] == said
+    (sent,) = memory.build().messages
+    assert sent["content"] == [{"type": "text", "text": ""}, {"type": "text", "text": "Book HAT107."}]
+    assert_valid_context([sent])
