@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import math
 import re
-from collections.abc import Collection, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Literal, Protocol
 
@@ -214,13 +214,18 @@ def _restated(value: object, text: str) -> bool:
     if not isinstance(value, (Mapping, list)):
         return False
     leaves = argument_values({"": value})
-    return bool(leaves) and all(_whole_in(leaf, text) for leaf in leaves)
+    return bool(leaves) and all(map(shown_in(text), leaves))
 
 
-def _whole_in(value: str, text: str) -> bool:
-    """Whether ``text`` holds ``value`` as a value of its own (the ``12`` of ``item_id=12``, not
-    of ``W1273``; the ``2`` of ``quantity=2``, not of ``23.5``)."""
-    return re.search(rf"(?<![\w.-]){re.escape(value)}(?![\w.-]\w|\w)", text) is not None
+_BETWEEN_VALUES = re.compile(r'[\s;,()\[\]="]+|:(?=\s|$)')
+"""What separates the values of a rendering: cells, ``key=value;`` pairs, a sparse row's label."""
+
+
+def shown_in(text: str) -> Callable[[str], bool]:
+    """Whether a rendering ``text`` shows a value as a value of its own: room ``12`` is not shown
+    by ``2024-07-12``, item ``12`` not by ``W1273``, ``UA160`` not by ``UA1600``."""
+    values = frozenset(_BETWEEN_VALUES.split(text))
+    return lambda value: value in values if not _BETWEEN_VALUES.search(value) else value in text
 
 
 def _value(value: object) -> str:
@@ -529,7 +534,7 @@ def _one_line(cell: str) -> str:
 
 def _quoted(cell: str) -> str:
     """The cell in double quotes, its quotes and line breaks escaped: a row stays one line."""
-    escaped = cell.replace('"', '\\"').replace("\n", "\\n").replace("\r", "\\r")
+    escaped = _one_line(cell.replace('"', '\\"'))
     return f'"{escaped}"'
 
 

@@ -7,10 +7,17 @@ renderings and line token counts are cached: a new focus costs only what it chan
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterator
 
-from .compress import Compressor, Detail, identity_columns, row_identifiers, rows_by_focus, table_heading
+from .compress import (
+    Compressor,
+    Detail,
+    identity_columns,
+    row_identifiers,
+    rows_by_focus,
+    shown_in,
+    table_heading,
+)
 from .tokens import TokenCounter, message_tokens
 from .types import Card, CardKind, DecisionFocus, Message, updated
 from .value import vocabulary_of
@@ -185,7 +192,7 @@ class CardRenderer:
         while len(kept) > 1 and kept[-1].startswith(headers):
             kept.pop()  # a table's header without its rows: the hint names them instead
         shown = "\n".join(kept)
-        in_shown = _shows(shown)
+        in_shown = shown_in(shown)
         listed = [name for name in listed if not in_shown(name)]
         room = tokens - self.count(shown) - self.count(_cut_hint(listed or [""])) - 2
         short = (name for name in _row_identifiers(card, long=False) if not in_shown(name))
@@ -238,17 +245,6 @@ class CardRenderer:
                 tokens = cache[line] = self.counter.count(line) + 1
             total += tokens
         return total - 1
-
-
-_BETWEEN_VALUES = re.compile(r'[\s;,()\[\]="]+|:(?=\s|$)')
-"""What separates the values of a rendering: cells, ``key=value;`` pairs, a sparse row's label."""
-
-
-def _shows(text: str) -> Callable[[str], bool]:
-    """Whether ``text`` shows a row's identifier as a value of its own: room ``12`` is not shown
-    by ``2024-07-12``, nor ``UA160`` by ``UA1600``."""
-    values = frozenset(_BETWEEN_VALUES.split(text))
-    return lambda name: name in values if not _BETWEEN_VALUES.search(name) else name in text
 
 
 def _cut_hint(unseen: list[str]) -> str:
