@@ -1631,9 +1631,11 @@ def _about_another(asked: set[str], old: Card) -> bool:
     for other ids, and returned none of them): two orders of one customer share its id, and
     neither is newer news of the other; a booking's status looked up by the id its booking call
     returned is."""
-    before = set(argument_ids(old.arguments))
-    before.update(f.value for f in old.facts if f.kind == "id" and "." not in f.path and "[" not in f.path)
-    return bool(asked and argument_ids(old.arguments) and asked.isdisjoint(before))
+    asked_before = argument_ids(old.arguments)
+    if not (asked and asked_before):
+        return False
+    returned = (f.value for f in old.facts if f.kind == "id" and "." not in f.path and "[" not in f.path)
+    return asked.isdisjoint({*asked_before, *returned})
 
 
 def _rows_holding(table: Table, name: str) -> Literal["row", "all"] | None:

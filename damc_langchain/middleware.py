@@ -186,8 +186,8 @@ class DamcMiddleware(AgentMiddleware):
     # -- translation -------------------------------------------------------------------------
     def _with_memory(self, request: ModelRequest) -> ModelRequest:
         """The same request with DAMC's messages; the request is left as it was on any failure."""
-        self._note_shadowed_recall(request.tools)
         try:
+            self._note_shadowed_recall(request.tools)
             conversation, leading, trailing = split_per_call(request)
             recorder = self.conversations.current()
             recorder.observe(conversation)
