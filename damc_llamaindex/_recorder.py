@@ -91,8 +91,13 @@ def _blocks_text(blocks: Sequence[ContentBlock]) -> str:
         if isinstance(block, TextBlock):
             parts.append(block.text)
         elif not isinstance(block, (ToolCallBlock, ThinkingBlock)):
-            parts.append(f"[{block.block_type}]")
+            parts.append(_named(block))
     return "\n".join(parts)
+
+
+def _named(block: ContentBlock) -> str:
+    """How a message's text names a media block it holds (``[image]``)."""
+    return f"[{block.block_type}]"
 
 
 def tool_calls(message: ChatMessage) -> list[dict[str, Any]]:
@@ -371,7 +376,7 @@ class Recorder:
                             self._seen.setdefault(_call_key(call), []).append(card_id)
                             if event.get("react"):
                                 self._react_ids.add(str(call.get("id")))
-                elif role in ("user", "assistant"):
+                elif role in _TEXT_ROLES:
                     self._count_text((role, text))
                     self._text_cards.setdefault((role, text), []).append([card_id])
         except Exception:  # the conversation goes on; at worst a resent message is a card twice
@@ -823,7 +828,7 @@ def _interleaved(text: str, event: Mapping[str, Any]) -> list[ContentBlock]:
     waiting = _blocks_of(event)
     for line in text.split("\n") if text else ():
         media = next((b for b in waiting if not isinstance(b, ThinkingBlock)), None)
-        if media is not None and line == f"[{media.block_type}]":
+        if media is not None and line == _named(media):
             if lines:
                 blocks.append(TextBlock(text="\n".join(lines)))
                 lines = []
