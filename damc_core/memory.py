@@ -775,6 +775,7 @@ class DecisionMemory:
         budget: int | None = None,
         exclude: Collection[str] = (),
         recent_messages: int | None = None,
+        recall_tool: bool = False,
     ) -> BuiltContext:
         """The messages to send for the next decision: system, memory section, recent dialogue.
 
@@ -783,7 +784,9 @@ class DecisionMemory:
         task, or the recent turns a framework's own buffer keeps); they appear neither in the
         memory section nor in the recent dialogue. ``recent_messages`` overrides the setting for
         this build: ``0`` puts everything in the memory section (``BuiltContext.memory``), for a
-        caller that places the section itself.
+        caller that places the section itself. ``recall_tool``: the model is offered the ``recall``
+        tool (:data:`RECALL_TOOL`) with this context; only then does the memory section tell it
+        that a card can be recalled.
         """
         session = self._session
         budget = self._budget(budget)
@@ -795,7 +798,7 @@ class DecisionMemory:
         window = self.settings.recent_messages if recent_messages is None else recent_messages
         if not _is_a(window, numbers.Integral) or window < 0:
             raise ConfigError(f"recent_messages must be a whole number >= 0, got {window!r}")
-        recent_entries, recent, whole = self._recent(budget, wide, excluded, window)
+        recent_entries, recent, whole = self._recent(budget, wide, excluded, window, recall_tool)
         shortlist = self._candidates(focus)
         candidates, decisions = self._triage(
             shortlist, {e.card_id for e in recent_entries}, excluded, sent_system
@@ -809,7 +812,7 @@ class DecisionMemory:
             last_used=session.last_used,
             namespace=self.namespace,
         )
-        header = self._header_tokens()
+        header = self._header_tokens(recall_tool)
         memory_budget = max(0, budget - self._renderer.count_messages(recent) - header)
         valued = self.valuator.value(candidates, context=context)
         renderings: dict[tuple[str, bool, Detail], Card] = {}
@@ -831,7 +834,7 @@ class DecisionMemory:
                 if extra <= room:
                     recent[index], room = message, room - extra
                     break
-        memory = fence_memory([s.card.summary for s in kept]) if kept else ""
+        memory = fence_memory([s.card.summary for s in kept], recall=recall_tool) if kept else ""
         messages = self.assembler.assemble(system=system, memory=memory, recent=recent)
         decisions += [
             Decision(
@@ -862,7 +865,7 @@ class DecisionMemory:
         return self.settings.budget_for(self._session.raw_tokens, budget)
 
     def _recent(
-        self, budget: int, focus: DecisionFocus, excluded: frozenset[str], size: int
+        self, budget: int, focus: DecisionFocus, excluded: frozenset[str], size: int, recall_tool: bool
     ) -> tuple[list[_Entry], list[Message], dict[int, Message]]:
         """The recent window as sent: shortened from the oldest end while it takes more than
         ``recent_share`` of the budget. Past half of the budget, tool results go at key detail, cut
@@ -913,7 +916,7 @@ class DecisionMemory:
             if self._answers_recall(entry.card_id):  # all the rest of the window and the request leave
                 others = self._renderer.count_messages(recent) - self._renderer.count_messages([message])
                 in_window = request is not None and any(e.card_id == request.id for e in entries)
-                left = budget - others - self._header_tokens()
+                left = budget - others - self._header_tokens(recall_tool)
                 share = self._recall_share(left, None if in_window else asked)
             if message.get("role") == "tool" and self._renderer.count_messages([message]) > share:
                 whole[index] = message
@@ -1164,9 +1167,9 @@ class DecisionMemory:
         kept = sorted(full, key=lambda s: s.card.seq)
         return kept, selection.dropped
 
-    def _header_tokens(self) -> int:
+    def _header_tokens(self, recall_tool: bool) -> int:
         """What an empty memory section costs, as a message."""
-        return self._renderer.count(fence_memory([])) + MESSAGE_OVERHEAD
+        return self._renderer.count(fence_memory([], recall=recall_tool)) + MESSAGE_OVERHEAD
 
     def _answers_recall(self, card_id: str | None) -> bool:
         """Whether the card is the result of a ``recall`` call (see :data:`RECALL_TOOL`) made for the

@@ -21,7 +21,7 @@ from langchain_core.messages import AIMessage, AnyMessage, SystemMessage, ToolCa
 from damc_core import DecisionMemory
 
 from ._recorder import conversations_of, to_messages
-from .recall import tool_answered_by
+from .recall import offers_recall, tool_answered_by, tool_name
 
 logger = logging.getLogger("damc.langchain")
 
@@ -173,8 +173,7 @@ class DamcMiddleware(AgentMiddleware):
             return
         ours = self.tools[0]
         for tool in tools or ():
-            name = getattr(tool, "name", None) or (tool.get("name") if isinstance(tool, dict) else None)
-            if name == ours.name and tool is not ours:
+            if tool_name(tool) == ours.name and tool is not ours:
                 self._shadow_noted = True
                 logger.warning(
                     "damc: the agent has a tool of its own named %r, which the model is given instead of "
@@ -188,6 +187,7 @@ class DamcMiddleware(AgentMiddleware):
         """The same request with DAMC's messages; the request is left as it was on any failure."""
         try:
             self._note_shadowed_recall(request.tools)
+            recall = offers_recall(request.tools)
             conversation, leading, trailing = split_per_call(request)
             recorder = self.conversations.current()
             recorder.observe(conversation)
@@ -196,9 +196,9 @@ class DamcMiddleware(AgentMiddleware):
                 # a system prompt in content blocks among the messages (cache control): kept as
                 # it is, with the memory section as one more block, not read as its text
                 prompt = cast(SystemMessage, conversation[0])
-                built = recorder.memory.build(system="", budget=self.budget)
+                built = recorder.memory.build(system="", budget=self.budget, recall_tool=recall)
             else:
-                built = recorder.memory.build(budget=self.budget)
+                built = recorder.memory.build(budget=self.budget, recall_tool=recall)
             system, dialogue = split_system(built.messages)
             messages = [*leading, *to_messages(dialogue), *trailing]
         except Exception:  # the agent must keep running without memory rather than fail

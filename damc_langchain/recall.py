@@ -6,7 +6,8 @@ tool the agent gets the record behind it, verbatim, instead of calling the origi
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from langchain_core.tools import BaseTool, StructuredTool
 from pydantic import BaseModel, Field
@@ -36,6 +37,21 @@ def recall_tool(memory: DecisionMemory) -> BaseTool:
 
 _SPEC = RECALL_TOOL["function"]
 _FIELDS = _SPEC["parameters"]["properties"]
+
+
+def tool_name(tool: Any) -> str | None:
+    """The name of a LangChain tool or of a tool spec (``{"name": ...}`` or OpenAI's
+    ``{"function": {"name": ...}}``)."""
+    if isinstance(tool, dict):
+        function = tool.get("function")
+        return tool.get("name") or (function.get("name") if isinstance(function, dict) else None)
+    return getattr(tool, "name", None)
+
+
+def offers_recall(tools: Iterable[Any] | None) -> bool:
+    """Whether the model is given a tool named ``recall``: only then does the memory section tell
+    it that a card can be recalled."""
+    return any(tool_name(tool) == _SPEC["name"] for tool in tools or ())
 
 
 class RecallArguments(BaseModel):

@@ -38,6 +38,7 @@ from llama_index.core.types import Model
 from damc_core import DecisionMemory
 
 from ._recorder import Recorder, message_text, parse_react, recorder_for
+from .recall import offers_recall
 
 if TYPE_CHECKING:
     from llama_index.core.program.utils import FlexibleModel
@@ -70,16 +71,17 @@ class DamcLLM(FunctionCallingLLM):
         return self.llm.metadata
 
     # -- context -----------------------------------------------------------------------------
-    def context(self, messages: Sequence[ChatMessage]) -> list[ChatMessage]:
+    def context(self, messages: Sequence[ChatMessage], *, recall_tool: bool = False) -> list[ChatMessage]:
         """What the wrapped model receives instead of ``messages``; ``messages`` themselves on any
-        failure, so the agent never stops because of DAMC."""
+        failure, so the agent never stops because of DAMC. ``recall_tool``: the model is given the
+        ``recall`` tool with them (see ``DecisionMemory.build``)."""
         try:
-            return self._context(list(messages))
+            return self._context(list(messages), recall_tool)
         except Exception:
             logger.exception("damc: assembling the context failed; the model gets the input unchanged")
             return list(messages)
 
-    def _context(self, messages: list[ChatMessage]) -> list[ChatMessage]:
+    def _context(self, messages: list[ChatMessage], recall_tool: bool) -> list[ChatMessage]:
         produced = self._recorder.produced_ids()
         head = 0
         while head < len(messages) and _is_prompt(messages[head], produced):
@@ -98,7 +100,7 @@ class DamcLLM(FunctionCallingLLM):
         tail = rest[start:]
         cards = self._recorder.record_react_tail(tail) if tail else {}
         exclude = self._recorder.pending if tail else ()
-        built = self.memory.build(system=system, budget=self.budget, exclude=exclude)
+        built = self.memory.build(system=system, budget=self.budget, exclude=exclude, recall_tool=recall_tool)
         converted = _with_memory_blocks(self._recorder.to_chat_messages(built.messages), blocks)
         for index, card in cards.items():
             if card.tokens < card.raw_tokens:
@@ -106,14 +108,17 @@ class DamcLLM(FunctionCallingLLM):
         return [*converted, *retry, *tail, *closing]
 
     def _with_tools_input(
-        self, user_msg: str | ChatMessage | None, chat_history: list[ChatMessage] | None
+        self,
+        tools: Sequence[BaseTool],
+        user_msg: str | ChatMessage | None,
+        chat_history: list[ChatMessage] | None,
     ) -> list[ChatMessage]:
         messages = list(chat_history or [])
         if isinstance(user_msg, str):
             user_msg = ChatMessage(role=MessageRole.USER, content=user_msg)
         if user_msg is not None:
             messages.append(user_msg)
-        return self.context(messages)
+        return self.context(messages, recall_tool=offers_recall(tools))
 
     # -- chat --------------------------------------------------------------------------------
     def chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponse:
@@ -141,7 +146,7 @@ class DamcLLM(FunctionCallingLLM):
     ) -> ChatResponse:
         return self._function_calling().chat_with_tools(
             tools,
-            chat_history=self._with_tools_input(user_msg, chat_history),
+            chat_history=self._with_tools_input(tools, user_msg, chat_history),
             verbose=verbose,
             allow_parallel_tool_calls=allow_parallel_tool_calls,
             tool_required=tool_required,
@@ -160,7 +165,7 @@ class DamcLLM(FunctionCallingLLM):
     ) -> ChatResponse:
         return await self._function_calling().achat_with_tools(
             tools,
-            chat_history=self._with_tools_input(user_msg, chat_history),
+            chat_history=self._with_tools_input(tools, user_msg, chat_history),
             verbose=verbose,
             allow_parallel_tool_calls=allow_parallel_tool_calls,
             tool_required=tool_required,
@@ -179,7 +184,7 @@ class DamcLLM(FunctionCallingLLM):
     ) -> ChatResponseGen:
         return self._function_calling().stream_chat_with_tools(
             tools,
-            chat_history=self._with_tools_input(user_msg, chat_history),
+            chat_history=self._with_tools_input(tools, user_msg, chat_history),
             verbose=verbose,
             allow_parallel_tool_calls=allow_parallel_tool_calls,
             tool_required=tool_required,
@@ -198,7 +203,7 @@ class DamcLLM(FunctionCallingLLM):
     ) -> ChatResponseAsyncGen:
         return await self._function_calling().astream_chat_with_tools(
             tools,
-            chat_history=self._with_tools_input(user_msg, chat_history),
+            chat_history=self._with_tools_input(tools, user_msg, chat_history),
             verbose=verbose,
             allow_parallel_tool_calls=allow_parallel_tool_calls,
             tool_required=tool_required,

@@ -6,8 +6,10 @@ tool the agent gets the record behind it, verbatim, instead of calling the origi
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from llama_index.core.bridge.pydantic import BaseModel, Field
-from llama_index.core.tools import FunctionTool
+from llama_index.core.tools import BaseTool, FunctionTool
 
 from damc_core import RECALL_TOOL, DecisionMemory
 
@@ -30,3 +32,9 @@ def recall_tool(memory: DecisionMemory) -> FunctionTool:
     return FunctionTool.from_defaults(
         recall, name=_SPEC["name"], description=_SPEC["description"], fn_schema=RecallArguments
     )
+
+
+def offers_recall(tools: Iterable[BaseTool]) -> bool:
+    """Whether the model is given a tool named ``recall``: only then does the memory section tell
+    it that a card can be recalled."""
+    return any(tool.metadata.name == _SPEC["name"] for tool in tools)

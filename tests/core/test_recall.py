@@ -26,6 +26,15 @@ def test_recall_tool_is_a_valid_openai_function_tool():
     assert set(parameters["required"]) <= set(parameters["properties"])
 
 
+def test_the_memory_section_speaks_of_recall_only_when_the_model_has_the_tool(remembered):
+    without = remembered.build(budget=400)
+    offered = remembered.build(budget=400, recall_tool=True)
+
+    assert "recall(" not in without.memory  # a model told of it would call a tool it lacks
+    assert "recall(id)" in offered.memory
+    assert offered.total_tokens <= 400 and without.total_tokens <= 400
+
+
 @pytest.fixture
 def remembered(memory: DecisionMemory, airline_messages) -> DecisionMemory:
     for message in airline_messages:

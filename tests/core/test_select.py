@@ -438,7 +438,7 @@ def _exchange_lookups(memory, msg) -> None:
 def test_a_newest_result_past_its_share_is_cut_to_it_with_the_rows_in_focus_first(
     make_memory, msg, memory_text
 ):
-    memory = make_memory(settings=MemorySettings(budget=400, recent_messages=0, newest_share=0.5))
+    memory = make_memory(settings=MemorySettings(budget=390, recent_messages=0, newest_share=0.5))
     _exchange_lookups(memory, msg)
 
     built = memory.build()
@@ -470,7 +470,7 @@ def test_newest_share_must_be_a_share():
 def test_a_newest_record_past_its_share_leaves_room_for_the_profile_listing_the_next_order(
     make_memory, msg, memory_text
 ):
-    memory = make_memory(settings=MemorySettings(budget=400, recent_messages=0))
+    memory = make_memory(settings=MemorySettings(budget=391, recent_messages=0))
     memory.observe(msg.user("I am Fatima Johnson in 78712. Change my pending boots to size 8."))
     memory.observe(msg.call("u", "get_user_details", {"user_id": "fatima_johnson_7581"}))
     profile = {"email": "fatima.johnson2300@example.com", "orders": ["#W9389413", "#W8665881", "#W5199551"]}
@@ -781,7 +781,7 @@ def _going_through_reservations(memory, msg) -> None:
 def test_a_result_in_the_recent_window_gives_way_to_a_more_valuable_card(
     make_memory, msg, memory_text, selector
 ):
-    memory = make_memory(selector=selector, settings=MemorySettings(budget=220, recent_messages=2))
+    memory = make_memory(selector=selector, settings=MemorySettings(budget=205, recent_messages=2))
     _going_through_reservations(memory, msg)
 
     built = memory.build()
@@ -790,7 +790,7 @@ def test_a_result_in_the_recent_window_gives_way_to_a_more_valuable_card(
     newest = built.messages[-1]
     assert newest["role"] == "tool"
     assert "HAT110" in newest["content"] and "2024-05-27" not in newest["content"]  # its skeleton
-    assert built.total_tokens <= 220
+    assert built.total_tokens <= 205
 
 
 def test_a_result_in_the_recent_window_is_sent_whole_when_the_cards_leave_room(make_memory, msg):

@@ -42,6 +42,7 @@ def test_the_agent_recalls_the_rows_a_card_left_out(recording_model):
     assert "recall" in model.tools_offered
     assert damc.card("c4").tool_name == "search_flights"
     assert shown(model.received[2]) < len(FLIGHTS)  # the search result's card left rows out
+    assert "recall(id)" in text(model.received[2])  # and the memory section says the tool is there
     assert f"{LAST['flight_number']} available" not in text(model.received[2])
     recalled = next(m for m in state["messages"] if isinstance(m, ToolMessage) and m.name == "recall")
     assert json.loads(recalled.content) == [LAST]  # the row asked for, verbatim
@@ -74,12 +75,17 @@ def test_recall_reads_the_session_of_the_running_thread(recording_model):
 
 
 def test_recall_false_leaves_the_agents_tools_as_they_are(recording_model):
-    model = recording_model(AIMessage("Hi!"))
+    model = recording_model(
+        call("get_user_details", {"user_id": "mia_li_3668"}, "t1"), AIMessage("Found you."), AIMessage("Hi!")
+    )
     agent = create_agent(model, [get_user_details], middleware=[DamcMiddleware(memory(), recall=False)])
 
-    agent.invoke({"messages": [HumanMessage("hello")]})
+    state = agent.invoke({"messages": [HumanMessage("hello, I am mia_li_3668")]})
+    agent.invoke({"messages": [*state["messages"], HumanMessage("Which payment methods do I have?")]})
 
     assert model.tools_offered == ["get_user_details"]
+    assert "<memory>" in text(model.received[2])
+    assert "recall(" not in text(model.received[2])  # no tool to call, so none is spoken of
 
 
 def test_recall_tool_answers_from_a_memory_for_any_agent():

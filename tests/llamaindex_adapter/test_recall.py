@@ -33,7 +33,23 @@ def test_the_agent_recalls_the_rows_a_card_left_out(recording_llm):
     answer = memory.recall(recalled.id)["content"]
     assert json.loads(answer) == [LAST]  # the row asked for, verbatim
     assert answer in text(model.received[2])  # and the model read it
+    assert "recall(id)" in text(model.received[2])  # beside a memory section that speaks of the tool
     assert str(result).endswith(f"gate {LAST['gate']}.")
+
+
+def test_without_the_recall_tool_the_memory_section_does_not_speak_of_it(recording_llm):
+    model = recording_llm(
+        call("search_flights", {"date": "2024-05-20"}, "t1"),
+        call("search_flights", {"date": "2024-05-21"}, "t2"),
+        ChatMessage(role="assistant", content="Both days have flights."),
+    )
+    memory = damc(budget=350)
+    agent = FunctionAgent(tools=TOOLS, llm=DamcLLM(llm=model, memory=memory))
+
+    run(agent, "Which flights are there on 2024-05-20 and 2024-05-21?", memory=DamcMemory(memory=memory))
+
+    assert "<memory>" in text(model.received[2])
+    assert "recall(" not in text(model.received[2])  # no tool to call, so none is spoken of
 
 
 def shown(prompt):

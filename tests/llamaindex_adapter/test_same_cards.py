@@ -13,7 +13,7 @@ from langchain_core.messages import HumanMessage
 from llama_index.core.agent.workflow import FunctionAgent
 
 from damc_langchain import DamcMiddleware
-from damc_llamaindex import DamcLLM, DamcMemory
+from damc_llamaindex import DamcLLM, DamcMemory, recall_tool
 
 from . import scenario
 from .conftest import RecordingLLM
@@ -51,9 +51,11 @@ def test_both_adapters_send_the_same_memory_section():
         {"messages": [HumanMessage(scenario.QUESTION)]}
     )
     llm = RecordingLLM(script=list(scenario.FUNCTION_SCRIPT))
-    scenario.run(
-        FunctionAgent(tools=scenario.TOOLS, llm=DamcLLM(llm=llm, memory=llamaindex_memory)), scenario.QUESTION
+    agent = FunctionAgent(  # with DAMC's recall tool, as DamcMiddleware gives it by default
+        tools=[*scenario.TOOLS, recall_tool(llamaindex_memory)],
+        llm=DamcLLM(llm=llm, memory=llamaindex_memory),
     )
+    scenario.run(agent, scenario.QUESTION)
 
     assert model.received[2][0].content == llm.received[2][0].content
     assert "<memory>" in llm.received[2][0].content
