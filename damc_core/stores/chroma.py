@@ -25,7 +25,7 @@ import numpy as np
 from ..errors import ConfigError, RecordExistsError, SchemaVersionError, StoreClosedError, StoreError
 from ..serde import CardSerializer, JsonCardSerializer, readable_cards
 from ..types import CARD_FORMAT_VERSION, Card, Namespace, RawRecord
-from .base import require_storable
+from .base import legacy_keys, require_storable
 
 if TYPE_CHECKING:
     from chromadb.api import ClientAPI
@@ -133,9 +133,12 @@ def _row_id(key: str, item_id: str) -> str:
 
 
 def _item_id(key: str, row_id: str) -> str:
-    """The record or card id of a row of namespace ``key`` (see :func:`_row_id`)."""
-    escaped = row_id[len(_escaped(key)) + 1 :]
-    return re.sub(r"\\(.)", r"\1", escaped)
+    """The record or card id of a row stored under namespace key ``key`` (see :func:`_row_id`);
+    a row written before ids were escaped is ``<key>|<id>`` as given."""
+    escaped = f"{_escaped(key)}|"
+    if row_id.startswith(escaped):
+        return re.sub(r"\\(.)", r"\1", row_id[len(escaped) :])
+    return row_id[len(key) + 1 :]
 
 
 class ChromaStore:
@@ -216,7 +219,7 @@ class ChromaStore:
         if version > CARD_FORMAT_VERSION:
             raise SchemaVersionError(f"record {doc_id!r} has format v{version}; upgrade damc")
         return RawRecord(
-            id=_item_id(namespace.key, doc_id),
+            id=_item_id(str(meta["ns"]), doc_id),
             namespace=namespace,
             seq=int(meta["seq"]),
             created_at=float(meta["created_at"]),
@@ -225,15 +228,24 @@ class ChromaStore:
         )
 
     def record(self, namespace: Namespace, record_id: str) -> RawRecord | None:
-        found = self._call(
-            lambda: self._records.get(
-                ids=[_row_id(namespace.key, record_id)], include=["documents", "metadatas"]
-            )
+        """The record under its row id, or else under the row ids older releases gave it (ids
+        unescaped, under :func:`~damc_core.stores.base.legacy_keys` too). A row counts only if
+        it is stored for one of the namespace's keys and reads back as ``record_id``: an
+        unescaped id such as ``b|r0`` can name another session's row."""
+        keys = (namespace.key, *legacy_keys(namespace))
+        row_ids = list(
+            dict.fromkeys([_row_id(namespace.key, record_id), *(f"{k}|{record_id}" for k in keys)])
         )
-        documents, metadatas = found["documents"] or [], found["metadatas"] or []
-        if not found["ids"] or (metadatas[0] or {}).get("ns") != namespace.key:
-            return None
-        return self._as_record(namespace, found["ids"][0], documents[0], metadatas[0])
+        found = self._call(lambda: self._records.get(ids=row_ids, include=["documents", "metadatas"]))
+        held = {
+            row_id: (document, meta)
+            for row_id, document, meta in zip(
+                found["ids"], found["documents"] or [], found["metadatas"] or [], strict=True
+            )
+            if meta and meta.get("ns") in keys and _item_id(str(meta["ns"]), row_id) == record_id
+        }
+        row_id = next((row_id for row_id in row_ids if row_id in held), None)
+        return None if row_id is None else self._as_record(namespace, row_id, *held[row_id])
 
     def records(self, namespace: Namespace, *, since: int = 0) -> list[RawRecord]:
         rows = self._all(self._records, namespace, since)
@@ -261,9 +273,10 @@ class ChromaStore:
 
     def _all(self, collection: Collection, namespace: Namespace, since: int) -> list[tuple[str, str, Any]]:
         """Every (id, document, metadata) of the namespace from sequence number ``since`` on, a
-        page at a time; the default 0 bounds the read too (a row numbered -1 is left out, as in
-        every backend)."""
-        where: dict[str, Any] = {"$and": [{"ns": namespace.key}, {"seq": {"$gte": since}}]}
+        page at a time, rows older releases stored under another key included; the default 0
+        bounds the read too (a row numbered -1 is left out, as in every backend)."""
+        keys = [namespace.key, *legacy_keys(namespace)]
+        where: dict[str, Any] = {"$and": [{"ns": {"$in": keys}}, {"seq": {"$gte": since}}]}
         rows: list[tuple[str, str, Any]] = []
         while True:
             page = self._call(

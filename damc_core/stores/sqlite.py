@@ -10,7 +10,7 @@ from typing import TypeVar
 from ..errors import RecordExistsError, SchemaVersionError, StoreClosedError, StoreError
 from ..serde import CardSerializer, JsonCardSerializer, readable_cards
 from ..types import CARD_FORMAT_VERSION, Card, Namespace, RawRecord
-from .base import require_storable
+from .base import legacy_keys, require_storable
 
 T = TypeVar("T")
 
@@ -107,21 +107,25 @@ class SQLiteStore:
         return RawRecord(id=row[0], namespace=namespace, seq=row[1], created_at=row[2], body=row[3], v=row[4])
 
     def record(self, namespace: Namespace, record_id: str) -> RawRecord | None:
+        keys = _keys(namespace)
         row = self._run(
             f"read record {record_id!r}",
             lambda db: db.execute(
-                "SELECT id, seq, created_at, body, v FROM records WHERE ns = ? AND id = ?",
-                (namespace.key, record_id),
+                "SELECT id, seq, created_at, body, v FROM records "
+                f"WHERE ns IN ({_marks(keys)}) AND id = ? ORDER BY ns = ? DESC",
+                (*keys, record_id, namespace.key),
             ).fetchone(),
         )
         return self._record(namespace, row) if row else None
 
     def records(self, namespace: Namespace, *, since: int = 0) -> list[RawRecord]:
+        keys = _keys(namespace)
         rows = self._run(
             f"read the records of {namespace.key!r}",
             lambda db: db.execute(
-                "SELECT id, seq, created_at, body, v FROM records WHERE ns = ? AND seq >= ? ORDER BY seq",
-                (namespace.key, since),
+                "SELECT id, seq, created_at, body, v FROM records "
+                f"WHERE ns IN ({_marks(keys)}) AND seq >= ? ORDER BY seq",
+                (*keys, since),
             ).fetchall(),
         )
         return [self._record(namespace, r) for r in rows]
@@ -137,10 +141,12 @@ class SQLiteStore:
         self._run(f"store {len(rows)} cards of {namespace.key!r}", write)
 
     def cards(self, namespace: Namespace, *, since: int = 0) -> list[Card]:
+        keys = _keys(namespace)
         rows = self._run(
             f"read the cards of {namespace.key!r}",
             lambda db: db.execute(
-                "SELECT data FROM cards WHERE ns = ? AND seq >= ? ORDER BY seq", (namespace.key, since)
+                f"SELECT data FROM cards WHERE ns IN ({_marks(keys)}) AND seq >= ? ORDER BY seq",
+                (*keys, since),
             ).fetchall(),
         )
         return readable_cards(self._serde, (r[0] for r in rows), f"{self.path!r}, {namespace.key!r}")
@@ -150,3 +156,12 @@ class SQLiteStore:
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
+
+
+def _keys(namespace: Namespace) -> tuple[str, ...]:
+    """The keys a read looks under: the namespace's own, then those older releases wrote it under."""
+    return (namespace.key, *legacy_keys(namespace))
+
+
+def _marks(keys: tuple[str, ...]) -> str:
+    return ", ".join("?" * len(keys))

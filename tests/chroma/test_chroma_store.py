@@ -9,7 +9,7 @@ import pytest
 
 from damc_core import DecisionMemory, Namespace, StoreClosedError
 from damc_core.errors import ConfigError, StoreError
-from damc_core.stores.chroma import ChromaConfig, ChromaStore
+from damc_core.stores.chroma import ChromaConfig, ChromaStore, release
 from damc_core.testing import run_store_conformance, sample_card
 
 WRITERS = 8
@@ -44,6 +44,60 @@ def test_memory_reopens_from_chroma_with_every_card(chroma_config: ChromaConfig)
         reopened = DecisionMemory(namespace=namespace, store=store)
         assert [(c.id, c.summary) for c in reopened.cards()] == before
         assert reopened.handle_recall({"card_id": "c2"}) == '{"reservations": ["NO6JO3"]}'
+
+
+def _as_an_older_release_stored_it(config: ChromaConfig, namespace: Namespace) -> None:
+    """Rewrite the namespace's rows as releases before fe00fd2 and 1036cc5 wrote them: stored for
+    the key that escaped only ``/`` (as ``%2F``), under row ids ``<key>|<id>`` with nothing escaped."""
+    old_key = f"{namespace.user.replace('/', '%2F')}/{namespace.session.replace('/', '%2F')}"
+    client = config.client()
+    try:
+        for name, letter in (("records", "r"), ("cards", "c")):
+            collection = client.get_collection(f"{config.prefix}_{name}")
+            rows = collection.get(
+                where={"ns": namespace.key}, include=["documents", "metadatas", "embeddings"]
+            )
+            collection.delete(ids=rows["ids"])
+            metadatas = [
+                {k: v for k, v in meta.items() if k != "w"} | {"ns": old_key} for meta in rows["metadatas"]
+            ]
+            collection.add(
+                ids=[f"{old_key}|{letter}{meta['seq']}" for meta in metadatas],
+                documents=rows["documents"],
+                embeddings=rows["embeddings"],
+                metadatas=metadatas,
+            )
+    finally:
+        release(client)
+
+
+@pytest.mark.parametrize(
+    ("namespace", "look_alike", "look_alike_id"),
+    [
+        (Namespace(user="acme%40corp", session="trip"), Namespace(user="acme@corp", session="trip"), "r0"),
+        (Namespace(user="shop", session="t1|b"), Namespace(user="shop", session="t1"), "b|r0"),
+    ],
+    ids=["percent", "bar"],
+)
+def test_a_memory_stored_by_an_older_release_opens_after_the_upgrade(
+    chroma_config: ChromaConfig, namespace: Namespace, look_alike: Namespace, look_alike_id: str
+) -> None:
+    with ChromaStore(chroma_config) as store:
+        memory = DecisionMemory(namespace=namespace, store=store)
+        memory.observe({"role": "user", "content": "Book HAT069 for mia_li_3668"})
+        memory.observe_tool("get_user_details", {"user_id": "mia_li_3668"}, {"reservations": ["NO6JO3"]})
+        before = [(c.id, c.summary) for c in memory.cards()]
+    _as_an_older_release_stored_it(chroma_config, namespace)
+
+    with ChromaStore(chroma_config) as store:
+        reopened = DecisionMemory(namespace=namespace, store=store)
+
+        assert [(c.id, c.summary) for c in reopened.cards()] == before
+        assert reopened.handle_recall({"card_id": "c2"}) == '{"reservations": ["NO6JO3"]}'
+        assert reopened.observe({"role": "user", "content": "Cancel NO6JO3"}).id == "c3"
+        assert [r.id for r in store.records(namespace)] == ["r0", "r1", "r2", "r3"]
+        assert store.records(look_alike) == [] and store.cards(look_alike) == []
+        assert store.record(look_alike, look_alike_id) is None
 
 
 def test_huge_and_odd_records_round_trip(tmp_path: object) -> None:

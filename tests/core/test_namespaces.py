@@ -3,6 +3,9 @@ reopened file restores cards and history."""
 
 from __future__ import annotations
 
+import contextlib
+import sqlite3
+
 import pytest
 
 from damc_core import (
@@ -74,6 +77,66 @@ def test_names_that_look_alike_once_escaped_never_share_a_memory(store, counter,
     assert owner.key != other.key
     assert mallory.recall("c0") is None
     assert "card_4242" not in str(mallory.build().messages)
+
+
+def _key_before_percent_was_escaped(namespace: Namespace) -> str:
+    """``Namespace.key`` as releases before fe00fd2 made it: only ``/`` escaped, as ``%2F``."""
+    return f"{namespace.user.replace('/', '%2F')}/{namespace.session.replace('/', '%2F')}"
+
+
+def _as_an_older_release_stored_it(db_path, namespace: Namespace) -> None:
+    """Move the namespace's rows under the key a release before ``%`` was escaped gave them."""
+    with contextlib.closing(sqlite3.connect(db_path)) as db, db:
+        for table in ("records", "cards"):
+            db.execute(
+                f"UPDATE {table} SET ns = ? WHERE ns = ?",
+                (_key_before_percent_was_escaped(namespace), namespace.key),
+            )
+
+
+def test_a_memory_stored_before_percent_was_escaped_opens_after_the_upgrade(db_path, counter, clock, msg):
+    tenant = Namespace(user="acme%40corp", session="trip")
+    with SQLiteStore(db_path) as store:
+        memory = DecisionMemory(namespace=tenant, store=store, counter=counter, clock=clock)
+        memory.observe(msg.user("My reservation is ZFA04Y."))
+        memory.observe_tool("get_reservation_details", {"reservation_id": "ZFA04Y"}, {"cabin": "economy"})
+        before = memory.cards()
+    _as_an_older_release_stored_it(db_path, tenant)
+
+    with SQLiteStore(db_path) as store:
+        reopened = DecisionMemory(namespace=tenant, store=store, counter=counter, clock=clock)
+
+        assert reopened.cards() == before
+        assert reopened.recall("c0") == msg.user("My reservation is ZFA04Y.")
+        assert store.record(tenant, "r2") is not None
+        assert reopened.observe(msg.user("Upgrade it to business.")).id == "c3"
+        assert [r.id for r in store.records(tenant)] == ["r0", "r1", "r2", "r3"]
+        with contextlib.closing(sqlite3.connect(db_path)) as db:  # new events go under the new key
+            assert db.execute("SELECT ns FROM records WHERE id = 'r3'").fetchall() == [(tenant.key,)]
+        for neighbour in (Namespace(user="acme@corp", session="trip"), Namespace(user="acme%40corp")):
+            assert store.records(neighbour) == [] and store.record(neighbour, "r0") is None
+
+
+@pytest.mark.parametrize(
+    ("reader", "writer"),
+    [
+        (Namespace(user="acme%2Falice", session="s1"), Namespace(user="acme/alice", session="s1")),
+        (Namespace(user="50%25", session="s1"), Namespace(user="50%", session="s1")),
+    ],
+    ids=["escaped slash", "escaped percent"],
+)
+def test_a_key_from_before_the_upgrade_that_another_namespace_holds_is_not_read(
+    store, counter, clock, msg, reader, writer
+):
+    """``reader``'s key before ``%`` was escaped is ``writer``'s key now: whose records are stored
+    under it cannot be told, so ``reader`` does not look there."""
+    DecisionMemory(namespace=writer, store=store, counter=counter, clock=clock).observe(
+        msg.user("My card is card_4242.")
+    )
+    intruder = DecisionMemory(namespace=reader, store=store, counter=counter, clock=clock)
+
+    assert _key_before_percent_was_escaped(reader) == writer.key
+    assert intruder.messages() == [] and intruder.recall("c0") is None
 
 
 def test_two_memories_on_one_session_keep_both_writers_events(db_path, counter, clock, msg):
