@@ -238,6 +238,34 @@ def tool_messages(result: Any) -> list[ToolMessage]:
     return [m for m in messages if isinstance(m, ToolMessage)] if isinstance(messages, (list, tuple)) else []
 
 
+def announcement(
+    announced: Sequence[tuple[str, Any, Any]], name: str, inputs: dict[str, Any] | None, input_str: str
+) -> int | None:
+    """Which announced action, (tool, call id, input), a tool run is: the oldest of its tool with
+    its input, else the oldest of its tool (parallel calls of one tool start in any order)."""
+    same_tool = [i for i, (tool, _, _) in enumerate(announced) if tool == name]
+    for i in same_tool:
+        given = announced[i][2]
+        if given == inputs or str(given) == input_str:
+            return i
+    return same_tool[0] if same_tool else None
+
+
+def bubbles_up(error: BaseException) -> bool:
+    """Whether a tool's exception is langgraph's way to pause the graph (``interrupt()``, run
+    again on resume) or hand off to a parent graph, not a failure of the call."""
+    try:
+        from langgraph.errors import GraphBubbleUp
+    except ImportError:
+        return False
+    return isinstance(error, GraphBubbleUp)
+
+
+def error_result(error: BaseException) -> str:
+    """The result recorded for a call whose tool raised ``error``."""
+    return f"Error: {type(error).__name__}: {error}"
+
+
 class Conversations:
     """The recorder of the conversation a graph is running: one agent serves many checkpointer
     threads, and each ``thread_id`` is its own session of the memory's user, so one thread's

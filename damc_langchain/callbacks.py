@@ -26,7 +26,7 @@ from langchain_core.outputs import LLMResult
 
 from damc_core import DecisionMemory
 
-from ._recorder import tool_messages
+from ._recorder import announcement, bubbles_up, error_result, tool_messages
 
 logger = logging.getLogger("damc.langchain")
 _RUNS_KEPT = 4096
@@ -34,29 +34,6 @@ _RUNS_KEPT = 4096
 _T = TypeVar("_T")
 _MIDDLEWARE_HOOK = re.compile(r"\.(before|after)_(model|agent)$")
 """A graph node of ``create_agent`` middleware (``SummarizationMiddleware.before_model``)."""
-
-
-def _announcement(
-    announced: list[tuple[str, str, Any]], name: str, inputs: dict[str, Any] | None, input_str: str
-) -> int | None:
-    """Which announced action a tool run is: the oldest of its tool with its input, else the
-    oldest of its tool (parallel calls of one tool start in any order)."""
-    same_tool = [i for i, (tool, _, _) in enumerate(announced) if tool == name]
-    for i in same_tool:
-        given = announced[i][2]
-        if given == inputs or str(given) == input_str:
-            return i
-    return same_tool[0] if same_tool else None
-
-
-def _bubbles_up(error: BaseException) -> bool:
-    """Whether a tool's exception is langgraph's way to pause the graph (``interrupt()``, run
-    again on resume) or hand off to a parent graph, not a failure of the call."""
-    try:
-        from langgraph.errors import GraphBubbleUp
-    except ImportError:
-        return False
-    return isinstance(error, GraphBubbleUp)
 
 
 def _remember(runs: OrderedDict[UUID, _T], run_id: UUID, value: _T) -> None:
@@ -131,7 +108,7 @@ class DamcCallbackHandler(BaseCallbackHandler):
         announced = None
         if tool_call_id is None:
             with self._announced_lock:
-                announced = _announcement(self._announced, name, inputs, input_str)
+                announced = announcement(self._announced, name, inputs, input_str)
                 if announced is not None:
                     tool_call_id = self._announced.pop(announced)[1]
         arguments = inputs if inputs is not None else input_str
@@ -149,10 +126,10 @@ class DamcCallbackHandler(BaseCallbackHandler):
             self._record(run_id, output, error=False)
 
     def on_tool_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
-        if _bubbles_up(error):  # a pause for a human (interrupt) or a handoff: the call did not fail
+        if bubbles_up(error):  # a pause for a human (interrupt) or a handoff: the call did not fail
             self._running.pop(run_id, None)
             return
-        self._record(run_id, f"Error: {type(error).__name__}: {error}", error=True)
+        self._record(run_id, error_result(error), error=True)
 
     def on_chat_model_start(
         self,

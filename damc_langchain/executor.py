@@ -3,21 +3,26 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
+import threading
+from typing import Any, cast
+from uuid import UUID
 
 from langchain_classic.agents import AgentExecutor
+from langchain_classic.agents.format_scratchpad.tools import format_to_tool_messages
 from langchain_classic.agents.output_parsers.openai_tools import OpenAIToolsAgentOutputParser
-from langchain_classic.agents.output_parsers.tools import ToolsAgentOutputParser
+from langchain_classic.agents.output_parsers.tools import ToolAgentAction, ToolsAgentOutputParser
 from langchain_core.agents import AgentAction, AgentFinish
+from langchain_core.callbacks import BaseCallbackHandler, BaseCallbackManager
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.prompt_values import PromptValue
 from langchain_core.runnables import RunnableBinding, RunnableLambda, RunnableSequence
+from langchain_core.tools import BaseTool
 from pydantic import BaseModel
 
 from damc_core import DecisionMemory
 
-from ._recorder import MessageRecorder, to_event, to_messages
+from ._recorder import MessageRecorder, announcement, bubbles_up, error_result, to_event, to_messages
 from .middleware import split_system, with_memory_section
 
 logger = logging.getLogger("damc.langchain")
@@ -36,6 +41,10 @@ def wrap(executor: AgentExecutor, memory: DecisionMemory, *, budget: int | None 
     The copy holds one conversation, ``memory``'s session: run it one input at a time (``batch``
     would interleave its runs in one memory); wrap once per conversation with
     ``memory.for_session(conversation_id)`` for several.
+
+    A step's tool calls are recorded as the model makes them and its results as the tools return
+    (the copy's tools are copies that report their runs); a tool that raises, or an interrupt,
+    leaves the step in memory up to there, the call it stopped at with its error as the result.
     """
     agent = executor.agent
     runnable = getattr(agent, "runnable", None)
@@ -56,7 +65,21 @@ def wrap(executor: AgentExecutor, memory: DecisionMemory, *, budget: int | None 
     damc = RunnableLambda(context, name="damc_context")
     answer = RunnableLambda(context.record_answer, name="damc_answer")
     sequence: RunnableSequence[Any, Any] = RunnableSequence(*steps[:index], damc, *steps[index:], answer)
-    return executor.model_copy(update={"agent": agent.model_copy(update={"runnable": sequence})})
+    tools = [_reporting_to(context.tool_runs, tool) for tool in executor.tools]
+    return executor.model_copy(
+        update={"agent": agent.model_copy(update={"runnable": sequence}), "tools": tools}
+    )
+
+
+def _reporting_to(handler: BaseCallbackHandler, tool: BaseTool) -> BaseTool:
+    """A copy of ``tool`` whose runs ``handler`` hears of too (its own, not those it starts)."""
+    callbacks = tool.callbacks
+    if isinstance(callbacks, BaseCallbackManager):
+        callbacks = callbacks.copy()
+        callbacks.add_handler(handler, inherit=False)
+    else:
+        callbacks = [*(callbacks or ()), handler]
+    return cast(BaseTool, tool.model_copy(update={"callbacks": callbacks}))
 
 
 def _describe(agent: Any) -> str:
@@ -98,6 +121,7 @@ class _DamcStep:
         self.memory = memory
         self.budget = budget
         self.recorder = MessageRecorder(memory)
+        self.tool_runs = _ToolRuns(self)
 
     def __call__(self, prompt: PromptValue) -> list[BaseMessage]:
         messages = prompt.to_messages()
@@ -125,10 +149,75 @@ class _DamcStep:
         return [head, *converted] if head is not None else converted
 
     def record_answer(self, decision: list[AgentAction] | AgentFinish) -> list[AgentAction] | AgentFinish:
-        """The final answer becomes an assistant turn: no later prompt of the agent holds it."""
-        if isinstance(decision, AgentFinish):
-            try:
+        """The model's answer is recorded as it comes: no later prompt of the agent holds the final
+        answer, and a step's calls must be in memory before their tools run (one may end the run)."""
+        try:
+            if isinstance(decision, AgentFinish):
                 self.memory.observe({"role": "assistant", "content": decision.return_values.get("output")})
-            except Exception:
-                logger.exception("damc: recording the final answer failed; the agent goes on")
+            else:
+                self.tool_runs.expect([a for a in decision if isinstance(a, ToolAgentAction)])
+        except Exception:
+            logger.exception("damc: recording the model's answer failed; the agent goes on")
         return decision
+
+
+class _ToolRuns(BaseCallbackHandler):
+    """Records a step's results as its tools return, and a tool's exception as its call's error
+    result: the executor keeps them only for the next prompt, which never comes once a tool
+    raises (or the run is interrupted)."""
+
+    def __init__(self, step: _DamcStep) -> None:
+        self.step = step
+        self._waiting: list[tuple[int, ToolAgentAction]] = []
+        """The step's calls whose tools have not started, with their place among its calls."""
+        self._calls: list[str] = []
+        """The ids of the step's calls, in order."""
+        self._running: dict[UUID, tuple[MessageRecorder, ToolAgentAction, list[str], int]] = {}
+        """Tool run -> the recorder of its agent run, its call, the step's call ids, its place."""
+        self._lock = threading.Lock()
+        """An async executor starts a step's tools at once (sync handlers run in threads then)."""
+
+    def expect(self, calls: list[ToolAgentAction]) -> None:
+        """Record the message that made ``calls``, so their results can follow it as they come (a
+        message without an id, or one the store refused, goes in from the next prompt, and its
+        results after it)."""
+        reply = calls[0].message_log[-1] if calls and calls[0].message_log else None
+        with self._lock:
+            self._waiting = []
+            if reply is not None and reply.id:
+                self.step.recorder.record_reply(reply)
+                self._waiting = list(enumerate(calls))
+                self._calls = [str(call.tool_call_id) for call in calls]
+
+    def on_tool_start(
+        self,
+        serialized: dict[str, Any],
+        input_str: str,
+        *,
+        run_id: UUID,
+        inputs: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        name = str((serialized or {}).get("name") or kwargs.get("name"))
+        with self._lock:
+            waiting = [(call.tool, call.tool_call_id, call.tool_input) for _, call in self._waiting]
+            found = announcement(waiting, name, inputs, input_str)
+            if found is not None:
+                place, call = self._waiting.pop(found)
+                self._running[run_id] = (self.step.recorder, call, self._calls, place)
+
+    def on_tool_end(self, output: Any, *, run_id: UUID, **kwargs: Any) -> None:
+        running = self._running.pop(run_id, None)
+        if running is not None:
+            recorder, call, calls, place = running
+            result = format_to_tool_messages([(call, output)])[-1]  # as the next prompt would hold it
+            recorder.record_tool_result(result, calls=calls, place=place)
+
+    def on_tool_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
+        running = self._running.pop(run_id, None)
+        if running is None or bubbles_up(error):  # a pause for a human (interrupt): not a failure
+            return
+        recorder, call, calls, place = running
+        recorder.tool_failed(calls)
+        failed = ToolMessage(error_result(error), tool_call_id=str(call.tool_call_id), status="error")
+        recorder.record_tool_result(failed, calls=calls, place=place)

@@ -39,10 +39,10 @@ HISTORY_PROMPT = ChatPromptTemplate.from_messages(
 """The prompt of an executor whose caller keeps the chat history and passes it in."""
 
 
-def executor(model, prompt=SCRATCHPAD_PROMPT):
+def executor(model, prompt=SCRATCHPAD_PROMPT, tools=(get_user_details, search_flights, book)):
     """A langchain-classic tool-calling AgentExecutor over the scenario's tools."""
     from langchain_classic.agents import AgentExecutor, create_tool_calling_agent
 
-    tools = [get_user_details, search_flights, book]
+    tools = list(tools)
     agent = create_tool_calling_agent(model, tools, prompt)
     return AgentExecutor(agent=agent, tools=tools, return_intermediate_steps=True)

@@ -209,3 +209,108 @@ def test_a_run_retried_after_the_model_failed_records_its_request_once(recording
 
     users = [m["content"] for m in damc.messages() if m["role"] == "user"]
     assert users == ["Which cards do I have? I am mia_li_3668"] * 2
+
+
+def booking_that_fails(recording_model, error):
+    """An executor whose model looks the user up and books in one step, and whose booking tool
+    fails with ``error`` after a while; its model then answers the next run's question."""
+    import time
+
+    from langchain_core.tools import tool
+
+    from .scenario import get_user_details
+
+    @tool
+    def book(flight_number: str, payment_id: str) -> str:
+        """Book a flight."""
+        time.sleep(0.1)  # the lookup beside it returns meanwhile
+        raise error
+
+    lookup = {"name": "get_user_details", "args": {"user_id": "mia_li_3668"}, "id": "c1"}
+    visa = "credit_card_4421486"
+    booking = {"name": "book", "args": {"flight_number": "HAT107", "payment_id": visa}, "id": "c2"}
+    model = recording_model(
+        AIMessage("", tool_calls=[lookup, booking]),  # both at once
+        AIMessage("The booking did not go through: the gateway timed out."),
+    )
+    return model, executor(model, tools=[get_user_details, book])
+
+
+def assert_the_step_is_remembered(prompt, error="payment gateway timed out"):
+    """The next run's model sees the step the tool ended: both calls, each with its result."""
+    calls = [call["id"] for m in prompt if isinstance(m, AIMessage) for call in m.tool_calls]
+    results = {m.tool_call_id: m for m in prompt if isinstance(m, ToolMessage)}
+    assert calls == ["c1", "c2"] and list(results) == calls
+    assert "credit_card_4421486" in results["c1"].content
+    assert results["c2"].status == "error" and error in results["c2"].content
+    assert prompt[-1].content == "Did the booking go through?"
+
+
+def test_a_tool_that_raises_leaves_its_step_in_memory(recording_model):
+    model, agent = booking_that_fails(recording_model, RuntimeError("payment gateway timed out"))
+    wrapped = wrap(agent, memory(), budget=4000)  # room to send the last run as it happened
+
+    with pytest.raises(RuntimeError, match="payment gateway timed out"):
+        wrapped.invoke({"input": "Book HAT107 for mia_li_3668 with my visa"})
+    wrapped.invoke({"input": "Did the booking go through?"})
+
+    assert_the_step_is_remembered(model.received[-1])
+
+
+def test_an_async_run_that_a_tool_ended_leaves_its_step_in_memory(recording_model):
+    model, agent = booking_that_fails(recording_model, RuntimeError("payment gateway timed out"))
+    wrapped = wrap(agent, memory(), budget=4000)  # room to send the last run as it happened
+
+    with pytest.raises(RuntimeError, match="payment gateway timed out"):
+        asyncio.run(wrapped.ainvoke({"input": "Book HAT107 for mia_li_3668 with my visa"}))
+    asyncio.run(wrapped.ainvoke({"input": "Did the booking go through?"}))
+
+    assert_the_step_is_remembered(model.received[-1])
+
+
+def test_an_interrupted_run_leaves_what_came_back_in_memory_and_still_stops(recording_model):
+    ctrl_c = KeyboardInterrupt()  # pressed while the booking waits on the gateway
+    model, agent = booking_that_fails(recording_model, ctrl_c)
+    wrapped = wrap(agent, memory(), budget=4000)
+
+    with pytest.raises(KeyboardInterrupt) as raised:
+        wrapped.invoke({"input": "Book HAT107 for mia_li_3668 with my visa"})
+    assert raised.value is ctrl_c
+    wrapped.invoke({"input": "Did the booking go through?"})
+
+    assert_the_step_is_remembered(model.received[-1], error="KeyboardInterrupt")
+
+
+def test_a_tool_that_waits_for_a_human_is_not_recorded_as_failed(recording_model):
+    from typing import TypedDict
+
+    from langchain_core.tools import tool
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.graph import StateGraph
+    from langgraph.types import Command, interrupt
+
+    from .scenario import call
+
+    @tool
+    def book_flight(flight: str) -> str:
+        """Book a flight once a human approves."""
+        return f"booked {flight}, confirmation ABC123" if interrupt(f"Book {flight}?") else "rejected"
+
+    class Chat(TypedDict, total=False):
+        question: str
+        answer: str
+
+    booking = call("book_flight", {"flight": "HAT1"}, "c1")
+    model = recording_model(booking, booking.model_copy(), AIMessage("Booked: ABC123."))  # again on resume
+    damc = memory()
+    agent = wrap(executor(model, tools=[book_flight]), damc)
+    graph = StateGraph(Chat)
+    graph.add_node("agent", lambda chat: {"answer": agent.invoke({"input": chat["question"]})["output"]})
+    graph.set_entry_point("agent")
+    app = graph.compile(checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "t"}}
+    app.invoke({"question": "Book HAT1."}, config)
+    app.invoke(Command(resume=True), config)  # the human approves
+
+    results = [(m["content"], m.get("status")) for m in damc.messages() if m["role"] == "tool"]
+    assert results == [("booked HAT1, confirmation ABC123", None)]
