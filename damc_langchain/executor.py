@@ -24,6 +24,7 @@ from damc_core import DecisionMemory
 
 from ._recorder import MessageRecorder, announcement, bubbles_up, error_result, to_event, to_messages
 from .middleware import split_system, with_memory_section
+from .recall import offers_recall
 
 logger = logging.getLogger("damc.langchain")
 
@@ -61,7 +62,7 @@ def wrap(executor: AgentExecutor, memory: DecisionMemory, *, budget: int | None 
     index = next((i for i, step in enumerate(steps) if _is_chat_model(step)), None)
     if index is None:
         raise TypeError("wrap() found no chat model in the agent's runnable sequence")
-    context = _DamcStep(memory, budget)
+    context = _DamcStep(memory, budget, recall_tool=offers_recall(executor.tools))
     damc = RunnableLambda(context, name="damc_context")
     answer = RunnableLambda(context.record_answer, name="damc_answer")
     sequence: RunnableSequence[Any, Any] = RunnableSequence(*steps[:index], damc, *steps[index:], answer)
@@ -117,9 +118,10 @@ class _DamcStep:
     earlier runs DAMC recorded itself, and are recorded only when the memory is still empty: a
     history that reached the agent from elsewhere."""
 
-    def __init__(self, memory: DecisionMemory, budget: int | None) -> None:
+    def __init__(self, memory: DecisionMemory, budget: int | None, *, recall_tool: bool) -> None:
         self.memory = memory
         self.budget = budget
+        self.recall_tool = recall_tool
         self.recorder = MessageRecorder(memory)
         self.tool_runs = _ToolRuns(self)
 
@@ -139,7 +141,7 @@ class _DamcStep:
                 if run and _unanswered_request(self.memory) == to_event(run[0]).get("content"):
                     self.recorder.assume_recorded(run[:1])  # a run retried after it failed
             self.recorder.observe(run)
-            built = self.memory.build(budget=self.budget)
+            built = self.memory.build(budget=self.budget, recall_tool=self.recall_tool)
             memory_section, recent = split_system(built.messages)
             converted = to_messages(recent)
         except Exception:  # the agent keeps running on its own prompt rather than fail

@@ -12,9 +12,9 @@ pytest.importorskip("langchain_classic")
 from langchain_core.messages import AIMessage, SystemMessage, ToolMessage
 
 from damc_core import DecisionMemory, InMemoryStore, MemorySettings
-from damc_langchain import wrap
+from damc_langchain import recall_tool, wrap
 
-from .scenario import FLIGHTS, HISTORY_PROMPT, SCRIPT, executor, text
+from .scenario import FLIGHTS, HISTORY_PROMPT, SCRIPT, book, executor, get_user_details, search_flights, text
 
 
 def memory():
@@ -32,6 +32,18 @@ def test_every_step_sees_damc_context_including_this_runs_tool_results(recording
     assert len(text(booking)) < len(json.dumps(FLIGHTS))
     assert json.loads(result["intermediate_steps"][1][1]) == FLIGHTS
     assert result["output"] == "Booked HAT107, reservation 4WQ150."
+
+
+def test_the_memory_section_speaks_of_recall_when_the_agent_has_the_tool(recording_model):
+    damc = memory()
+    with_recall = recording_model(*SCRIPT)
+    tools = (get_user_details, search_flights, book, recall_tool(damc))
+    wrap(executor(with_recall, tools=tools), damc).invoke({"input": "Book HAT107 for mia_li_3668"})
+    without = recording_model(*SCRIPT)
+    wrap(executor(without), memory()).invoke({"input": "Book HAT107 for mia_li_3668"})
+
+    assert "recall(id)" in with_recall.received[2][0].content
+    assert "<memory>" in without.received[2][0].content and "recall(" not in without.received[2][0].content
 
 
 def test_the_original_executor_is_untouched(recording_model):
