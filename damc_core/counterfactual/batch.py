@@ -29,7 +29,7 @@ def model_valuation(estimator: Estimator, scorer: LogProbScorer) -> ValueDecisio
             decision.seq,
             decision.built.focus.terms,
             {live[i]: v for i, v in zip(values.card_ids, values.values, strict=True) if i in live},
-            f"{values.estimator}/{scorer.name}",
+            values.source(scorer.name),
         )
 
     return run

@@ -48,7 +48,7 @@ class ValuedDecision:
             seq,
             frozenset(terms),
             dict(zip(values.card_ids, values.values, strict=True)),
-            f"{values.estimator}/{scorer}",
+            values.source(scorer),
         )
 
 

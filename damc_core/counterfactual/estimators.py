@@ -11,6 +11,11 @@ others spend fewer passes:
 
 All of them submit their contexts in one ``score`` call, ordered so that consecutive contexts share
 long prefixes (a scorer that keeps its KV cache then evaluates little more than the changed part).
+
+A score that is not a finite number (NaN, an infinity) is a failed measurement: no difference can
+be taken from it, and one infinite value would outweigh every other decision a card was part of.
+It is left out; a card that only failed passes measured gets no value (unknown, not zero), and
+:attr:`CardValues.failed` counts the failed passes for the values' provenance.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 import numpy as np
@@ -58,6 +63,26 @@ def _score_masks(
     return out
 
 
+def _measured(
+    problem: AblationProblem,
+    values: Sequence[float | None],
+    full: float,
+    scores: Sequence[float],
+    estimator: str,
+) -> CardValues:
+    """The values of the cards that have one (``None``: only failed passes measured the card);
+    ``scores`` are every pass's, the full context's among them."""
+    kept = [(card, v) for card, v in zip(problem.card_ids, values, strict=True) if v is not None]
+    return CardValues(
+        card_ids=tuple(card for card, _ in kept),
+        values=tuple(v for _, v in kept),
+        full=full,
+        passes=len(scores),
+        estimator=estimator,
+        failed=sum(not math.isfinite(s) for s in scores),
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class LeaveOneOut:
     """Exact values: the full context and each context without one card, ``n + 1`` passes."""
@@ -67,14 +92,10 @@ class LeaveOneOut:
     def estimate(self, problem: AblationProblem, scorer: LogProbScorer) -> CardValues:
         n = len(problem.card_ids)
         masks = [_keep_all(n), *(_without(n, [i]) for i in range(n))]
-        full, *without = _score_masks(problem, scorer, masks)
-        return CardValues(
-            card_ids=problem.card_ids,
-            values=tuple(full - w for w in without),
-            full=full,
-            passes=len(masks),
-            estimator=self.name,
-        )
+        scores = _score_masks(problem, scorer, masks)
+        full, *without = scores
+        values = [full - w if math.isfinite(full - w) else None for w in without]
+        return _measured(problem, values, full, scores, self.name)
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,20 +130,17 @@ class AblationSurrogate:
     def estimate(self, problem: AblationProblem, scorer: LogProbScorer) -> CardValues:
         n = len(problem.card_ids)
         if self.ablations >= n:
-            exact = LeaveOneOut().estimate(problem, scorer)
-            return CardValues(exact.card_ids, exact.values, exact.full, exact.passes, self.name)
+            return replace(LeaveOneOut().estimate(problem, scorer), estimator=self.name)
         dropped = self.design(n)
         masks = [_keep_all(n), *(tuple(not d for d in row) for row in dropped.tolist())]
-        full, *scores = _score_masks(problem, scorer, masks)
-        losses = full - np.asarray(scores, dtype=np.float64)
-        values = _shared_by_twins(dropped, lasso(dropped.astype(np.float64), losses, alpha=self.alpha))
-        return CardValues(
-            card_ids=problem.card_ids,
-            values=tuple(float(v) for v in values),
-            full=full,
-            passes=len(masks),
-            estimator=self.name,
-        )
+        scores = _score_masks(problem, scorer, masks)
+        losses = scores[0] - np.asarray(scores[1:], dtype=np.float64)
+        measured = np.isfinite(losses)  # the fit uses only the contexts whose loss is known
+        design, losses = dropped[measured], losses[measured]
+        fitted = _shared_by_twins(design, lasso(design.astype(np.float64), losses, alpha=self.alpha))
+        # a card that no measured context was without has no value
+        values = [float(fitted[card]) if design[:, card].any() else None for card in range(n)]
+        return _measured(problem, values, scores[0], scores, self.name)
 
     def design(self, n: int) -> np.ndarray:
         """Which cards each ablation leaves out (``ablations x n`` booleans), seeded.
@@ -203,7 +221,7 @@ class CoarseToFine:
     log-probability by at least ``threshold`` nats is split into ``branching`` parts, and so on
     down to single cards, largest effects first, within ``max_passes`` (``None``: no limit; fewer
     than ``branching + 1`` passes start with fewer groups). A card whose group was not split gets
-    the group's value shared evenly.
+    the group's value shared evenly; a group whose pass failed is not split, its cards get none.
     """
 
     branching: int = 4
@@ -225,17 +243,17 @@ class CoarseToFine:
     def estimate(self, problem: AblationProblem, scorer: LogProbScorer) -> CardValues:
         n = len(problem.card_ids)
         budget = self.max_passes if self.max_passes is not None else math.inf
-        values = [0.0] * n
+        values: list[float | None] = [None] * n
         level = _split(range(n), int(min(self.branching, budget - 1)))  # the first level fits too
         masks: list[tuple[bool, ...]] = [_keep_all(n), *(_without(n, g) for g in level)]
         full, *scores = _score_masks(problem, scorer, masks)
-        passes = len(masks)
+        every = [full, *scores]
         while level:
-            effects = sorted(zip((full - s for s in scores), level, strict=True), key=lambda p: -abs(p[0]))
+            effects = [(full - s, g) for s, g in zip(scores, level, strict=True) if math.isfinite(full - s)]
             children: list[range] = []
-            for effect, group in effects:
+            for effect, group in sorted(effects, key=lambda p: -abs(p[0])):
                 parts = _split(group, self.branching)
-                affordable = passes + len(children) + len(parts) <= budget
+                affordable = len(every) + len(children) + len(parts) <= budget
                 if len(group) > 1 and abs(effect) >= self.threshold and affordable:
                     children.extend(parts)
                 else:
@@ -243,8 +261,8 @@ class CoarseToFine:
                         values[card] = effect / len(group)
             level = children
             scores = _score_masks(problem, scorer, [_without(n, g) for g in level]) if level else []
-            passes += len(level)
-        return CardValues(problem.card_ids, tuple(values), full, passes, self.name)
+            every.extend(scores)
+        return _measured(problem, values, full, every, self.name)
 
 
 def _split(cards: range, parts: int) -> list[range]:

@@ -74,11 +74,20 @@ class CardValues:
     """An estimator's answer for one decision: how much each card raises the action's log-probability."""
 
     card_ids: tuple[str, ...]
+    """The cards with a value: all of the problem's, less those only failed passes measured."""
     values: tuple[float, ...]
     """``log P(action | all cards) - log P(action | all but this one)`` (or its estimate), in nats."""
     full: float
-    """``log P(action | all cards)``."""
+    """``log P(action | all cards)``; when it is not finite, no card has a value."""
     passes: int
     """Scorer requests the estimate took."""
     estimator: str
     """Which estimator produced it, for score provenance."""
+    failed: int = 0
+    """Passes whose score was not a finite number, left out as failed measurements."""
+
+    def source(self, scorer: str) -> str:
+        """Estimator and scorer, for score provenance; says when passes failed, since the values
+        then rest on fewer measurements."""
+        failed = f" ({self.failed} of {self.passes} passes failed)" if self.failed else ""
+        return f"{self.estimator}/{scorer}{failed}"

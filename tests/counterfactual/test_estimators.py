@@ -6,6 +6,7 @@ estimator should return is known in advance; the real-model checks are in ``test
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import pytest
@@ -35,6 +36,22 @@ class AdditiveScorer:
     def score(self, requests: Sequence[ScoreRequest]) -> list[float]:
         self.requests.extend(requests)
         return [self.base + sum(self.effects[i] for i in self.present(r.context)) for r in requests]
+
+
+class FailsWithout(AdditiveScorer):
+    """An additive scorer whose answer is ``failure`` (NaN, an infinity) for every context without
+    card ``card``: a model that overflows, or a backend that returns no number."""
+
+    def __init__(self, effects: Sequence[float], *, card: int, failure: float) -> None:
+        super().__init__(effects)
+        self.card, self.failure = card, failure
+
+    def score(self, requests: Sequence[ScoreRequest]) -> list[float]:
+        scores = super().score(requests)
+        return [
+            s if self.card in self.present(r.context) else self.failure
+            for r, s in zip(requests, scores, strict=True)
+        ]
 
 
 def problem_of(n: int) -> AblationProblem:
@@ -214,3 +231,35 @@ def test_a_decision_without_cards_has_only_the_full_score():
     for estimator in (LeaveOneOut(), AblationSurrogate(), CoarseToFine()):
         values = estimator.estimate(problem, AdditiveScorer([]))
         assert (values.values, values.full, values.passes) == ((), -20.0, 1)
+
+
+@pytest.mark.parametrize("failure", [math.nan, -math.inf, math.inf])
+@pytest.mark.parametrize(
+    "estimator",
+    [LeaveOneOut(), AblationSurrogate(ablations=12), CoarseToFine(threshold=0.0)],
+    ids=lambda e: e.name,
+)
+def test_a_score_that_is_not_a_number_is_a_failed_measurement_left_out(estimator, failure):
+    n = 40
+    scorer = FailsWithout(sparse_effects(n, {5: 30.0, 33: -4.0}), card=20, failure=failure)
+    values = estimator.estimate(problem_of(n), scorer)
+
+    found = dict(zip(values.card_ids, values.values, strict=True))
+    assert all(math.isfinite(v) for v in values.values)
+    assert "c20" not in found  # every pass without it failed: its value is unknown, not zero
+    assert found["c5"] == pytest.approx(30.0, abs=1.0) and found["c33"] == pytest.approx(-4.0, abs=1.0)
+    assert sorted(found, key=found.__getitem__)[-1] == "c5"
+    assert 0 < values.failed < values.passes
+    assert values.source("additive") == (
+        f"{estimator.name}/additive ({values.failed} of {values.passes} passes failed)"
+    )
+
+
+@pytest.mark.parametrize(
+    "estimator", [LeaveOneOut(), AblationSurrogate(ablations=4), CoarseToFine()], ids=lambda e: e.name
+)
+def test_when_the_full_context_cannot_be_scored_no_card_has_a_value(estimator):
+    values = estimator.estimate(problem_of(10), FailsWithout([1.0] * 10, card=10, failure=math.nan))
+
+    assert (values.card_ids, values.values) == ((), ())
+    assert values.failed == values.passes

@@ -7,10 +7,13 @@ by a transparent rule, so the blending, the cold start and the memory wiring can
 from __future__ import annotations
 
 import json
+import math
+from collections.abc import Sequence
 
 import pytest
 
 from damc_core import HeuristicValuator, Namespace, WeightedValuators
+from damc_core.counterfactual import LeaveOneOut, ScoreRequest, model_valuation
 from damc_core.counterfactual.book import ValueBook, ValuedDecision, similarity
 from damc_core.counterfactual.valuator import Blend, CounterfactualValuator
 from damc_core.encode import argument_values, parse_arguments
@@ -225,6 +228,42 @@ def test_a_failing_measurement_is_logged_and_skipped(airline_messages, make_memo
     memory.observe(airline_messages[3])  # the agent goes on
 
     assert len(valuator.book) == 0 and "could not value decision at seq 1" in caplog.text
+
+
+class PaymentReader:
+    """Makes the booking likely only from a context holding the card it pays with; a context
+    without the flight search makes it overflow (NaN), as a model can on an odd prompt."""
+
+    name = "payment-reader"
+
+    def score(self, requests: Sequence[ScoreRequest]) -> list[float]:
+        return [self.log_p(r.context) for r in requests]
+
+    @staticmethod
+    def log_p(context: str) -> float:
+        if "search_direct_flight(" not in context:
+            return math.nan
+        return -2.0 if "credit_card_4421486" in context else -12.0
+
+
+def test_a_pass_the_scorer_could_not_score_leaves_its_card_unvalued_and_is_told(
+    airline_messages, make_memory
+):
+    valuator = CounterfactualValuator(
+        value_decision=model_valuation(LeaveOneOut(), PaymentReader()), batch_every=1
+    )
+    memory = make_memory(valuator=valuator)
+    for message in airline_messages[:8]:
+        memory.observe(message)
+    memory.build(budget=400)
+    memory.observe(airline_messages[8])  # book_reservation, paid with the profile's credit card
+    memory.observe(airline_messages[9])
+
+    (decision,) = valuator.book.decisions(NS)
+    assert decision.values == {"c3": 10.0, "c6": 0.0, "c7": 0.0}  # c5, the search, went unmeasured
+    assert decision.source == "leave-one-out/payment-reader (1 of 5 passes failed)"
+    profile = next(d for d in memory.build(budget=400).decisions if d.card_id == "c3")
+    assert "(1 of 5 passes failed)" in profile.scores[-1].provenance
 
 
 def test_values_file_round_trip_and_bad_lines(tmp_path):
