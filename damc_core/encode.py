@@ -390,8 +390,14 @@ class DefaultEncoder:
             columns.update(dict.fromkeys(flat))
         column_list = list(columns)
         # the key is left out only when one column holds it in every row (a collection keyed by
-        # its records' ids), not when each row happens to have some cell equal to it
-        if keyed and not any(all(flat.get(c) == key for key, flat in flat_rows) for c in column_list):
+        # its records' ids), not when each row happens to have some cell equal to it, and only when
+        # each row has a key of its own: rows that share one (an option's legs) are a group, which a
+        # column holding the same numbers (each leg's ``stops``) does not say
+        keys = [key for key, _ in flat_rows]
+        held = len(set(keys)) == len(keys) and any(
+            all(flat.get(c) == key for key, flat in flat_rows) for c in column_list
+        )
+        if keyed and not held:
             column_list.insert(0, key_name)
             rows = tuple(tuple([key] + [flat.get(c, "") for c in column_list[1:]]) for key, flat in flat_rows)
         else:

@@ -80,6 +80,30 @@ def test_list_of_records_becomes_a_table(memory, msg, airline_messages):
     assert "HAT069" in card.summary and "HAT083" in card.summary
 
 
+def test_itineraries_keep_their_option_number_when_a_column_repeats_it(memory, msg):
+    def leg(flight_number: str, origin: str, destination: str, stops: int) -> dict[str, object]:
+        return {"flight_number": flight_number, "origin": origin, "destination": destination, "stops": stops}
+
+    itineraries = [  # one stop in the first itinerary, two in the second: each leg's stops is its option
+        [leg("HAT100", "JFK", "ORD", 1), leg("HAT200", "ORD", "SEA", 1)],
+        [leg("HAT300", "JFK", "DEN", 2), leg("HAT400", "DEN", "SLC", 2), leg("HAT500", "SLC", "SEA", 2)],
+    ]
+    card = observe_result(memory, msg, "search_onestop_flight", itineraries)
+
+    (table,) = card.tables
+    assert table.columns == ("option", "flight_number", "origin", "destination", "stops")
+    assert [row[0] for row in table.rows] == ["1", "1", "2", "2", "2"]
+    assert " option flight_number origin destination stops\n 1 HAT100 JFK ORD 1\n" in card.summary
+
+
+def test_a_collection_keyed_by_its_records_ids_does_not_repeat_them(memory, msg):
+    products = {"P1": {"product_id": "P1", "name": "lamp"}, "P2": {"product_id": "P2", "name": "desk"}}
+
+    card = observe_result(memory, msg, "list_products", products)
+
+    assert card.tables[0].columns == ("product_id", "name")
+
+
 def test_long_table_shows_some_rows_and_says_how_to_recall_the_rest(memory, msg):
     rows = [{"item_id": f"{1000000000 + i}", "color": "red", "price": 10 + i} for i in range(100)]
 
