@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal, Protocol
 
 from .encode import argument_values, changes_over_time, field_name, list_items
-from .extract import DIGIT, NEGATIVE_STATUS, fact_kind, identifiers, term_variants
+from .extract import DIGIT, NEGATIVE_STATUS, fact_kind, identifiers, split_path, term_variants
 from .types import Card, CardKind, DecisionFocus, Fact, Table
 
 Detail = Literal["full", "key", "skeleton"]
@@ -341,10 +341,10 @@ class TemplateCompressor:
                 omitted = True
                 continue
             if detail == "key" and not asked_for and not _is_key_value(fact.kind, fact.value):
-                if not _DATUM_KEY.fullmatch(fact.path.rpartition(".")[2]):
+                if not _DATUM_KEY.fullmatch(split_path(fact.path)[1]):
                     continue
                 fact = replace(fact, value=_clip(fact.value, 24))  # the key is the datum (e.g. ``SFO``)
-            parent, _, leaf = fact.path.rpartition(".")
+            parent, leaf = split_path(fact.path)
             groups.setdefault(parent, []).append(f"{leaf}={fact.value}" if leaf else fact.value)
         for parent, items in groups.items():
             parts.append(f"{parent}({'; '.join(items)})" if parent else "; ".join(items))

@@ -29,8 +29,10 @@ from .extract import (
     exact_terms,
     fact_kind,
     identifiers,
+    quoted_name,
     snake_case,
     term_variants,
+    unquoted,
 )
 from .tabular import positional_records, split_records
 from .tokens import call_function, content_text
@@ -118,6 +120,20 @@ def _join(path: str, key: str) -> str:
     return f"{path}.{key}" if path else key
 
 
+def _named(record: Mapping[Any, Any]) -> Iterator[tuple[str, Any]]:
+    """A record's items by the names their paths take. A key that reads as a path through another
+    key of the record (``"a.b"`` beside ``"a"``, ``"x[0]"`` beside ``"x"``) is quoted (``'a.b'``):
+    ``{"a.b": 1, "a": {"b": 2}}`` would give both values the path ``a.b``."""
+    keys: set[str] | None = None  # made for the first key holding a dot or a bracket
+    for key, value in record.items():
+        name = str(key)
+        if "." in name or "[" in name:
+            keys = keys if keys is not None else {str(other) for other in record}
+            if any(name[:at] in keys for at, char in enumerate(name) if char in ".["):
+                name = quoted_name(name)
+        yield name, value
+
+
 def argument_values(arguments: Mapping[str, Any]) -> list[str]:
     """Leaf values of tool-call arguments as strings, the way a later call would reuse them."""
     return [
@@ -162,7 +178,7 @@ def _argument_leaves(value: object, key: str = "", depth: int = 0) -> Iterator[t
 def field_name(path: str) -> str:
     """The last name of a fact path or table column in snake case: ``flights[1].flight_number`` and
     ``flights[1].flightNumber`` -> ``flight_number``."""
-    return snake_case(path.rpartition(".")[2].partition("[")[0])
+    return snake_case(unquoted(path).rpartition(".")[2].partition("[")[0])
 
 
 @dataclass(frozen=True, slots=True)
@@ -355,8 +371,8 @@ class DefaultEncoder:
             if (split := split_records(value)) is not None:
                 records, value = split
                 tables.append(self._records_table(path, records))
-            for key, item in value.items():
-                self._walk(item, _join(path, str(key)), depth + 1, facts, tables)
+            for name, item in _named(value):
+                self._walk(item, _join(path, name), depth + 1, facts, tables)
         elif isinstance(value, list):
             if not value:
                 facts.append(Fact(path or "value", "[]", "value"))
@@ -480,8 +496,8 @@ def _add_value_terms(terms: set[str], value: str) -> None:
 def _flatten(row: object, max_cell: int, prefix: str = "", depth: int = 0) -> dict[str, str]:
     out: dict[str, str] = {}
     if isinstance(row, dict) and depth < 4:
-        for key, value in row.items():
-            name = _join(prefix, str(key))
+        for key, value in _named(row):
+            name = _join(prefix, key)
             if isinstance(value, dict):
                 out.update(_flatten(value, max_cell, name, depth + 1))
             elif isinstance(value, list):

@@ -124,6 +124,34 @@ ADDRESS_KEY = re.compile(r"address", re.I)
 
 _CAMEL_HUMP = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 _WORD_BREAK = re.compile(r"[ \t-]+")
+_QUOTED_NAME = re.compile(r"(?<![^.])'((?:[^'\\]|\\.)*)'(?![^.\[])")
+"""A name of a path in single quotes: it starts the path or follows a dot, and ends it or comes
+before a dot or an index."""
+_LAST_QUOTED_NAME = re.compile(r"(?<![^.])'(?:[^'\\]|\\.)*'(?:\[\d+\])*$")
+"""A quoted name that ends a path, with the indexes after it (``x.'a.b'[0]``)."""
+
+
+def quoted_name(key: str) -> str:
+    """``key`` as one name of a path: in single quotes, its quotes and backslashes escaped
+    (``'a.b'``), for a key whose dot would read as a step into another key."""
+    return "'" + key.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def split_path(path: str) -> tuple[str, str]:
+    """``(parent, last name)`` of a fact path: ``a.b`` -> ``("a", "b")``, ``x.'a.b'`` ->
+    ``("x", "'a.b'")``; a quoted name is one name."""
+    if "'" in path and (quoted := _LAST_QUOTED_NAME.search(path)) is not None:
+        return path[: max(quoted.start() - 1, 0)], path[quoted.start() :]
+    parent, _, leaf = path.rpartition(".")
+    return parent, leaf
+
+
+def unquoted(path: str) -> str:
+    """The path with its quoted names as written (``x.'order.id'`` -> ``x.order.id``): what a key
+    is taken for (an id, a date) reads its words, not its quotes."""
+    if "'" not in path:
+        return path
+    return _QUOTED_NAME.sub(lambda m: re.sub(r"\\(.)", r"\1", m.group(1)), path)
 
 
 def snake_case(name: str) -> str:
@@ -137,7 +165,7 @@ def snake_case(name: str) -> str:
 def fact_kind(key: str, value: str) -> str:
     """Classify a keyed value: ``id``, ``date``, ``amount``, ``status``, ``error``, ``name`` or
     ``value``. Keys are read in snake case (``flightNumber`` as ``flight_number``)."""
-    parent, _, leaf = snake_case(key).rpartition(".")
+    parent, _, leaf = snake_case(unquoted(key)).rpartition(".")
     if ERROR_KEY.search(leaf):
         return "error"
     if ID_KEY.search(leaf):

@@ -104,6 +104,27 @@ def test_a_collection_keyed_by_its_records_ids_does_not_repeat_them(memory, msg)
     assert card.tables[0].columns == ("product_id", "name")
 
 
+def test_a_key_holding_a_dot_keeps_its_value_beside_the_nested_key_it_reads_as(memory, msg):
+    host = {"host_id": "web-1", "cpu.load": 0.93, "cpu": {"load": 0.41, "cores": 8}}
+
+    card = observe_result(memory, msg, "get_host", host)
+    table = observe_result(memory, msg, "list_hosts", [host, {**host, "host_id": "web-2", "cpu.load": 0.12}])
+    alone = observe_result(memory, msg, "get_load", {"cpu.load": 0.93})
+
+    facts = {f.path: f.value for f in card.facts}
+    assert facts == {"host_id": "web-1", "'cpu.load'": "0.93", "cpu.load": "0.41", "cpu.cores": "8"}
+    assert "host_id=web-1; 'cpu.load'=0.93; cpu(load=0.41; cores=8)" in card.summary
+    assert table.tables[0].columns == ("host_id", "'cpu.load'", "cpu.load", "cpu.cores")
+    assert [row[1:3] for row in table.tables[0].rows] == [("0.93", "0.41"), ("0.12", "0.41")]
+    assert [f.path for f in alone.facts] == ["cpu.load"]  # quoted only where another key reads the same
+
+
+def test_a_quoted_key_is_classified_by_its_words(memory, msg):
+    card = observe_result(memory, msg, "get_order", {"order.id": "W4923227", "order": {"status": "shipped"}})
+
+    assert {f.path: f.kind for f in card.facts} == {"'order.id'": "id", "order.status": "status"}
+
+
 def test_long_table_shows_some_rows_and_says_how_to_recall_the_rest(memory, msg):
     rows = [{"item_id": f"{1000000000 + i}", "color": "red", "price": 10 + i} for i in range(100)]
 
