@@ -10,7 +10,9 @@ The text is parsed by :mod:`ast`, never evaluated. Literals become JSON values (
 lists, keys strings); the calls a repr prints for common values become their text
 (``Decimal('12.50')`` -> ``12.50``, ``datetime.date(2024, 5, 1)`` -> ``2024-05-01``,
 ``UUID('…')`` -> the uuid); a dataclass or pydantic repr (``Flight(number='HAT001', seats=0)``)
-becomes a record of its fields. Anything else makes the text not a literal.
+becomes a record of its fields. The marks ``repr`` prints for a container inside itself
+(``[1, [...]]``, ``{'self': {...}}``) stay those marks, as text. Anything else makes the text not a
+literal.
 """
 
 from __future__ import annotations
@@ -59,6 +61,8 @@ def _value(node: ast.expr) -> Any:
                 raise ValueError("not a Python literal: a dict unpacks another")
             record[_key(_value(key))] = _value(value)
         return record
+    if isinstance(node, (ast.List, ast.Set)) and len(node.elts) == 1 and _is_recursion(node.elts[0]):
+        return "[...]" if isinstance(node, ast.List) else "{...}"  # (a dict's mark parses as a set)
     if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
         return [_value(item) for item in node.elts]
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
@@ -72,12 +76,20 @@ def _value(node: ast.expr) -> Any:
     raise ValueError(f"not a Python literal: {type(node).__name__} in it")
 
 
+def _is_recursion(node: ast.expr) -> bool:
+    """Whether ``node`` is the ``...`` that ``repr`` prints for a container already being printed:
+    it never means Ellipsis, which ``repr`` writes ``Ellipsis``."""
+    return isinstance(node, ast.Constant) and node.value is Ellipsis
+
+
 def _constant(value: object) -> Any:
     if value is None or isinstance(value, (str, int, float, bool)):
         return value
     if isinstance(value, bytes):
         return value.decode("utf-8", errors="replace")
-    return str(value)  # complex, Ellipsis
+    if value is Ellipsis:  # a recursion mark without brackets (a tuple's, in parentheses)
+        return "..."
+    return str(value)  # complex
 
 
 def _key(key: Any) -> str:

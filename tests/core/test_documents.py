@@ -72,6 +72,22 @@ def test_values_a_repr_prints_as_calls_read_as_their_text():
     }
 
 
+def test_an_object_that_holds_itself_shows_the_marks_its_repr_prints(memory, msg):
+    order = {"order_id": "#W4923227", "status": "shipped"}
+    order["self"] = order  # a back-reference, as ORM objects and parsed graphs have
+    history = ["#W4923227", "#W2611340"]
+    history.append(history)
+
+    card = memory.observe_tool("get_order", {"order_id": "#W4923227"}, order)  # JSON cannot hold it: its repr
+    listed = memory.observe_tool("list_orders", {}, history)
+    linked = memory.observe_tool("get_nodes", {}, str([{"id": "n1", "next": order}]))
+
+    assert card.summary.endswith("-> status=shipped; self={...}")
+    assert "[#W4923227, #W2611340, [...]]" in listed.summary
+    assert "Ellipsis" not in card.summary + listed.summary + linked.summary
+    assert parse_python_literal(repr((history,))) == [["#W4923227", "#W2611340", "[...]"]]
+
+
 def test_sql_rows_printed_as_tuples_keep_every_value(memory, msg):
     memory.observe(msg.call("q", "sql_db_query", {"query": "SELECT id, name, total FROM orders"}))
     rows = [(1017, "Alice", decimal.Decimal("12.50")), (1018, "Bob", decimal.Decimal("7.25"))]
