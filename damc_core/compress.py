@@ -22,7 +22,8 @@ Detail = Literal["full", "key", "skeleton"]
 """How much of a card to render. ``full``: every extracted value. ``key``: identifiers, dates,
 amounts, statuses, names and short codes, without free text such as addresses. ``skeleton``: only
 the values the decision focus names or later calls used, identifiers (what a later call takes),
-statuses and errors. What is left out stays recallable by card id."""
+names (what people call the record by), statuses and errors. What is left out stays recallable
+by card id."""
 
 _DATUM_KEY = re.compile(r"[A-Z]{3,}|.*\d.*\d.*\d.*")
 """A dict key that is itself data: an upper-case code (``SFO``) or an id with 3+ digits."""
@@ -121,12 +122,13 @@ def _cell_terms(cell: str) -> frozenset[str]:
     return frozenset(term_variants(cell)) | _value_terms(cell)
 
 
-_TELLING_KINDS = frozenset({"status", "error", "id"})
+_TELLING_KINDS = frozenset({"status", "error", "id", "name"})
 
 
 def _always_told(fact: Fact) -> bool:
-    """Whether a skeleton shows the fact whatever the decision wants: a status, an error, an id or
-    a list of ids."""
+    """Whether a skeleton shows the fact whatever the decision wants: a status, an error, an id, a
+    name or a list of ids. A name is a handle as an id is: the user speaks of a passenger, a
+    product or a hotel by it, and a booking takes a traveller's name."""
     return fact.kind in _TELLING_KINDS or _lists_identifiers(fact)
 
 

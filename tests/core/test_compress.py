@@ -187,6 +187,22 @@ def test_a_skeleton_keeps_a_list_of_identifiers_the_task_may_go_through(memory, 
     assert "Sunset" not in skeleton and "silver" not in skeleton
 
 
+def test_a_skeleton_keeps_the_names_a_record_is_called_by(memory, msg):
+    memory.observe(msg.call("u", "get_user_details", {"user_id": "mia_li_3668"}))
+    profile = {
+        "name": {"first_name": "Mia", "last_name": "Li"},
+        "address": {"address1": "975 Sunset Drive", "city": "Austin"},
+        "membership": "gold",
+        "reservations": ["NO6JO3", "AIXC49"],
+    }
+    card = memory.observe(msg.result("u", "get_user_details", profile))
+
+    skeleton = TemplateCompressor().render(card, detail="skeleton")
+
+    assert "first_name=Mia; last_name=Li" in skeleton  # a booking takes the traveller's name
+    assert "Sunset" not in skeleton and "Austin" not in skeleton and "gold" not in skeleton
+
+
 def test_a_skeleton_leaves_an_address_out_though_its_state_and_country_look_like_status_and_code(memory, msg):
     memory.observe(msg.call("u", "get_user_details", {"user_id": "omar_rossi_1241"}))
     profile = {

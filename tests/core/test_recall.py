@@ -32,7 +32,7 @@ def test_the_memory_section_speaks_of_recall_only_when_the_model_has_the_tool(re
 
     assert "recall(" not in without.memory  # a model told of it would call a tool it lacks
     assert "recall(id)" in offered.memory
-    assert offered.total_tokens <= 400 and without.total_tokens <= 400
+    assert offered.memory_tokens <= 400 and without.memory_tokens <= 400
 
 
 @pytest.fixture
