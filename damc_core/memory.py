@@ -175,7 +175,7 @@ class MemorySettings:
     """Most of the budget the recent window takes: past it, its older messages compete in the
     memory section as cards (an assistant's long recap costs a tight budget the facts it restates
     less well than their cards). The newest message, or call with its results, always stays."""
-    newest_share: float = 0.5
+    newest_share: float = 0.4
     """Most of the memory budget the newest tool result takes, sent whole: a longer one is cut to
     that share, the rows the focus matches first, so the cards before it still fit (the agent
     may pick from it next, or go on to another lookup). It goes whole if they leave room; as a
@@ -834,6 +834,14 @@ class DecisionMemory:
                 if extra <= room:
                     recent[index], room = message, room - extra
                     break
+            else:  # or, cut to its share, it takes what room they left
+                entry, sent = recent_entries[index], recent[index]
+                if room > 0 and index in whole and entry.card_id in session.cards:
+                    shown = self._calls_shown(recent_entries)
+                    longer = self._cut_result(entry, wide, count([sent]) + room, shown)
+                    extra = count([longer]) - count([sent])
+                    if 0 < extra <= room:
+                        recent[index], room = longer, room - extra
         memory = fence_memory([s.card.summary for s in kept], recall=recall_tool) if kept else ""
         messages = self.assembler.assemble(system=system, memory=memory, recent=recent)
         decisions += [
@@ -924,7 +932,7 @@ class DecisionMemory:
                     card = self._session.cards[entry.card_id]
                     recent[index] = _with_text(message, self._as_recalled(card, share, header=False).summary)
                 else:
-                    recent[index] = send(entry, focus, detail="key", cut=share)
+                    recent[index] = self._cut_result(entry, focus, share, shown)
         if self._renderer.count_messages(recent) > budget:
             recent = [send(e, focus, detail="key") for e in entries]
             if self._renderer.count_messages(recent) > budget:  # a message alone is over the budget
@@ -958,6 +966,17 @@ class DecisionMemory:
             return message
         card = self._session.cards[entry.card_id]
         return _with_text(message, self._request_as_sent(card, budget, LEAD_SHARE).summary)
+
+    def _cut_result(self, entry: _Entry, focus: DecisionFocus, tokens: int, shown: frozenset[str]) -> Message:
+        """A tool result of the recent window cut to about ``tokens``, at key detail or as a
+        skeleton, whichever shows more of its handles (as the newest result's card, see
+        ``_select``)."""
+        cuts = [
+            self._recent_message(entry, focus, detail=detail, cut=tokens, calls_shown=shown)
+            for detail in ("key", "skeleton")
+        ]
+        card = self._session.cards[entry.card_id]
+        return _most_handles(card, cuts, lambda cut: str(cut.get("content") or ""))
 
     def _recent_yielding(
         self,
@@ -1125,10 +1144,7 @@ class DecisionMemory:
                     self._renderer.render(originals[newest], focus, detail, cut_in_focus_order=share)
                     for detail in ("key", "skeleton")
                 ]
-                handles = _handles(originals[newest])
-                sent = newest_cut = tagged(
-                    max(cuts, key=lambda cut: sum(1 for handle in handles if handle in cut.summary))
-                )
+                sent = newest_cut = tagged(_most_handles(originals[newest], cuts, lambda cut: cut.summary))
             if sent is not None:
                 based = [item._replace(card=sent) if item.card.id == newest else item for item in based]
 
@@ -1587,6 +1603,13 @@ def _with_categories(card: Card, said: Collection[str]) -> Card:
         facts=(*card.facts, *(Fact("text", word, "value") for word in new)),
         terms=card.terms | set(new),
     )
+
+
+def _most_handles(card: Card, cuts: Sequence[R], text: Callable[[R], str]) -> R:
+    """Of cuts of the newest result (at key detail, then as a skeleton), the one whose ``text``
+    shows most of the card's handles; the first of those that tie."""
+    handles = _handles(card)
+    return max(cuts, key=lambda cut: sum(1 for handle in handles if handle in text(cut)))
 
 
 def _handles(card: Card) -> set[str]:
