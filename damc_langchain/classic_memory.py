@@ -37,6 +37,11 @@ class DAMCMemory(BaseMemory):
     human_prefix: str = "Human"
     ai_prefix: str = "AI"
     budget: int | None = Field(default=None, description="Token budget per load; the memory's own when None.")
+    recall_tool: bool = Field(
+        default=False,
+        description="The agent has DAMC's recall tool (recall_tool(memory)) among its tools: the "
+        "memory section then tells the model it can recall a card.",
+    )
     _run_start: int | None = PrivateAttr(default=None)
     """The memory's event count when this run's history was loaded."""
 
@@ -47,7 +52,9 @@ class DAMCMemory(BaseMemory):
     def load_memory_variables(self, inputs: dict[str, Any]) -> dict[str, Any]:
         self._run_start = self.memory.event_count
         query = inputs.get(self._input_key(inputs)) if inputs else None
-        built = self.memory.build(query=str(query) if query else None, budget=self.budget)
+        built = self.memory.build(
+            query=str(query) if query else None, budget=self.budget, recall_tool=self.recall_tool
+        )
         messages = to_messages(built.messages)
         if self.return_messages:
             return {self.memory_key: messages}

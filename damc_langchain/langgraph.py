@@ -14,13 +14,15 @@ logger = logging.getLogger("damc.langchain")
 
 
 def damc_pre_model_hook(
-    memory: DecisionMemory, *, budget: int | None = None
+    memory: DecisionMemory, *, budget: int | None = None, recall_tool: bool = False
 ) -> Callable[[dict[str, Any]], dict[str, Any]]:
     """A hook whose ``llm_input_messages`` are DAMC's context: the graph state is left untouched.
 
     The memory section comes as a system message; ``create_react_agent(prompt=...)`` puts its own
     system prompt before it. With a checkpointer, each ``thread_id`` is its own session of the
     memory's user (``memory.for_session(thread_id)``); runs without one use ``memory``.
+    ``recall_tool``: the agent has DAMC's recall tool (``recall_tool(memory)``) among its tools:
+    the memory section then tells the model it can recall a card.
     """
     conversations = conversations_of(memory)
 
@@ -29,7 +31,7 @@ def damc_pre_model_hook(
         try:
             recorder = conversations.current()
             recorder.observe(messages)
-            built = recorder.memory.build(budget=budget)
+            built = recorder.memory.build(budget=budget, recall_tool=recall_tool)
             return {"llm_input_messages": to_messages(built.messages)}
         except Exception:  # the agent keeps running on its own history rather than fail
             logger.exception("damc: building the context failed; the model gets the full history")

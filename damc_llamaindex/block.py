@@ -44,6 +44,11 @@ class DamcMemoryBlock(BaseMemoryBlock[str]):
     budget: int | None = Field(
         default=None, description="Tokens of the memory section; the memory's own budget when None."
     )
+    recall_tool: bool = Field(
+        default=False,
+        description="The agent has DAMC's recall tool (recall_tool(memory)) among its tools: the "
+        "memory section then tells the model it can recall a card.",
+    )
     _sessions: OrderedDict[str, DecisionMemory] = PrivateAttr(default_factory=OrderedDict)
     _built: OrderedDict[str, tuple[str | None, list[ChatMessage]] | None] = PrivateAttr(
         default_factory=OrderedDict
@@ -105,7 +110,9 @@ class DamcMemoryBlock(BaseMemoryBlock[str]):
             recorder.observe_view(view, confirm=True)
             # the running task's results reach the model as messages: never in the section too
             exclude = recorder.cards_of(view) | recorder.pending
-            built = memory.build(budget=budget, exclude=exclude, recent_messages=0)
+            built = memory.build(
+                budget=budget, exclude=exclude, recent_messages=0, recall_tool=self.recall_tool
+            )
             # Memory wraps the text in <memory><name>, DAMC's own fence would nest a second
             # <memory> in it; tool text must not close <name> either
             text = built.memory.removeprefix(f"{MEMORY_OPEN}\n").removesuffix(f"\n{MEMORY_CLOSE}")

@@ -41,6 +41,11 @@ class DamcMemory(BaseMemory):
         default=None, description="The user's own memory; it keeps receiving every message verbatim."
     )
     budget: int | None = Field(default=None, description="Token budget per get; the memory's own when None.")
+    recall_tool: bool = Field(
+        default=False,
+        description="The agent has DAMC's recall tool (recall_tool(memory)) among its tools: the "
+        "memory section then tells the model it can recall a card.",
+    )
     section_role: Literal["user", "system"] = Field(
         default="user",
         description="Role of the memory section message. 'user' by default: ReActAgent drops a "
@@ -79,6 +84,7 @@ class DamcMemory(BaseMemory):
         chat_memory: BaseMemory | None = None,
         budget: int | None = None,
         section_role: Literal["user", "system"] = "user",
+        recall_tool: bool = False,
         **decision_memory_options: Any,
     ) -> DamcMemory:
         """A memory over ``memory``, or a new ``DecisionMemory(**decision_memory_options)``."""
@@ -92,13 +98,19 @@ class DamcMemory(BaseMemory):
             chat_memory=chat_memory,
             budget=budget,
             section_role=section_role,
+            recall_tool=recall_tool,
         )
 
     # -- read --------------------------------------------------------------------------------
     def get(self, input: str | None = None, **kwargs: Any) -> list[ChatMessage]:
         self._record_waiting()
         try:
-            built = self.memory.build(query=input or None, budget=self.budget, exclude=self._recorder.pending)
+            built = self.memory.build(
+                query=input or None,
+                budget=self.budget,
+                exclude=self._recorder.pending,
+                recall_tool=self.recall_tool,
+            )
         except Exception:  # the agent keeps running on the verbatim history rather than fail
             logger.exception("damc: building the context failed; returning the verbatim history")
             return self.get_all()

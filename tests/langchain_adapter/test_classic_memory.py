@@ -10,11 +10,11 @@ import pytest
 pytest.importorskip("langchain_classic")
 
 from langchain_classic.agents import AgentExecutor, create_tool_calling_agent
-from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
 from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
 
 from damc_core import DecisionMemory, InMemoryStore, MemorySettings
-from damc_langchain import DAMCMemory
+from damc_langchain import DAMCMemory, recall_tool
 
 from .scenario import SCRIPT, book, get_user_details, search_flights, text
 
@@ -54,6 +54,26 @@ def test_a_second_run_sees_the_first_runs_tool_results_as_cards(recording_model)
     assert second_run[-1].content == "Which card did I use?"
     kinds = [c.kind.value for c in memory.memory.cards()]
     assert kinds.count("tool_result") == 3 and kinds.count("user_instruction") == 2
+
+
+@pytest.mark.parametrize("offered", [True, False], ids=["recall offered", "no recall tool"])
+def test_the_section_mentions_recall_only_when_the_memory_is_told_the_agent_has_it(recording_model, offered):
+    model = recording_model(*SCRIPT, AIMessage("Your card is credit_card_4421486."))
+    decision = DecisionMemory(store=InMemoryStore(), settings=MemorySettings(budget=500))
+    memory = DAMCMemory(memory=decision, return_messages=True, input_key="input", recall_tool=offered)
+    tools = [get_user_details, search_flights, book, *([recall_tool(decision)] if offered else [])]
+    agent = create_tool_calling_agent(model, tools, PROMPT)
+    agent = AgentExecutor(agent=agent, tools=tools, memory=memory, return_intermediate_steps=True)
+
+    agent.invoke({"input": "Book HAT107 for mia_li_3668 with my visa"})
+    agent.invoke({"input": "Which card did I use?"})
+
+    prompt, section = [m.content for m in model.received[-1] if isinstance(m, SystemMessage)]
+    assert prompt == "You book flights."
+    assert "<memory>" in section and "credit_card_4421486" in section
+    assert ("recall(id)" in section) is offered
+    assert ("recall(" in section) is offered
+    assert ("recall" in model.tools_offered) is offered
 
 
 def test_a_short_conversation_loads_exactly_as_conversation_buffer_memory_does():

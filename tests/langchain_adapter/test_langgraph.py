@@ -9,10 +9,10 @@ import pytest
 
 pytest.importorskip("langgraph")
 
-from langchain_core.messages import HumanMessage, ToolMessage
+from langchain_core.messages import HumanMessage, SystemMessage, ToolMessage
 
 from damc_core import DecisionMemory, InMemoryStore, MemorySettings
-from damc_langchain import damc_post_model_hook, damc_pre_model_hook
+from damc_langchain import damc_post_model_hook, damc_pre_model_hook, recall_tool
 
 from .scenario import FLIGHTS, SCRIPT, book, get_user_details, search_flights, text
 
@@ -25,12 +25,8 @@ def react_agent(model, memory, tools=(get_user_details, search_flights, book), *
         warnings.simplefilter("ignore")  # create_react_agent is deprecated in favour of create_agent
         from langgraph.prebuilt import create_react_agent
 
-        return create_react_agent(
-            model,
-            list(tools),
-            pre_model_hook=damc_pre_model_hook(memory),
-            **options,
-        )
+        options.setdefault("pre_model_hook", damc_pre_model_hook(memory))
+        return create_react_agent(model, list(tools), **options)
 
 
 def test_model_input_comes_from_damc_and_state_stays_verbatim(recording_model):
@@ -116,3 +112,19 @@ def test_without_a_checkpointer_the_post_hook_keeps_each_answer_for_the_next_run
 
     assert "Your order O-1 has shipped." in text(model.received[1])
     assert [c.text for c in memory.cards()][-1] == "It arrives on May 22."
+
+
+@pytest.mark.parametrize("offered", [True, False], ids=["recall offered", "no recall tool"])
+def test_the_section_mentions_recall_only_when_the_hook_is_told_the_agent_has_it(recording_model, offered):
+    model = recording_model(*SCRIPT)
+    memory = DecisionMemory(store=InMemoryStore(), settings=MemorySettings(budget=600))
+    tools = [get_user_details, search_flights, book, *([recall_tool(memory)] if offered else [])]
+    agent = react_agent(model, memory, tools, pre_model_hook=damc_pre_model_hook(memory, recall_tool=offered))
+
+    agent.invoke({"messages": [HumanMessage("Book HAT107 for mia_li_3668 with my visa")]})
+
+    (section,) = [m.content for m in model.received[-1] if isinstance(m, SystemMessage)]
+    assert "<memory>" in section and "credit_card_4421486" in section
+    assert ("recall(id)" in section) is offered
+    assert ("recall(" in section) is offered
+    assert ("recall" in model.tools_offered) is offered

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 
+import pytest
 from llama_index.core.agent.workflow import FunctionAgent, ReActAgent
 from llama_index.core.base.llms.types import ChatMessage, ImageBlock, TextBlock
 from llama_index.core.memory import Memory
@@ -12,7 +13,7 @@ from llama_index.core.memory.memory import BaseMemoryBlock, InsertMethod
 from llama_index.core.tools import FunctionTool
 
 from damc_core import DecisionMemory, InMemoryStore, MemorySettings, SQLiteStore
-from damc_llamaindex import DamcMemoryBlock, DamcSpanHandler, offline_tokenizer
+from damc_llamaindex import DamcMemoryBlock, DamcSpanHandler, offline_tokenizer, recall_tool
 
 from .scenario import (
     ANSWER,
@@ -120,6 +121,27 @@ def test_a_function_agent_sees_the_cards_of_its_earlier_run(recording_llm):
     assert follow_up[-1].content == "Which card did I use?"
     assert len(text(follow_up)) < len(json.dumps(FLIGHTS))  # the search is a card, not its raw rows
     assert [c.kind.value for c in damc.cards()].count("user_instruction") == 2  # each question once
+
+
+@pytest.mark.parametrize("offered", [True, False], ids=["recall offered", "no recall tool"])
+def test_the_section_mentions_recall_only_when_the_block_is_told_the_agent_has_it(recording_llm, offered):
+    llm = recording_llm(*FUNCTION_SCRIPT, ChatMessage(role="assistant", content="With credit_card_4421486."))
+    damc = DecisionMemory(store=InMemoryStore(), settings=MemorySettings(budget=400))
+    block = DamcMemoryBlock(memory=damc, recall_tool=offered)
+    memory = memory_with(block, token_limit=300, chat_history_token_ratio=0.3)
+    tools = [*TOOLS, *([recall_tool(damc)] if offered else [])]
+    agent = FunctionAgent(tools=tools, llm=llm, system_prompt="You book flights.")
+
+    async def two_runs():
+        await agent.run(QUESTION, memory=memory)
+        await agent.run("Which card did I use?", memory=memory)
+
+    asyncio.run(two_runs())
+
+    section = llm.received[-1][1].content
+    assert "<damc>" in section and "credit_card_4421486" in section
+    assert ("recall(id)" in section) is offered
+    assert ("recall(" in section) is offered
 
 
 def test_one_block_keeps_each_memory_session_apart():

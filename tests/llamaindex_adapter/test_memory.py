@@ -13,7 +13,7 @@ from llama_index.core.memory import ChatMemoryBuffer
 from llama_index.core.tools import FunctionTool
 from llama_index.core.workflow import Context
 
-from damc_llamaindex import DamcLLM, DamcMemory, DamcSpanHandler, offline_tokenizer
+from damc_llamaindex import DamcLLM, DamcMemory, DamcSpanHandler, offline_tokenizer, recall_tool
 
 from .scenario import (
     ANSWER,
@@ -81,6 +81,21 @@ def test_a_later_run_sees_the_earlier_ids_as_cards(recording_llm, streaming):
     for fact in ("credit_card_4421486", "HAT107", "4WQ150", "mia_li_3668"):
         assert fact in text(follow_up)
     assert len(text(follow_up)) < len(text(bare.received[-1])) / 3
+
+
+@pytest.mark.parametrize("offered", [True, False], ids=["recall offered", "no recall tool"])
+def test_the_section_mentions_recall_only_when_the_memory_is_told_the_agent_has_it(recording_llm, offered):
+    llm = recording_llm(*FUNCTION_SCRIPT, CARD_ANSWER)
+    memory = damc()
+    tools = [*TOOLS, *([recall_tool(memory)] if offered else [])]
+    agent = FunctionAgent(tools=tools, llm=llm, system_prompt="You book flights.")
+
+    two_runs(agent, DamcMemory(memory=memory, recall_tool=offered))
+
+    section = llm.received[-1][1].content
+    assert section.startswith("<memory>") and "credit_card_4421486" in section
+    assert ("recall(id)" in section) is offered
+    assert ("recall(" in section) is offered
 
 
 def test_react_agent_without_a_system_prompt_still_gets_the_memory_section(recording_llm):
