@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Any, cast
+from typing import Any
 from uuid import UUID
 
 from langchain_classic.agents import AgentExecutor
@@ -12,12 +12,11 @@ from langchain_classic.agents.format_scratchpad.tools import format_to_tool_mess
 from langchain_classic.agents.output_parsers.openai_tools import OpenAIToolsAgentOutputParser
 from langchain_classic.agents.output_parsers.tools import ToolAgentAction, ToolsAgentOutputParser
 from langchain_core.agents import AgentAction, AgentFinish
-from langchain_core.callbacks import BaseCallbackHandler, BaseCallbackManager
+from langchain_core.callbacks import BaseCallbackHandler, BaseCallbackManager, Callbacks
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.prompt_values import PromptValue
 from langchain_core.runnables import RunnableBinding, RunnableLambda, RunnableSequence
-from langchain_core.tools import BaseTool
 from pydantic import BaseModel
 
 from damc_core import DecisionMemory
@@ -64,23 +63,29 @@ def wrap(executor: AgentExecutor, memory: DecisionMemory, *, budget: int | None 
         raise TypeError("wrap() found no chat model in the agent's runnable sequence")
     context = _DamcStep(memory, budget, recall_tool=offers_recall(executor.tools))
     damc = RunnableLambda(context, name="damc_context")
-    answer = RunnableLambda(context.record_answer, name="damc_answer")
-    sequence: RunnableSequence[Any, Any] = RunnableSequence(*steps[:index], damc, *steps[index:], answer)
-    tools = [_reporting_to(context.tool_runs, tool) for tool in executor.tools]
+    calls = RunnableLambda(context.record_calls, name="damc_calls")
+    sequence: RunnableSequence[Any, Any] = RunnableSequence(*steps[:index], damc, *steps[index:], calls)
+    tools = [
+        tool.model_copy(update={"callbacks": _with_handler(tool.callbacks, context.tool_runs)})
+        for tool in executor.tools
+    ]
     return executor.model_copy(
-        update={"agent": agent.model_copy(update={"runnable": sequence}), "tools": tools}
+        update={
+            "agent": agent.model_copy(update={"runnable": sequence}),
+            "tools": tools,
+            "callbacks": _with_handler(executor.callbacks, _Answers(memory)),
+        }
     )
 
 
-def _reporting_to(handler: BaseCallbackHandler, tool: BaseTool) -> BaseTool:
-    """A copy of ``tool`` whose runs ``handler`` hears of too (its own, not those it starts)."""
-    callbacks = tool.callbacks
+def _with_handler(callbacks: Callbacks, handler: BaseCallbackHandler) -> Callbacks:
+    """An owner's ``callbacks`` with ``handler``, which hears of the owner's own runs, not of those
+    they start."""
     if isinstance(callbacks, BaseCallbackManager):
-        callbacks = callbacks.copy()
-        callbacks.add_handler(handler, inherit=False)
-    else:
-        callbacks = [*(callbacks or ()), handler]
-    return cast(BaseTool, tool.model_copy(update={"callbacks": callbacks}))
+        manager: BaseCallbackManager = callbacks.copy()
+        manager.add_handler(handler, inherit=False)
+        return manager
+    return [*(callbacks or ()), handler]
 
 
 def _describe(agent: Any) -> str:
@@ -150,17 +155,33 @@ class _DamcStep:
         head = with_memory_section(system, memory_section)
         return [head, *converted] if head is not None else converted
 
-    def record_answer(self, decision: list[AgentAction] | AgentFinish) -> list[AgentAction] | AgentFinish:
-        """The model's answer is recorded as it comes: no later prompt of the agent holds the final
-        answer, and a step's calls must be in memory before their tools run (one may end the run)."""
+    def record_calls(self, decision: list[AgentAction] | AgentFinish) -> list[AgentAction] | AgentFinish:
+        """A step's calls are recorded as the model makes them: they must be in memory before their
+        tools run (one may end the run). A final answer is recorded by ``_Answers``."""
         try:
-            if isinstance(decision, AgentFinish):
-                self.memory.observe({"role": "assistant", "content": decision.return_values.get("output")})
-            else:
+            if not isinstance(decision, AgentFinish):
                 self.tool_runs.expect([a for a in decision if isinstance(a, ToolAgentAction)])
         except Exception:
-            logger.exception("damc: recording the model's answer failed; the agent goes on")
+            logger.exception("damc: recording the model's tool calls failed; the agent goes on")
         return decision
+
+
+class _Answers(BaseCallbackHandler):
+    """Records the executor's output as the run's answer however the run ended: the model's
+    answer, a ``return_direct`` tool's result, or the stop message of ``max_iterations`` or
+    ``max_execution_time``. No later prompt holds it, and a request left without an answer is
+    taken for a failed run's, which the same request next time retries."""
+
+    def __init__(self, memory: DecisionMemory) -> None:
+        self.memory = memory
+
+    def on_agent_finish(
+        self, finish: AgentFinish, *, run_id: UUID, parent_run_id: UUID | None = None, **kwargs: Any
+    ) -> None:
+        try:
+            self.memory.observe({"role": "assistant", "content": finish.return_values.get("output")})
+        except Exception:
+            logger.exception("damc: recording the run's answer failed; the agent goes on")
 
 
 class _ToolRuns(BaseCallbackHandler):

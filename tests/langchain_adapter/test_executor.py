@@ -223,6 +223,57 @@ def test_a_run_retried_after_the_model_failed_records_its_request_once(recording
     assert users == ["Which cards do I have? I am mia_li_3668"] * 2
 
 
+def test_a_request_said_again_after_a_return_direct_tool_answered_is_a_new_turn(recording_model):
+    from langchain_core.tools import tool
+
+    from .scenario import call
+
+    @tool(return_direct=True)
+    def status(order: str) -> str:
+        """Order status."""
+        return f"order {order}: shipped"
+
+    model = recording_model(call("status", {"order": "A1"}, "c1"), call("status", {"order": "A1"}, "c2"))
+    damc = memory()
+    wrapped = wrap(executor(model, tools=[status]), damc)
+
+    wrapped.invoke({"input": "Status of A1?"})
+    wrapped.invoke({"input": "Status of A1?"})  # asked again later
+
+    assert model.received[-1][-1].content == "Status of A1?"
+    said = [(m["role"], m["content"]) for m in damc.messages() if m["role"] != "tool"]
+    assert said == [("user", "Status of A1?"), ("assistant", ""), ("assistant", "order A1: shipped")] * 2
+
+
+def test_a_request_said_again_after_the_iteration_limit_stopped_the_run_is_a_new_turn(recording_model):
+    from langchain_core.tools import tool
+
+    from .scenario import call
+
+    @tool
+    def poll(job: str) -> str:
+        """Poll a job."""
+        return f"job {job}: running"
+
+    model = recording_model(call("poll", {"job": "J"}, "c1"), AIMessage("It is done now."))
+    damc = memory()
+    agent = executor(model, tools=[poll]).model_copy(update={"max_iterations": 1})
+    wrapped = wrap(agent, damc)
+
+    stopped = wrapped.invoke({"input": "continue"})["output"]
+    wrapped.invoke({"input": "continue"})
+
+    assert model.received[-1][-1].content == "continue"
+    said = [(m["role"], m["content"]) for m in damc.messages() if m["role"] != "tool"]
+    assert said == [
+        ("user", "continue"),
+        ("assistant", ""),
+        ("assistant", stopped),
+        ("user", "continue"),
+        ("assistant", "It is done now."),
+    ]
+
+
 def booking_that_fails(recording_model, error):
     """An executor whose model looks the user up and books in one step, and whose booking tool
     fails with ``error`` after a while; its model then answers the next run's question."""
