@@ -11,6 +11,7 @@ from langchain_classic.agents import AgentExecutor
 from langchain_classic.agents.format_scratchpad.tools import format_to_tool_messages
 from langchain_classic.agents.output_parsers.openai_tools import OpenAIToolsAgentOutputParser
 from langchain_classic.agents.output_parsers.tools import ToolAgentAction, ToolsAgentOutputParser
+from langchain_classic.agents.tools import InvalidTool
 from langchain_core.agents import AgentAction, AgentFinish
 from langchain_core.callbacks import BaseCallbackHandler, BaseCallbackManager, Callbacks
 from langchain_core.language_models import BaseChatModel
@@ -61,7 +62,8 @@ def wrap(executor: AgentExecutor, memory: DecisionMemory, *, budget: int | None 
     index = next((i for i, step in enumerate(steps) if _is_chat_model(step)), None)
     if index is None:
         raise TypeError("wrap() found no chat model in the agent's runnable sequence")
-    context = _DamcStep(memory, budget, recall_tool=offers_recall(executor.tools))
+    tool_names = [tool.name for tool in executor.tools]
+    context = _DamcStep(memory, budget, recall_tool=offers_recall(executor.tools), tools=tool_names)
     damc = RunnableLambda(context, name="damc_context")
     calls = RunnableLambda(context.record_calls, name="damc_calls")
     sequence: RunnableSequence[Any, Any] = RunnableSequence(*steps[:index], damc, *steps[index:], calls)
@@ -123,12 +125,14 @@ class _DamcStep:
     earlier runs DAMC recorded itself, and are recorded only when the memory is still empty: a
     history that reached the agent from elsewhere."""
 
-    def __init__(self, memory: DecisionMemory, budget: int | None, *, recall_tool: bool) -> None:
+    def __init__(
+        self, memory: DecisionMemory, budget: int | None, *, recall_tool: bool, tools: list[str]
+    ) -> None:
         self.memory = memory
         self.budget = budget
         self.recall_tool = recall_tool
         self.recorder = MessageRecorder(memory)
-        self.tool_runs = _ToolRuns(self)
+        self.tool_runs = _ToolRuns(self, tools)
 
     def __call__(self, prompt: PromptValue) -> list[BaseMessage]:
         messages = prompt.to_messages()
@@ -189,8 +193,10 @@ class _ToolRuns(BaseCallbackHandler):
     result: the executor keeps them only for the next prompt, which never comes once a tool
     raises (or the run is interrupted)."""
 
-    def __init__(self, step: _DamcStep) -> None:
+    def __init__(self, step: _DamcStep, tools: list[str]) -> None:
         self.step = step
+        self.tools = list(dict.fromkeys(tools))
+        """The executor's tool names, as it lists them to a call of a tool it lacks."""
         self._waiting: list[tuple[int, ToolAgentAction]] = []
         """The step's calls whose tools have not started, with their place among its calls."""
         self._calls: list[str] = []
@@ -203,14 +209,23 @@ class _ToolRuns(BaseCallbackHandler):
     def expect(self, calls: list[ToolAgentAction]) -> None:
         """Record the message that made ``calls``, so their results can follow it as they come (a
         message without an id, or one the store refused, goes in from the next prompt, and its
-        results after it)."""
+        results after it). A call of a tool the executor lacks gets the executor's answer to it
+        now: the ``InvalidTool`` that gives it reports to no one, and the results beside it,
+        held for it, would be lost with the run that stops after the step."""
         reply = calls[0].message_log[-1] if calls and calls[0].message_log else None
+        ids = [str(call.tool_call_id) for call in calls]
         with self._lock:
             self._waiting = []
-            if reply is not None and reply.id:
-                self.step.recorder.record_reply(reply)
-                self._waiting = list(enumerate(calls))
-                self._calls = [str(call.tool_call_id) for call in calls]
+            if reply is None or not reply.id:
+                return
+            self.step.recorder.record_reply(reply)
+            self._waiting = [(place, call) for place, call in enumerate(calls) if call.tool in self.tools]
+            self._calls = ids
+        for place, call in enumerate(calls):
+            if call.tool not in self.tools:
+                answer = InvalidTool()._run(call.tool, self.tools)  # as the executor answers it
+                result = format_to_tool_messages([(call, answer)])[-1]
+                self.step.recorder.record_tool_result(result, calls=ids, place=place)
 
     def on_tool_start(
         self,

@@ -274,6 +274,37 @@ def test_a_request_said_again_after_the_iteration_limit_stopped_the_run_is_a_new
     ]
 
 
+def test_a_step_calling_a_tool_the_executor_lacks_keeps_every_result_when_the_run_stops_after_it(
+    recording_model,
+):
+    from langchain_core.tools import tool
+
+    @tool
+    def book(flight: str) -> str:
+        """Book a flight."""
+        return f"booked {flight}, confirmation ZX9"
+
+    calls = [
+        {"name": "book", "args": {"flight": "HAT1"}, "id": "c1"},
+        {"name": "notify", "args": {"to": "me"}, "id": "c2"},  # no such tool
+    ]
+    model = recording_model(AIMessage("", tool_calls=calls), AIMessage("Your confirmation is ZX9."))
+    damc = memory()
+    agent = executor(model, tools=[book]).model_copy(update={"max_iterations": 1})
+    wrapped = wrap(agent, damc)
+
+    wrapped.invoke({"input": "Book HAT1 and notify me"})  # stops after the step
+    wrapped.invoke({"input": "What is my confirmation?"})
+
+    assert "confirmation ZX9" in text(model.received[-1])
+    step = [(m["role"], m.get("tool_call_id"), m["content"]) for m in damc.messages()[1:4]]
+    assert step == [
+        ("assistant", None, ""),
+        ("tool", "c1", "booked HAT1, confirmation ZX9"),
+        ("tool", "c2", "notify is not a valid tool, try one of [book]."),
+    ]
+
+
 def booking_that_fails(recording_model, error):
     """An executor whose model looks the user up and books in one step, and whose booking tool
     fails with ``error`` after a while; its model then answers the next run's question."""
