@@ -123,11 +123,14 @@ def _join(path: str, key: str) -> str:
 def _named(record: Mapping[Any, Any]) -> Iterator[tuple[str, Any]]:
     """A record's items by the names their paths take. A key that reads as a path through another
     key of the record (``"a.b"`` beside ``"a"``, ``"x[0]"`` beside ``"x"``) is quoted (``'a.b'``):
-    ``{"a.b": 1, "a": {"b": 2}}`` would give both values the path ``a.b``."""
+    ``{"a.b": 1, "a": {"b": 2}}`` would give both values the path ``a.b``. So is a key that starts
+    with a quote, which would read as a quoted name (``"'a.b'"`` as the quoted ``"a.b"``)."""
     keys: set[str] | None = None  # made for the first key holding a dot or a bracket
     for key, value in record.items():
         name = str(key)
-        if "." in name or "[" in name:
+        if "'" in name and name[0] == "'":
+            name = quoted_name(name)
+        elif "." in name or "[" in name:
             keys = keys if keys is not None else {str(other) for other in record}
             if any(name[:at] in keys for at, char in enumerate(name) if char in ".["):
                 name = quoted_name(name)

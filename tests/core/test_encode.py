@@ -119,6 +119,13 @@ def test_a_key_holding_a_dot_keeps_its_value_beside_the_nested_key_it_reads_as(m
     assert [f.path for f in alone.facts] == ["cpu.load"]  # quoted only where another key reads the same
 
 
+def test_a_key_written_in_quotes_keeps_a_path_apart_from_a_quoted_key(memory, msg):
+    card = observe_result(memory, msg, "get_order", {"a.b": 1, "a": {"b": 2}, "'a.b'": 3})
+
+    assert {f.path: f.value for f in card.facts} == {"'a.b'": "1", "a.b": "2", "'\\'a.b\\''": "3"}
+    assert "'a.b'=1; '\\'a.b\\''=3; a(b=2)" in memory.card(card.id).summary
+
+
 def test_a_quoted_key_is_classified_by_its_words(memory, msg):
     card = observe_result(memory, msg, "get_order", {"order.id": "W4923227", "order": {"status": "shipped"}})
 
