@@ -14,6 +14,7 @@ import itertools
 import json
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
@@ -120,19 +121,25 @@ def _join(path: str, key: str) -> str:
     return f"{path}.{key}" if path else key
 
 
-def _named(record: Mapping[Any, Any]) -> Iterator[tuple[str, Any]]:
+def _named(
+    record: Mapping[Any, Any], keys: Callable[[str], AbstractSet[str]] | None = None, prefix: str = ""
+) -> Iterator[tuple[str, Any]]:
     """A record's items by the names their paths take. A key that reads as a path through another
-    key of the record (``"a.b"`` beside ``"a"``, ``"x[0]"`` beside ``"x"``) is quoted (``'a.b'``):
+    key (``"a.b"`` beside ``"a"``, ``"x[0]"`` beside ``"x"``) is quoted (``'a.b'``):
     ``{"a.b": 1, "a": {"b": 2}}`` would give both values the path ``a.b``. So is a key that starts
-    with a quote, which would read as a quoted name (``"'a.b'"`` as the quoted ``"a.b"``)."""
-    keys: set[str] | None = None  # made for the first key holding a dot or a bracket
+    with a quote, which would read as a quoted name (``"'a.b'"`` as the quoted ``"a.b"``). The other
+    keys are the record's, or ``keys(prefix)`` for a record at ``prefix`` in a table: those of all
+    its rows, so that a key is named alike in every row and a literal ``"a.b"`` never shares a
+    column with a nested one."""
+    others: AbstractSet[str] | None = None  # asked for at the first key holding a dot or a bracket
     for key, value in record.items():
         name = str(key)
         if "'" in name and name[0] == "'":
             name = quoted_name(name)
         elif "." in name or "[" in name:
-            keys = keys if keys is not None else {str(other) for other in record}
-            if any(name[:at] in keys for at, char in enumerate(name) if char in ".["):
+            if others is None:
+                others = keys(prefix) if keys is not None else {str(other) for other in record}
+            if any(name[:at] in others for at, char in enumerate(name) if char in ".["):
                 name = quoted_name(name)
         yield name, value
 
@@ -403,7 +410,9 @@ class DefaultEncoder:
         return self._table(path, [("", record) for record in records], keyed=False)
 
     def _table(self, path: str, items: list[tuple[str, Any]], *, keyed: bool, key_name: str = "key") -> Table:
-        flat_rows = [(key, _flatten(row, self.max_cell_chars)) for key, row in items[: self.max_rows]]
+        shown = items[: self.max_rows]
+        column_keys = _column_keys([row for _, row in shown])
+        flat_rows = [(key, _flatten(row, self.max_cell_chars, column_keys)) for key, row in shown]
         columns: dict[str, None] = {}
         for _, flat in flat_rows:
             columns.update(dict.fromkeys(flat))
@@ -496,13 +505,44 @@ def _add_value_terms(terms: set[str], value: str) -> None:
         terms.update(exact_terms(value, limit=64))
 
 
-def _flatten(row: object, max_cell: int, prefix: str = "", depth: int = 0) -> dict[str, str]:
+_FLAT_DEPTH = 4
+"""How deep a table row's records are spread into columns; deeper ones are one cell."""
+
+
+def _column_keys(rows: list[Any]) -> Callable[[str], AbstractSet[str]]:
+    """The keys of a table's records at a column prefix (``""`` for the top), over all rows, for
+    :func:`_named` to quote keys for the table, not one row at a time. They are gathered at the
+    first call, which only a key holding a dot or a bracket makes."""
+
+    @functools.cache
+    def gathered() -> dict[str, set[str]]:
+        keys: dict[str, set[str]] = {}
+        level = [("", row) for row in rows]
+        for _ in range(_FLAT_DEPTH):
+            records = [(prefix, record) for prefix, record in level if isinstance(record, dict)]
+            for prefix, record in records:
+                keys.setdefault(prefix, set()).update(map(str, record))
+            level = [
+                (_join(prefix, name), value)
+                for prefix, record in records
+                for name, value in _named(record, keys.__getitem__, prefix)
+                if isinstance(value, dict)
+            ]
+        return keys
+
+    return lambda prefix: gathered()[prefix]
+
+
+def _flatten(
+    row: object, max_cell: int, keys: Callable[[str], AbstractSet[str]], prefix: str = "", depth: int = 0
+) -> dict[str, str]:
+    """A table row as cells by column, its keys named by ``keys``, the table's (:func:`_column_keys`)."""
     out: dict[str, str] = {}
-    if isinstance(row, dict) and depth < 4:
-        for key, value in _named(row):
+    if isinstance(row, dict) and depth < _FLAT_DEPTH:
+        for key, value in _named(row, keys, prefix):
             name = _join(prefix, key)
             if isinstance(value, dict):
-                out.update(_flatten(value, max_cell, name, depth + 1))
+                out.update(_flatten(value, max_cell, keys, name, depth + 1))
             elif isinstance(value, list):
                 out[name] = _clip("; ".join(_inline(v) for v in value), max_cell * 2) if value else "[]"
             elif value is not None:

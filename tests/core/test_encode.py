@@ -119,6 +119,23 @@ def test_a_key_holding_a_dot_keeps_its_value_beside_the_nested_key_it_reads_as(m
     assert [f.path for f in alone.facts] == ["cpu.load"]  # quoted only where another key reads the same
 
 
+def test_a_dotted_key_takes_one_column_in_every_row_of_a_table(memory, msg):
+    hotels = [
+        {"hotel_id": "H1", "addr.city": "Oslo", "addr": {"city": "Bergen"}},
+        {"hotel_id": "H2", "addr.city": "Paris"},
+        {"hotel_id": "H3", "addr": {"city": "Rome"}},
+    ]
+
+    listed = observe_result(memory, msg, "search_hotels", hotels)
+    keyed = observe_result(memory, msg, "get_hotels", {h["hotel_id"]: h for h in hotels})
+
+    for card in (listed, keyed):
+        table = card.tables[0]
+        assert table.columns == ("hotel_id", "'addr.city'", "addr.city")
+        assert [row[1:] for row in table.rows] == [("Oslo", "Bergen"), ("Paris", ""), ("", "Rome")]
+    assert ' H2 Paris ""\n' in memory.card(listed.id).summary
+
+
 def test_a_key_written_in_quotes_keeps_a_path_apart_from_a_quoted_key(memory, msg):
     card = observe_result(memory, msg, "get_order", {"a.b": 1, "a": {"b": 2}, "'a.b'": 3})
 
