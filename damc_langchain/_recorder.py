@@ -57,6 +57,10 @@ class MessageRecorder:
         the calls' order."""
         self._failed: OrderedDict[tuple[str, ...], None] = OrderedDict()
         """Call groups one of whose tools raised: their results are recorded as they come."""
+        self._running: Counter[tuple[str, ...]] = Counter()
+        """Call groups -> how many of their tools run now (as said by ``tool_started``)."""
+        self._raised: set[tuple[str, ...]] = set()
+        """Call groups one of whose tools raised while others ran: held until those are back."""
         self._lock = threading.Lock()
         self._open_request: str | None = None
         """With ``resent``: the newest user turn recorded, while no answer to it has been recorded
@@ -190,15 +194,42 @@ class MessageRecorder:
             if len(held) == len(group):
                 self._release(group)
 
-    def tool_failed(self, calls: Sequence[str]) -> None:
-        """A tool of these parallel calls raised: what the others returned is recorded now, the
-        run may end here (a booking that went through is never lost for a lookup that failed)."""
+    def tool_started(self, calls: Sequence[str]) -> None:
+        """A tool of these parallel calls starts; ``tool_stopped`` says when it is back. A caller
+        that says both has a step one of whose tools raised recorded in the calls' order."""
+        with self._lock:
+            self._running[tuple(calls)] += 1
+
+    def tool_stopped(self, calls: Sequence[str]) -> None:
+        """A tool ``tool_started`` announced is back, its result (or error result) recorded."""
         group = tuple(calls)
         with self._lock:
-            self._failed[group] = None
-            while len(self._failed) > _FAILED_GROUPS_KEPT:
-                self._failed.popitem(last=False)
-            self._release(group)
+            self._running[group] -= 1
+            if self._running[group] <= 0:
+                del self._running[group]
+            self._settle(group)
+
+    def tool_failed(self, calls: Sequence[str]) -> None:
+        """A tool of these parallel calls raised (or paused the graph), its error result given
+        before this. The run may end here, so nothing is held for calls that may never come back
+        (a booking that went through is never lost for a lookup that failed): once no tool
+        announced by ``tool_started`` runs (at once for a caller that announces none), what came
+        back is recorded, in the calls' order, and what comes later as it comes."""
+        group = tuple(calls)
+        with self._lock:
+            self._raised.add(group)
+            self._settle(group)
+
+    def _settle(self, group: tuple[str, ...]) -> None:
+        """Record what a group one of whose tools raised holds once none of its tools runs (under
+        the lock)."""
+        if group not in self._raised or self._running[group]:
+            return
+        self._raised.discard(group)
+        self._failed[group] = None
+        while len(self._failed) > _FAILED_GROUPS_KEPT:
+            self._failed.popitem(last=False)
+        self._release(group)
 
     def _release(self, group: tuple[str, ...]) -> None:
         """Record the results held for a group of calls, in the calls' order (under the lock)."""

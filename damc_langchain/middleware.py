@@ -2,8 +2,9 @@
 
 Each model call gets DAMC's context through ``request.override`` (per call: the agent's state, and
 so its stored history, is never edited). Tool results are recorded as soon as a tool returns (the
-results of parallel calls once all are back, in the calls' order); the run's input before other
-middleware change it, and what it ends with.
+results of parallel calls once all are back, in the calls' order), and a tool's exception, which
+ends the run, as its call's error result; the run's input before other middleware change it, and
+what it ends with.
 With a checkpointer, each ``thread_id`` is its own session of the memory's user.
 """
 
@@ -12,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
 from langchain.agents.middleware.types import ToolCallRequest
@@ -20,10 +21,19 @@ from langchain_core.messages import AIMessage, AnyMessage, SystemMessage, ToolCa
 
 from damc_core import DecisionMemory
 
-from ._recorder import conversations_of, to_messages
+from ._recorder import MessageRecorder, bubbles_up, conversations_of, error_result, to_messages
 from .recall import offers_recall, tool_answered_by, tool_name
 
 logger = logging.getLogger("damc.langchain")
+
+
+class _Step(NamedTuple):
+    """Where a tool call's result goes: its conversation's recorder, the ids of the calls made
+    with it (in order) and its place among them."""
+
+    recorder: MessageRecorder
+    calls: list[str]
+    place: int | None
 
 
 class DamcMiddleware(AgentMiddleware):
@@ -40,7 +50,9 @@ class DamcMiddleware(AgentMiddleware):
     session. ``recall=False`` leaves the agent's tools as they are.
 
     List it before middleware that rewrite tool results (``HumanInTheLoopMiddleware`` notes an
-    edited call in its result): a result is recorded as the wrappers listed after DAMC return it.
+    edited call in its result) or retry a call (``ToolRetryMiddleware``): a result is recorded as
+    the wrappers listed after DAMC return it, and an exception they let through as the call's
+    error result.
     """
 
     def __init__(self, memory: DecisionMemory, *, budget: int | None = None, recall: bool = True) -> None:
@@ -123,48 +135,73 @@ class DamcMiddleware(AgentMiddleware):
 
     # -- tool calls --------------------------------------------------------------------------
     def wrap_tool_call(self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], Any]) -> Any:
+        step = self._tool_started(request)
         try:
             result = handler(request)
-        except BaseException:
-            self._tool_failed(request)
+        except BaseException as error:
+            self._tool_failed(step, request, error)
             raise
-        self._record(request, result)
+        self._record(step, request, result)
         return result
 
     async def awrap_tool_call(
         self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], Awaitable[Any]]
     ) -> Any:
+        # on the loop, before the first await: the thread's recorder is open since the model call,
+        # and a call is known to run as soon as its task does
+        step = self._tool_started(request)
         try:
             result = await handler(request)
-        except BaseException:
-            await asyncio.to_thread(self._tool_failed, request)
+        except asyncio.CancelledError as error:  # the run ended while it ran (another call raised)
+            self._tool_failed(step, request, error)  # on the loop: a cancelled task's next await is too
             raise
-        await asyncio.to_thread(self._record, request, result)
+        except BaseException as error:
+            await asyncio.to_thread(self._tool_failed, step, request, error)
+            raise
+        await asyncio.to_thread(self._record, step, request, result)
         return result
 
-    def _tool_failed(self, request: ToolCallRequest) -> None:
+    def _tool_started(self, request: ToolCallRequest) -> _Step | None:
+        """Where the call's result goes, its recorder told that the call runs."""
         try:
+            recorder = self.conversations.current()
             state = request.state if isinstance(request.state, dict) else {}
-            calls, _ = _calls_beside(state.get("messages", ()), request.tool_call)
-            self.conversations.current().tool_failed(calls)
+            calls, place = _calls_beside(state.get("messages", ()), request.tool_call)
+            recorder.tool_started(calls)
+        except Exception:
+            logger.exception("damc: opening the thread's memory failed; the agent goes on")
+            return None
+        return _Step(recorder, calls, place)
+
+    def _tool_failed(self, step: _Step | None, request: ToolCallRequest, error: BaseException) -> None:
+        """Record ``error`` as the call's result (not langgraph's pause, which the call answers on
+        resume), and the results of the calls beside it once back: the exception ends the run."""
+        if step is None:
+            return
+        try:
+            if not bubbles_up(error):
+                call_id = str(request.tool_call.get("id"))
+                failed = ToolMessage(error_result(error), tool_call_id=call_id, status="error")
+                self._answer(step, request, failed)
+            step.recorder.tool_failed(step.calls)
+            step.recorder.tool_stopped(step.calls)
         except Exception:
             logger.exception("damc: recording the results of a failed step failed; the agent goes on")
 
-    def _record(self, request: ToolCallRequest, result: Any) -> None:
-        """Record the assistant message that made the call first, so the result pairs with it."""
+    def _record(self, step: _Step | None, request: ToolCallRequest, result: Any) -> None:
+        if step is not None:
+            self._answer(step, request, result)
+            step.recorder.tool_stopped(step.calls)
+
+    def _answer(self, step: _Step, request: ToolCallRequest, result: Any) -> None:
+        """Record the call's result, after the assistant message that made the call, so the result
+        pairs with it."""
         state = request.state if isinstance(request.state, dict) else {}
         try:
-            recorder = self.conversations.current()
-        except Exception:
-            logger.exception("damc: opening the thread's memory failed; the agent goes on")
-            return
-        messages = state.get("messages", ())
-        try:
-            recorder.observe(messages)
+            step.recorder.observe(state.get("messages", ()))
         except Exception:
             logger.exception("damc: recording the agent state failed; the agent goes on")
-        calls, place = _calls_beside(messages, request.tool_call)
-        recorder.record_tool_result(result, calls=calls, place=place)
+        step.recorder.record_tool_result(result, calls=step.calls, place=step.place)
 
     def _note_shadowed_recall(self, tools: Any) -> None:
         """Say once when the agent's own tool named ``recall`` stands in for DAMC's: the memory

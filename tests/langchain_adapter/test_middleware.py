@@ -798,18 +798,25 @@ def test_parallel_results_are_remembered_in_the_calls_order_and_a_resent_chat_ad
     ]
 
 
-def test_a_result_beside_a_call_that_raised_is_remembered(recording_model):
+def a_booking_beside_a_receipt_that_fails(recording_model):
+    """An agent whose one step books a flight and emails its receipt, which fails while the
+    booking still runs."""
+    import threading
     import time
+
+    booking = threading.Event()
 
     @tool
     def book_flight(flight: str) -> str:
         """Book a flight."""
+        booking.set()
         time.sleep(0.1)
         return f"booked {flight}: reservation R-7"
 
     @tool
     def send_receipt(email: str) -> str:
         """Email the receipt."""
+        booking.wait(timeout=5)
         raise RuntimeError("mail server down")
 
     parallel = AIMessage(
@@ -819,15 +826,107 @@ def test_a_result_beside_a_call_that_raised_is_remembered(recording_model):
             {"name": "send_receipt", "args": {"email": "mia@example.com"}, "id": "call_mail"},
         ],
     )
-    agent = create_agent(
-        recording_model(parallel), [book_flight, send_receipt], middleware=[damc := DamcMiddleware(memory())]
-    )
+    model = recording_model(parallel, AIMessage("The receipt could not be sent."))
+    damc = DamcMiddleware(memory(budget=4000))  # room to send the last run as it happened
+    return model, damc, create_agent(model, [book_flight, send_receipt], middleware=[damc])
+
+
+def tool_results(memory):
+    return [(m["content"], m.get("status")) for m in memory.messages() if m["role"] == "tool"]
+
+
+def the_model_sees_every_call_answered(prompt):
+    calls = [call["id"] for m in prompt if isinstance(m, AIMessage) for call in m.tool_calls]
+    results = {m.tool_call_id: m for m in prompt if isinstance(m, ToolMessage)}
+    assert calls == list(results) == ["call_book", "call_mail"]
+    assert results["call_mail"].status == "error" and "mail server down" in results["call_mail"].content
+    return results["call_book"]
+
+
+def test_a_call_that_raised_is_remembered_with_its_error_beside_the_others_results(recording_model):
+    model, damc, agent = a_booking_beside_a_receipt_that_fails(recording_model)
 
     with pytest.raises(RuntimeError, match="mail server down"):
         agent.invoke({"messages": [HumanMessage("Book HAT107 and email me the receipt")]})
 
-    results = [m["content"] for m in damc.memory.messages() if m["role"] == "tool"]
-    assert results == ["booked HAT107: reservation R-7"]  # the booking went through: never lost
+    assert tool_results(damc.memory) == [  # the booking went through: never lost for the receipt
+        ("booked HAT107: reservation R-7", None),
+        ("Error: RuntimeError: mail server down", "error"),
+    ]
+    agent.invoke({"messages": [HumanMessage("Did it work?")]})
+    booking = the_model_sees_every_call_answered(model.received[-1])
+    assert "booked HAT107: reservation R-7" in booking.content
+
+
+def test_an_async_step_a_call_ended_is_remembered_every_call_answered(recording_model):
+    model, damc, agent = a_booking_beside_a_receipt_that_fails(recording_model)
+
+    async def run():
+        with pytest.raises(RuntimeError, match="mail server down"):  # the booking is cancelled
+            await agent.ainvoke({"messages": [HumanMessage("Book HAT107 and email me the receipt")]})
+        remembered = tool_results(damc.memory)
+        await agent.ainvoke({"messages": [HumanMessage("Did it work?")]})
+        return remembered
+
+    assert asyncio.run(run()) == [
+        ("Error: CancelledError: ", "error"),
+        ("Error: RuntimeError: mail server down", "error"),
+    ]
+    booking = the_model_sees_every_call_answered(model.received[-1])
+    assert booking.status == "error" and "CancelledError" in booking.content
+
+
+def test_the_error_of_a_call_that_raised_reaches_the_caller_unchanged(recording_model):
+    failure = RuntimeError("mail server down")
+
+    @tool
+    def send_receipt(email: str) -> str:
+        """Email the receipt."""
+        raise failure
+
+    model = recording_model(call("send_receipt", {"email": "mia@example.com"}, "call_mail"))
+    agent = create_agent(model, [send_receipt], middleware=[damc := DamcMiddleware(memory())])
+
+    with pytest.raises(RuntimeError) as raised:
+        agent.invoke({"messages": [HumanMessage("Email me the receipt")]})
+
+    assert raised.value is failure
+    assert tool_results(damc.memory) == [("Error: RuntimeError: mail server down", "error")]
+
+
+def test_a_tool_that_waits_for_a_human_is_not_remembered_as_failed(recording_model):
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.types import Command, interrupt
+
+    @tool
+    def book_flight(flight: str) -> str:
+        """Book a flight once a human approves."""
+        return f"booked {flight}, confirmation ABC123" if interrupt(f"Book {flight}?") else "rejected"
+
+    model = recording_model(call("book_flight", {"flight": "HAT1"}, "c1"), AIMessage("Booked: ABC123."))
+    agent = create_agent(
+        model, [book_flight], middleware=[damc := DamcMiddleware(memory())], checkpointer=InMemorySaver()
+    )
+    config = {"configurable": {"thread_id": "t"}}
+    agent.invoke({"messages": [HumanMessage("Book HAT1.")]}, config)
+    agent.invoke(Command(resume=True), config)  # the human approves
+
+    assert tool_results(damc.memory_for("t")) == [("booked HAT1, confirmation ABC123", None)]
+
+
+@pytest.mark.parametrize("run", ["invoke", "ainvoke"])
+def test_an_error_result_the_tool_node_returns_is_remembered_once(recording_model, run):
+    model = recording_model(
+        call("book", {"flight_number": "HAT107"}, "c1"), AIMessage("I need a payment id.")
+    )
+    agent = create_agent(model, [book], middleware=[damc := DamcMiddleware(memory())])
+    question = {"messages": [HumanMessage("Book HAT107")]}
+
+    state = agent.invoke(question) if run == "invoke" else asyncio.run(agent.ainvoke(question))
+
+    (answer,) = [m for m in state["messages"] if isinstance(m, ToolMessage)]  # a missing argument
+    assert answer.status == "error"
+    assert tool_results(damc.memory) == [(answer.content, "error")]
 
 
 def test_parallel_calls_sharing_an_id_are_remembered_each_with_its_own_result(recording_model):
