@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -58,7 +59,8 @@ def value_trajectories(
     on_point: Callable[[], None] | None = None,
     on_too_long: Callable[[int, int], None] | None = None,
 ) -> Iterator[dict[str, Any]]:
-    """One values line per decision point with a gold action: every card's value there.
+    """One values line per decision point with a gold action: every card's value there, and the
+    full context's score (``None`` when that pass failed: the line stays valid JSON).
 
     ``with_system=False`` leaves the trajectory's system prompt out of the scored contexts (much
     faster with long policies; small scoring models make little use of them). A point whose
@@ -89,7 +91,7 @@ def value_trajectories(
                 "step": point.step,
                 "history": history_digest(messages[: point.step]),
                 **decision_line(decision),
-                "full": values.full,
+                "full": values.full if math.isfinite(values.full) else None,
                 "passes": values.passes,
             }
         if on_point is not None:
@@ -125,7 +127,7 @@ def value_command(
                 on_point=lambda: bar.advance(task),
                 on_too_long=lambda traj, step: too_long.append((traj, step)),
             ):
-                handle.write(json.dumps(line, ensure_ascii=False) + "\n")
+                handle.write(json.dumps(line, ensure_ascii=False, allow_nan=False) + "\n")
                 handle.flush()  # a long run can be stopped and its values used
                 written += 1
                 passes += int(line["passes"])
