@@ -93,6 +93,7 @@ def value_trajectories(
                 **decision_line(decision),
                 "full": values.full if math.isfinite(values.full) else None,
                 "passes": values.passes,
+                "failed": values.failed,
             }
         if on_point is not None:
             on_point()
@@ -112,7 +113,7 @@ def value_command(
     scorer = make_scorer(args.scorer)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    written = passes = 0
+    written = passes = failed = 0
     too_long: list[tuple[int, int]] = []
     with out.open("w", encoding="utf-8") as handle, progress as bar:
         task = bar.add_task(f"valuing ({args.estimator})", total=points)
@@ -131,10 +132,13 @@ def value_command(
                 handle.flush()  # a long run can be stopped and its values used
                 written += 1
                 passes += int(line["passes"])
+                failed += int(line["failed"])
         except KeyboardInterrupt:
             console.print(f"interrupted: {out} holds the values of the first {written} decision points")
             raise
     console.print(f"wrote values of {written} decision points ({passes} scorer passes) to {out}")
+    if failed:  # a scorer that gives NaN or an infinity: those passes measured nothing
+        console.print(f"{failed} of the {passes} passes gave no finite score and measured nothing")
     if too_long:
         console.print(f"skipped {len(too_long)} decision points longer than the scorer's context")
     return 0

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 
 import pytest
 
@@ -99,45 +98,6 @@ def test_eval_writes_each_points_log_probs_for_a_closer_look(valued_trace, tmp_p
         assert all(v < 0 for v in point["log_prob"].values())
     full_tokens = [p["tokens"]["full history"] for p in points]
     assert full_tokens == sorted(full_tokens) and full_tokens[0] > 0  # the history grows step by step
-
-
-class FailingScorer:
-    """A scorer whose every answer is ``failure`` (NaN, an infinity): a model that overflows, or a
-    backend that returns no number. It keeps the requests it got."""
-
-    name = "failing"
-
-    def __init__(self, failure: float) -> None:
-        self.failure = failure
-        self.requests: list = []
-
-    def score(self, requests):
-        self.requests += requests
-        return [self.failure] * len(requests)
-
-
-def strict_json(constant: str):
-    raise ValueError(f"{constant} is not JSON")  # as jq or JavaScript read it
-
-
-@pytest.mark.parametrize("failure", [math.nan, -math.inf], ids=["NaN", "-inf"])
-def test_a_failed_full_context_pass_is_written_as_null(tmp_path, monkeypatch, failure):
-    from conftest import airline_conversation
-
-    scorer = FailingScorer(failure)
-    monkeypatch.setattr("damc_core.counterfactual.commands.make_scorer", lambda spec: scorer)
-    trace, values = tmp_path / "trace.json", tmp_path / "values.jsonl"
-    trace.write_text(json.dumps([{"traj": airline_conversation()}]), encoding="utf-8")
-
-    assert main(["value", str(trace), "--without-system", "--out", str(values)]) == 0
-
-    lines = values.read_text(encoding="utf-8").splitlines()
-    points = [json.loads(line, parse_constant=strict_json) for line in lines]
-    assert len(points) == 2 and len(scorer.requests) == sum(point["passes"] for point in points)
-    for point in points:  # nothing measured: no full score and no card values
-        assert (point["full"], point["card_ids"], point["values"]) == (None, [], [])
-        assert f"({point['passes']} of {point['passes']} passes failed)" in point["source"]
-    assert main(["eval", str(trace), "--values", str(values)]) == 0  # read back as not measured
 
 
 def test_unknown_scorer_and_broken_values_file_are_clear_errors(valued_trace, tmp_path, capsys):
