@@ -426,8 +426,9 @@ class DefaultEncoder:
             all(flat.get(c) == key for key, flat in flat_rows) for c in column_list
         )
         if keyed and not held:
-            column_list.insert(0, key_name)
-            rows = tuple(tuple([key] + [flat.get(c, "") for c in column_list[1:]]) for key, flat in flat_rows)
+            rows = tuple(tuple([key] + [flat.get(c, "") for c in column_list]) for key, flat in flat_rows)
+            # a field of the records named like the key column is quoted: ``key 'key' v``, not ``key key v``
+            column_list = [key_name, *(quoted_name(c) if c == key_name else c for c in column_list)]
         else:
             rows = tuple(tuple(flat.get(c, "") for c in column_list) for _, flat in flat_rows)
         left_out = max(0, len(items) - self.max_rows)

@@ -104,6 +104,15 @@ def test_a_collection_keyed_by_its_records_ids_does_not_repeat_them(memory, msg)
     assert card.tables[0].columns == ("product_id", "name")
 
 
+def test_a_field_named_like_a_collections_key_column_keeps_a_name_of_its_own(memory, msg):
+    licenses = {"u1": {"key": "ABC-123", "seats": 5}, "u2": {"key": "DEF-456", "seats": 2}}
+
+    card = observe_result(memory, msg, "list_licenses", licenses)
+
+    assert card.tables[0].columns == ("key", "'key'", "seats")  # the collection's key, then the field
+    assert card.tables[0].rows == (("u1", "ABC-123", "5"), ("u2", "DEF-456", "2"))
+
+
 def test_a_key_holding_a_dot_keeps_its_value_beside_the_nested_key_it_reads_as(memory, msg):
     host = {"host_id": "web-1", "cpu.load": 0.93, "cpu": {"load": 0.41, "cores": 8}}
 
