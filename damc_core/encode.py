@@ -122,15 +122,17 @@ def _join(path: str, key: str) -> str:
 
 
 def _named(
-    record: Mapping[Any, Any], keys: Callable[[str], AbstractSet[str]] | None = None, prefix: str = ""
+    record: Mapping[Any, Any],
+    keys: Callable[[tuple[str, ...]], AbstractSet[str]] | None = None,
+    at: tuple[str, ...] = (),
 ) -> Iterator[tuple[str, Any]]:
     """A record's items by the names their paths take. A key that reads as a path through another
     key (``"a.b"`` beside ``"a"``, ``"x[0]"`` beside ``"x"``) is quoted (``'a.b'``):
     ``{"a.b": 1, "a": {"b": 2}}`` would give both values the path ``a.b``. So is a key that starts
     with a quote, which would read as a quoted name (``"'a.b'"`` as the quoted ``"a.b"``). The other
-    keys are the record's, or ``keys(prefix)`` for a record at ``prefix`` in a table: those of all
-    its rows, so that a key is named alike in every row and a literal ``"a.b"`` never shares a
-    column with a nested one."""
+    keys are the record's, or ``keys(at)`` for a record reached by the keys ``at`` in a table: those
+    of all its rows, so that a key is named alike in every row and a literal ``"a.b"`` never shares
+    a column with a nested one."""
     others: AbstractSet[str] | None = None  # asked for at the first key holding a dot or a bracket
     for key, value in record.items():
         name = str(key)
@@ -138,8 +140,8 @@ def _named(
             name = quoted_name(name)
         elif "." in name or "[" in name:
             if others is None:
-                others = keys(prefix) if keys is not None else {str(other) for other in record}
-            if any(name[:at] in others for at, char in enumerate(name) if char in ".["):
+                others = keys(at) if keys is not None else {str(other) for other in record}
+            if any(name[:i] in others for i, char in enumerate(name) if char in ".["):
                 name = quoted_name(name)
         yield name, value
 
@@ -510,44 +512,50 @@ _FLAT_DEPTH = 4
 """How deep a table row's records are spread into columns; deeper ones are one cell."""
 
 
-def _column_keys(rows: list[Any]) -> Callable[[str], AbstractSet[str]]:
-    """The keys of a table's records at a column prefix (``""`` for the top), over all rows, for
-    :func:`_named` to quote keys for the table, not one row at a time. They are gathered at the
+def _column_keys(rows: list[Any]) -> Callable[[tuple[str, ...]], AbstractSet[str]]:
+    """The keys of a table's records reached by the keys ``at`` (``()`` for the top), over all
+    rows, for :func:`_named` to quote keys for the table, not one row at a time. Records are found
+    by their keys as written, not by the names these take, so a name never depends on how its
+    parent's was spelled; where no row has a record, there are no keys. They are gathered at the
     first call, which only a key holding a dot or a bracket makes."""
 
     @functools.cache
-    def gathered() -> dict[str, set[str]]:
-        keys: dict[str, set[str]] = {}
-        level = [("", row) for row in rows]
+    def gathered() -> dict[tuple[str, ...], set[str]]:
+        keys: dict[tuple[str, ...], set[str]] = {}
+        level: list[tuple[tuple[str, ...], Any]] = [((), row) for row in rows]
         for _ in range(_FLAT_DEPTH):
-            records = [(prefix, record) for prefix, record in level if isinstance(record, dict)]
-            for prefix, record in records:
-                keys.setdefault(prefix, set()).update(map(str, record))
+            records = [(at, record) for at, record in level if isinstance(record, dict)]
+            for at, record in records:
+                keys.setdefault(at, set()).update(map(str, record))
             level = [
-                (_join(prefix, name), value)
-                for prefix, record in records
-                for name, value in _named(record, keys.__getitem__, prefix)
+                ((*at, str(key)), value)
+                for at, record in records
+                for key, value in record.items()
                 if isinstance(value, dict)
             ]
         return keys
 
-    return lambda prefix: gathered()[prefix]
+    return lambda at: gathered().get(at, frozenset())
 
 
 def _flatten(
-    row: object, max_cell: int, keys: Callable[[str], AbstractSet[str]], prefix: str = "", depth: int = 0
+    row: object,
+    max_cell: int,
+    keys: Callable[[tuple[str, ...]], AbstractSet[str]],
+    prefix: str = "",
+    at: tuple[str, ...] = (),
 ) -> dict[str, str]:
     """A table row as cells by column, its keys named by ``keys``, the table's (:func:`_column_keys`)."""
     out: dict[str, str] = {}
-    if isinstance(row, dict) and depth < _FLAT_DEPTH:
-        for key, value in _named(row, keys, prefix):
-            name = _join(prefix, key)
+    if isinstance(row, dict) and len(at) < _FLAT_DEPTH:
+        for key, (name, value) in zip(row, _named(row, keys, at), strict=True):
+            column = _join(prefix, name)
             if isinstance(value, dict):
-                out.update(_flatten(value, max_cell, keys, name, depth + 1))
+                out.update(_flatten(value, max_cell, keys, column, (*at, str(key))))
             elif isinstance(value, list):
-                out[name] = _clip("; ".join(_inline(v) for v in value), max_cell * 2) if value else "[]"
+                out[column] = _clip("; ".join(_inline(v) for v in value), max_cell * 2) if value else "[]"
             elif value is not None:
-                out[name] = _clip(scalar_text(value), max_cell)
+                out[column] = _clip(scalar_text(value), max_cell)
     else:
         out[prefix or "value"] = _clip(_inline(row), max_cell)
     return out

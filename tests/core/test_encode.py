@@ -145,6 +145,19 @@ def test_a_dotted_key_takes_one_column_in_every_row_of_a_table(memory, msg):
     assert ' H2 Paris ""\n' in memory.card(listed.id).summary
 
 
+def test_a_dotted_key_beside_an_unnamed_record_still_makes_a_table(memory, msg):
+    # an export with a blank header: the record under "" names its fields like the top's ("size")
+    products = [
+        {"sku": "A1", "": {"size": "M"}, "size.eu": {"min": 38}},
+        {"sku": "B2", "size.eu": {"min": 40}},
+    ]
+
+    card = observe_result(memory, msg, "list_products", products)
+
+    assert card.tables == (Table("", ("sku", "size", "size.eu.min"), (("A1", "M", "38"), ("B2", "", "40"))),)
+    assert "not parsed" not in card.summary
+
+
 def test_a_key_written_in_quotes_keeps_a_path_apart_from_a_quoted_key(memory, msg):
     card = observe_result(memory, msg, "get_order", {"a.b": 1, "a": {"b": 2}, "'a.b'": 3})
 
