@@ -61,7 +61,10 @@ class MessageRecorder:
         """Call groups -> how many of their tools run now (as said by ``tool_started``)."""
         self._raised: set[tuple[str, ...]] = set()
         """Call groups one of whose tools raised while others ran: held until those are back."""
+        self._started: OrderedDict[tuple[str, ...], set[object]] = OrderedDict()
+        """Call groups -> which of their calls started (by place, or id), for ``wait_for_group``."""
         self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)
         self._open_request: str | None = None
         """With ``resent``: the newest user turn recorded, while no answer to it has been recorded
         nor lost (a run that fails before answering is retried with this request)."""
@@ -194,11 +197,31 @@ class MessageRecorder:
             if len(held) == len(group):
                 self._release(group)
 
-    def tool_started(self, calls: Sequence[str]) -> None:
-        """A tool of these parallel calls starts; ``tool_stopped`` says when it is back. A caller
-        that says both has a step one of whose tools raised recorded in the calls' order."""
-        with self._lock:
-            self._running[tuple(calls)] += 1
+    def tool_started(self, calls: Sequence[str], call: object = None) -> None:
+        """A tool of these parallel calls starts (``call``: its place among them, or its id);
+        ``tool_stopped`` says when it is back. A caller that says both has a step one of whose
+        tools raised recorded in the calls' order."""
+        group = tuple(calls)
+        with self._changed:
+            self._running[group] += 1
+            if call is not None and len(group) > 1:
+                started = self._started.pop(group, set())
+                started.add(call)
+                self._started[group] = started
+                while len(self._started) > _FAILED_GROUPS_KEPT:
+                    self._started.popitem(last=False)
+                self._changed.notify_all()
+
+    def wait_for_group(self, calls: Sequence[str], timeout: float) -> None:
+        """Wait, at most ``timeout`` seconds, until every call of these parallel calls started: a
+        tool that raised at once is back before the tools beside it start in their threads, and
+        they would not be known to run when it stops (its results then recorded as they come, out
+        of the calls' order). A call that never starts (its run ended) holds nothing longer."""
+        group = tuple(calls)
+        if len(group) < 2:
+            return
+        with self._changed:
+            self._changed.wait_for(lambda: len(self._started.get(group, ())) >= len(group), timeout)
 
     def tool_stopped(self, calls: Sequence[str]) -> None:
         """A tool ``tool_started`` announced is back, its result (or error result) recorded."""

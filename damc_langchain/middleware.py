@@ -25,6 +25,9 @@ from ._recorder import MessageRecorder, bubbles_up, conversations_of, error_resu
 from .recall import offers_recall, tool_answered_by, tool_name
 
 logger = logging.getLogger("damc.langchain")
+_GROUP_START_WAIT = 0.25
+"""Seconds a call that raised waits for the parallel calls beside it to start (see
+``MessageRecorder.wait_for_group``)."""
 
 
 class _Step(NamedTuple):
@@ -139,6 +142,8 @@ class DamcMiddleware(AgentMiddleware):
         try:
             result = handler(request)
         except BaseException as error:
+            if step is not None:  # the calls beside it run in threads that may not have started yet
+                step.recorder.wait_for_group(step.calls, _GROUP_START_WAIT)
             self._tool_failed(step, request, error)
             raise
         self._record(step, request, result)
@@ -167,7 +172,7 @@ class DamcMiddleware(AgentMiddleware):
             recorder = self.conversations.current()
             state = request.state if isinstance(request.state, dict) else {}
             calls, place = _calls_beside(state.get("messages", ()), request.tool_call)
-            recorder.tool_started(calls)
+            recorder.tool_started(calls, place if place is not None else request.tool_call.get("id"))
         except Exception:
             logger.exception("damc: opening the thread's memory failed; the agent goes on")
             return None

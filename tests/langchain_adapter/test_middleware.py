@@ -876,6 +876,63 @@ def test_an_async_step_a_call_ended_is_remembered_every_call_answered(recording_
     assert booking.status == "error" and "CancelledError" in booking.content
 
 
+def test_two_calls_that_raised_beside_a_slow_one_are_remembered_in_the_calls_order(recording_model):
+    import threading
+    import time
+
+    from langchain.agents.middleware import AgentMiddleware
+
+    class Throttle(AgentMiddleware):
+        """Starts one tool call every 30 ms (an API's rate limit)."""
+
+        def __init__(self):
+            super().__init__()
+            self.lock, self.next_start = threading.Lock(), 0.0
+
+        def wrap_tool_call(self, request, handler):
+            with self.lock:
+                time.sleep(max(0.0, self.next_start - time.monotonic()))
+                self.next_start = time.monotonic() + 0.03
+            try:
+                return handler(request)
+            finally:
+                if request.tool_call["id"] == "c3":
+                    lookup_back.set()
+
+    lookup_back = threading.Event()  # the booking returns once both lookups raised
+
+    @tool
+    def book_flight(flight: str) -> str:
+        """Book a flight."""
+        lookup_back.wait(timeout=5)
+        return f"booked {flight}: reservation R-7"
+
+    @tool
+    def find_hotel(city: str) -> str:
+        """Find a hotel."""
+        raise RuntimeError(f"no hotels in {city}")
+
+    parallel = AIMessage(
+        "",
+        tool_calls=[
+            {"name": "find_hotel", "args": {"city": "Paris"}, "id": "c1"},
+            {"name": "book_flight", "args": {"flight": "HAT107"}, "id": "c2"},
+            {"name": "find_hotel", "args": {"city": "Lyon"}, "id": "c3"},
+        ],
+    )
+    damc = DamcMiddleware(memory(budget=4000))
+    agent = create_agent(recording_model(parallel), [book_flight, find_hotel], middleware=[Throttle(), damc])
+
+    with pytest.raises(RuntimeError, match="no hotels"):
+        agent.invoke({"messages": [HumanMessage("Book HAT107 and a hotel in Paris or Lyon")]})
+
+    assert tool_results(damc.memory) == [
+        ("Error: RuntimeError: no hotels in Paris", "error"),
+        ("booked HAT107: reservation R-7", None),
+        ("Error: RuntimeError: no hotels in Lyon", "error"),
+    ]
+
+
 def test_the_error_of_a_call_that_raised_reaches_the_caller_unchanged(recording_model):
     failure = RuntimeError("mail server down")
 
