@@ -13,6 +13,7 @@ from typing import Any
 from langchain_core.messages import (
     AIMessage,
     BaseMessage,
+    ToolCall,
     ToolMessage,
     convert_to_messages,
     convert_to_openai_messages,
@@ -63,6 +64,10 @@ class MessageRecorder:
         """Call groups one of whose tools raised while others ran: held until those are back."""
         self._started: OrderedDict[tuple[str, ...], set[object]] = OrderedDict()
         """Call groups -> which of their calls started (by place, or id), for ``wait_for_group``."""
+        self._errored: OrderedDict[str, int] = OrderedDict()
+        """Call ids answered with an error result -> how many times the call was made again since."""
+        self._after: dict[tuple[str, ...], list[list[dict[str, Any]]]] = {}
+        """Call groups still held -> calls made again, recorded once the group's results are."""
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
         self._open_request: str | None = None
@@ -243,6 +248,52 @@ class MessageRecorder:
             self._raised.add(group)
             self._settle(group)
 
+    def answered_with_error(self, call_id: str) -> None:
+        """The call ``call_id`` was answered with an error result: made again, it is a retry."""
+        with self._lock:
+            self._errored[call_id] = self._errored.pop(call_id, 0)
+            while len(self._errored) > _FAILED_GROUPS_KEPT:
+                self._errored.popitem(last=False)
+
+    def retry_of(self, call_id: str) -> int | None:
+        """How many times the call ``call_id``, answered with an error, was made again counting
+        this time (``None``: it was not answered with an error)."""
+        with self._lock:
+            if call_id not in self._errored:
+                return None
+            self._errored[call_id] += 1
+            return self._errored[call_id]
+
+    def record_retry(self, calls: Sequence[str], call: ToolCall, retry_id: str, result: Any) -> None:
+        """Record a call made again (a middleware retrying it) as a call of its own: an assistant
+        message making it under ``retry_id``, then its result under that id, after the results of
+        the calls it was made with. Never raises into the agent."""
+        try:
+            remade = AIMessage("", tool_calls=[{**call, "id": retry_id}])
+            events = [to_event(remade)]
+            for message in tool_messages(result):
+                event = to_event(message)
+                event["tool_call_id"] = retry_id
+                events.append(event)
+                if message.id:  # the state's answer to the call: already recorded
+                    self._seen.add(f"id:{message.id}")
+        except Exception:
+            logger.exception("damc: recording a retried tool call failed; the agent goes on")
+            return
+        group = tuple(calls)
+        with self._lock:
+            if group in self._held and group not in self._failed:
+                self._after.setdefault(group, []).append(events)
+                return
+            self._record_events(events)
+
+    def _record_events(self, events: list[dict[str, Any]]) -> None:
+        for event in events:
+            try:
+                self._record(event)
+            except Exception:
+                logger.exception("damc: recording a retried tool call failed; the agent goes on")
+
     def _settle(self, group: tuple[str, ...]) -> None:
         """Record what a group one of whose tools raised holds once none of its tools runs (under
         the lock)."""
@@ -259,6 +310,8 @@ class MessageRecorder:
         held = self._held.pop(group, {})
         for place in sorted(held):
             self._record_results(held[place])
+        for events in self._after.pop(group, ()):
+            self._record_events(events)
 
     def _forget_held(self, call_id: str) -> None:
         with self._lock:

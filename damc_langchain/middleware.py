@@ -37,6 +37,8 @@ class _Step(NamedTuple):
     recorder: MessageRecorder
     calls: list[str]
     place: int | None
+    retry: str | None = None
+    """The id a call made again after its error result is recorded under."""
 
 
 class DamcMiddleware(AgentMiddleware):
@@ -65,6 +67,7 @@ class DamcMiddleware(AgentMiddleware):
         self.conversations = conversations_of(memory)
         self.tools = [tool_answered_by(lambda: self.conversations.current().memory)] if recall else []
         self._shadow_noted = False
+        self._retry_noted = False
 
     def memory_for(self, thread_id: str | None) -> DecisionMemory:
         """The memory of one checkpointer thread (``None``: runs without a thread id)."""
@@ -172,11 +175,21 @@ class DamcMiddleware(AgentMiddleware):
             recorder = self.conversations.current()
             state = request.state if isinstance(request.state, dict) else {}
             calls, place = _calls_beside(state.get("messages", ()), request.tool_call)
-            recorder.tool_started(calls, place if place is not None else request.tool_call.get("id"))
+            call_id = str(request.tool_call.get("id"))
+            recorder.tool_started(calls, place if place is not None else call_id)
+            retried = recorder.retry_of(call_id)
         except Exception:
             logger.exception("damc: opening the thread's memory failed; the agent goes on")
             return None
-        return _Step(recorder, calls, place)
+        if retried is None:
+            return _Step(recorder, calls, place)
+        if not self._retry_noted:
+            self._retry_noted = True
+            logger.warning(
+                "damc: a tool call DAMC recorded as failed was made again: DamcMiddleware is listed after "
+                "a middleware that retries tool calls (ToolRetryMiddleware); list DamcMiddleware first"
+            )
+        return _Step(recorder, calls, place, f"{call_id}~retry{retried}")
 
     def _tool_failed(self, step: _Step | None, request: ToolCallRequest, error: BaseException) -> None:
         """Record ``error`` as the call's result (not langgraph's pause, which the call answers on
@@ -188,6 +201,7 @@ class DamcMiddleware(AgentMiddleware):
                 call_id = str(request.tool_call.get("id"))
                 failed = ToolMessage(error_result(error), tool_call_id=call_id, status="error")
                 self._answer(step, request, failed)
+                step.recorder.answered_with_error(call_id)
             step.recorder.tool_failed(step.calls)
             step.recorder.tool_stopped(step.calls)
         except Exception:
@@ -206,7 +220,10 @@ class DamcMiddleware(AgentMiddleware):
             step.recorder.observe(state.get("messages", ()))
         except Exception:
             logger.exception("damc: recording the agent state failed; the agent goes on")
-        step.recorder.record_tool_result(result, calls=step.calls, place=step.place)
+        if step.retry is not None:  # made again after its error result: a call of its own
+            step.recorder.record_retry(step.calls, request.tool_call, step.retry, result)
+        else:
+            step.recorder.record_tool_result(result, calls=step.calls, place=step.place)
 
     def _note_shadowed_recall(self, tools: Any) -> None:
         """Say once when the agent's own tool named ``recall`` stands in for DAMC's: the memory

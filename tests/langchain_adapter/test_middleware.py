@@ -933,6 +933,41 @@ def test_two_calls_that_raised_beside_a_slow_one_are_remembered_in_the_calls_ord
     ]
 
 
+def test_listed_after_a_retrying_middleware_damc_remembers_the_retry_that_succeeded(recording_model, caplog):
+    from langchain.agents.middleware import ToolRetryMiddleware
+
+    attempts = []
+
+    @tool
+    def book_flight(flight: str) -> str:
+        """Book a flight."""
+        attempts.append(flight)
+        if len(attempts) == 1:
+            raise TimeoutError("booking service timed out")
+        return f"booked {flight}: reservation R-7"
+
+    model = recording_model(
+        call("book_flight", {"flight": "HAT107"}, "c1"), AIMessage("Booked: R-7."), AIMessage("Yes, R-7.")
+    )
+    retry = ToolRetryMiddleware(max_retries=2, initial_delay=0.01, retry_on=(TimeoutError,))
+    damc = DamcMiddleware(memory(budget=4000))
+    agent = create_agent(model, [book_flight], middleware=[retry, damc])  # DAMC should come first
+
+    agent.invoke({"messages": [HumanMessage("Book HAT107")]})
+    agent.invoke({"messages": [HumanMessage("Is it booked?")]})
+
+    assert tool_results(damc.memory) == [  # the call failed, was made again, and went through
+        ("Error: TimeoutError: booking service timed out", "error"),
+        ("booked HAT107: reservation R-7", None),
+    ]
+    prompt = model.received[-1]
+    made = [c["id"] for m in prompt if isinstance(m, AIMessage) for c in m.tool_calls]
+    answered = [m.tool_call_id for m in prompt if isinstance(m, ToolMessage)]
+    assert set(answered) <= set(made)
+    assert "reservation R-7" in text(prompt)
+    assert sum("retries tool calls" in r.getMessage() for r in caplog.records) == 1
+
+
 def test_the_error_of_a_call_that_raised_reaches_the_caller_unchanged(recording_model):
     failure = RuntimeError("mail server down")
 
