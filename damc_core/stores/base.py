@@ -52,19 +52,20 @@ def require_storable(record: RawRecord) -> None:
         raise StoreError(f"record {record.id!r} has no time (created_at={reprlib.repr(at)})")
 
 
-def legacy_keys(namespace: Namespace) -> tuple[str, ...]:
-    """Keys the namespace's records and cards may still be stored under, so that a store written
-    before an upgrade opens with its memory: releases before ``%`` was escaped in keys stored
-    ``acme%40corp``'s under ``acme%40corp/...``. No key when the key never changed (no ``%``),
-    nor when the old key was, or now is, another namespace's too, so a read never reaches another
-    tenant: ``acme%2Falice`` and ``acme/alice`` shared one (``/`` was escaped as ``%2F``), and
-    ``a%25``'s old key is ``a%``'s key now."""
+def read_keys(namespace: Namespace) -> tuple[str, ...]:
+    """The keys a read of the namespace's records and cards looks under: its own, then the one a
+    release before ``%`` was escaped in keys stored them under (``acme%40corp``'s under
+    ``acme%40corp/...``), so that a store written before an upgrade opens with its memory. No old
+    key when the key never changed (no ``%``), nor when the old key was, or now is, another
+    namespace's too, so a read never reaches another tenant: ``acme%2Falice`` and ``acme/alice``
+    shared one (``/`` was escaped as ``%2F``), and ``a%25``'s old key is ``a%``'s key now."""
     parts = (namespace.user, namespace.session)
     if not any("%" in part for part in parts) or any("/" in part or "%2F" in part for part in parts):
-        return ()
+        return (namespace.key,)
     if all(_ESCAPED_PERCENT_ONLY.fullmatch(part) for part in parts):
-        return ()
-    return (f"{namespace.user}/{namespace.session}",)  # no "/" in a part: the old escaping left it as it is
+        return (namespace.key,)
+    # no "/" in a part: the old escaping left it as it is
+    return (namespace.key, f"{namespace.user}/{namespace.session}")
 
 
 _ESCAPED_PERCENT_ONLY = re.compile(r"(?:[^%]|%25)*")

@@ -25,7 +25,7 @@ import numpy as np
 from ..errors import ConfigError, RecordExistsError, SchemaVersionError, StoreClosedError, StoreError
 from ..serde import CardSerializer, JsonCardSerializer, readable_cards
 from ..types import CARD_FORMAT_VERSION, Card, Namespace, RawRecord
-from .base import legacy_keys, require_storable
+from .base import read_keys, require_storable
 
 if TYPE_CHECKING:
     from chromadb.api import ClientAPI
@@ -229,10 +229,10 @@ class ChromaStore:
 
     def record(self, namespace: Namespace, record_id: str) -> RawRecord | None:
         """The record under its row id, or else under the row ids older releases gave it (ids
-        unescaped, under :func:`~damc_core.stores.base.legacy_keys` too). A row counts only if
+        unescaped, under every key of :func:`~damc_core.stores.base.read_keys`). A row counts only if
         it is stored for one of the namespace's keys and reads back as ``record_id``: an
         unescaped id such as ``b|r0`` can name another session's row."""
-        keys = (namespace.key, *legacy_keys(namespace))
+        keys = read_keys(namespace)
         row_ids = list(
             dict.fromkeys([_row_id(namespace.key, record_id), *(f"{k}|{record_id}" for k in keys)])
         )
@@ -275,7 +275,7 @@ class ChromaStore:
         """Every (id, document, metadata) of the namespace from sequence number ``since`` on, a
         page at a time, rows older releases stored under another key included; the default 0
         bounds the read too (a row numbered -1 is left out, as in every backend)."""
-        keys = [namespace.key, *legacy_keys(namespace)]
+        keys = list(read_keys(namespace))
         where: dict[str, Any] = {"$and": [{"ns": {"$in": keys}}, {"seq": {"$gte": since}}]}
         rows: list[tuple[str, str, Any]] = []
         while True:

@@ -10,7 +10,7 @@ from typing import TypeVar
 from ..errors import RecordExistsError, SchemaVersionError, StoreClosedError, StoreError
 from ..serde import CardSerializer, JsonCardSerializer, readable_cards
 from ..types import CARD_FORMAT_VERSION, Card, Namespace, RawRecord
-from .base import legacy_keys, require_storable
+from .base import read_keys, require_storable
 
 T = TypeVar("T")
 
@@ -107,7 +107,7 @@ class SQLiteStore:
         return RawRecord(id=row[0], namespace=namespace, seq=row[1], created_at=row[2], body=row[3], v=row[4])
 
     def record(self, namespace: Namespace, record_id: str) -> RawRecord | None:
-        keys = _keys(namespace)
+        keys = read_keys(namespace)
         row = self._run(
             f"read record {record_id!r}",
             lambda db: db.execute(
@@ -119,7 +119,7 @@ class SQLiteStore:
         return self._record(namespace, row) if row else None
 
     def records(self, namespace: Namespace, *, since: int = 0) -> list[RawRecord]:
-        keys = _keys(namespace)
+        keys = read_keys(namespace)
         rows = self._run(
             f"read the records of {namespace.key!r}",
             lambda db: db.execute(
@@ -141,7 +141,7 @@ class SQLiteStore:
         self._run(f"store {len(rows)} cards of {namespace.key!r}", write)
 
     def cards(self, namespace: Namespace, *, since: int = 0) -> list[Card]:
-        keys = _keys(namespace)
+        keys = read_keys(namespace)
         rows = self._run(
             f"read the cards of {namespace.key!r}",
             lambda db: db.execute(
@@ -156,11 +156,6 @@ class SQLiteStore:
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
-
-
-def _keys(namespace: Namespace) -> tuple[str, ...]:
-    """The keys a read looks under: the namespace's own, then those older releases wrote it under."""
-    return (namespace.key, *legacy_keys(namespace))
 
 
 def _marks(keys: tuple[str, ...]) -> str:
