@@ -325,10 +325,10 @@ class DefaultEncoder:
                 facts.append(Fact("note", _clip(around, self.max_cell_chars), fact_kind("note", around)))
             payload, envelope = _unwrapped(parsed)
             self._walk(payload, "", 0, facts, tables)
-            stated = {f.path.split(".")[0] for f in facts} | {t.path.split(".")[0] for t in tables}
-            for key, value in envelope.items():  # after the payload: its ids name the entity
-                # the envelope's own status beside the record's is the response's
-                self._walk(value, f"response.{key}" if key in stated else key, 1, facts, tables)
+            stated = [f.path for f in facts] + [t.path for t in tables]
+            # the envelope after the payload: its ids name the entity
+            for path, value in _envelope_paths(envelope, stated):
+                self._walk(value, path, 1, facts, tables)
             extract_scan = TextScan(around)
         else:
             read, unread = self._read(stripped, base["id"])
@@ -472,6 +472,41 @@ def _unwrapped(parsed: object) -> tuple[object, dict[str, object]]:
     if _leaves(parsed[wrapping[0]], beside + 1) <= beside:
         return parsed, {}
     return parsed[wrapping[0]], rest
+
+
+def _envelope_paths(envelope: Mapping[str, object], stated: Iterable[str]) -> Iterator[tuple[str, object]]:
+    """The envelope's items by the paths they take beside the record read from it, whose facts
+    and tables have the paths ``stated``. A key is named as it would be in the envelope alone
+    (:func:`_named`), and an item whose name starts like a path of the record's is the response's:
+    the envelope's ``status`` beside the record's is ``response.status``, its ``meta`` or
+    ``meta.page`` beside the record's ``meta.page`` is ``response.meta.page``, its ``items``
+    beside the record's ``items[0]`` is ``response.items``. That prefix is a name neither the
+    record's paths nor the envelope's own keys start with (``envelope`` when the record has a
+    ``response`` of its own or the envelope a ``response`` beside its record), so no two values
+    share a name and none reads as a field of another. A blank key is named ``''``: under no name,
+    its record's fields would read as the response's own (``status``) and its value as ``value``."""
+    taken = {_first_name(path) for path in stated}
+    named = [(name or quoted_name(name), value) for name, value in _named(envelope)]
+    used = taken | {_first_name(name) for name, _ in named}
+    prefix = next(name for name in _response_names() if name not in used)
+    for name, value in named:
+        yield (_join(prefix, name) if _first_name(name) in taken else name), value
+
+
+def _response_names() -> Iterator[str]:
+    """Names for the envelope's values that collide with the record's, the first one free."""
+    yield from ("response", "envelope")
+    yield from (f"envelope_{n}" for n in itertools.count(2))
+
+
+_FIRST_NAME = re.compile(r"'(?:[^'\\]|\\.)*'(?![^.\[])|[^.\[]*")
+"""The first name of a fact path or table path: a quoted name whole (``'a.b'``), otherwise up to
+the first dot or bracket (``items`` of ``items[0].id``)."""
+
+
+def _first_name(path: str) -> str:
+    match = _FIRST_NAME.match(path)
+    return match.group() if match is not None else path
 
 
 def _leaves(value: object, enough: int = 1 << 30) -> int:

@@ -493,3 +493,74 @@ def test_a_list_in_an_envelope_keeps_its_name_and_a_small_record_its_place(memor
 
     assert listed.tables[0].path == "results"
     assert [f.path for f in described.facts] == ["data.user_id", "links"]  # no heavier than what is beside it
+
+
+def rendered(card):
+    """A card's facts as its summary shows them, after ``tool(arguments) -> ``."""
+    return card.summary.partition(" -> ")[2]
+
+
+def test_an_envelopes_field_named_like_a_path_of_the_records_is_the_responses(memory, msg):
+    """The envelope's ``meta.page`` beside the record's ``meta`` and its ``notes`` beside the
+    record's ``notes[0]`` would render under the record's names."""
+    order = {"order_id": "W1", "status": "pending_refund", "meta": {"page": 5}}
+    order["notes"] = ["gift", {"by": "mia"}]
+    wrapped = {"data": order, "meta.page": 2, "notes": ["retried", {"by": "system"}], "status": "ok"}
+
+    card = observe_result(memory, msg, "get_order", wrapped, {"order_id": "W1"})
+
+    assert [(f.path, f.value) for f in card.facts] == [
+        ("order_id", "W1"),
+        ("status", "pending_refund"),
+        ("meta.page", "5"),
+        ("notes[0]", "gift"),
+        ("notes[1].by", "mia"),
+        ("response.meta.page", "2"),
+        ("response.notes[0]", "retried"),
+        ("response.notes[1].by", "system"),
+        ("response.status", "ok"),
+    ]
+    assert rendered(card) == (
+        "status=pending_refund; notes[0]=gift; meta(page=5); notes[1](by=mia); response.meta(page=2); "
+        "response(notes[0]=retried; status=ok); response.notes[1](by=system)"
+    )
+
+
+def test_an_envelope_beside_a_record_with_a_response_of_its_own_is_named_envelope(memory, msg):
+    nested = {"data": {"order_id": "W1", "status": "delivered", "response": {"status": "refund_requested"}}}
+    dotted = {"data": {"ticket_id": "T9", "status": "open", "response.status": "awaiting_customer"}}
+
+    first = observe_result(memory, msg, "get_order", {**nested, "status": "ok"}, {"order_id": "W1"})
+    second = observe_result(memory, msg, "get_ticket", {**dotted, "status": "ok"}, {"ticket_id": "T9"})
+
+    assert rendered(first) == "status=delivered; response(status=refund_requested); envelope(status=ok)"
+    assert rendered(second) == "status=open; response(status=awaiting_customer); envelope(status=ok)"
+    assert [f.path for f in second.facts] == ["ticket_id", "status", "response.status", "envelope.status"]
+
+
+def test_an_envelopes_own_response_key_keeps_its_name_and_its_status_is_the_envelopes(memory, msg):
+    wrapped = {"data": {"order_id": "W1", "status": "pending_refund", "total": 5}, "response": "accepted"}
+
+    card = observe_result(memory, msg, "get_order", {**wrapped, "status": "ok"}, {"order_id": "W1"})
+
+    facts = {f.path: f.value for f in card.facts}
+    assert facts["response"] == "accepted" and facts["envelope.status"] == "ok"
+    assert rendered(card) == "status=pending_refund; total=5; response=accepted; envelope(status=ok)"
+
+
+def test_the_keys_of_an_envelope_are_named_apart_from_each_other_and_from_the_records(memory, msg):
+    """Named as the response itself would name them: a dotted key beside the record it reads into
+    is quoted, and a blank key is ``''``, not the record's fields or ``value``."""
+    order = {"order_id": "W1", "status": "pending_refund", "value": 42, "total": 5}
+    wrapped = {"data": order, "meta": {"page": 2}, "meta.page": 3, "": {"status": "ok"}}
+
+    card = observe_result(memory, msg, "get_order", wrapped, {"order_id": "W1"})
+
+    assert [(f.path, f.value) for f in card.facts][-3:] == [
+        ("meta.page", "2"),
+        ("'meta.page'", "3"),
+        ("''.status", "ok"),
+    ]
+    assert rendered(card) == (
+        "status=pending_refund; value=42; total=5; 'meta.page'=3; meta(page=2); ''(status=ok)"
+    )
