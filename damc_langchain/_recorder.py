@@ -164,13 +164,15 @@ class MessageRecorder:
         for index, message in enumerate(messages):
             self._seen.add(f"id:{message.id}" if message.id else f"at:{index}")
 
-    def record_reply(self, message: BaseMessage) -> None:
-        """Record the model's reply as it comes, known by its id (a reply without one is recorded
-        with the history it joins)."""
-        if not message.id or f"id:{message.id}" in self._seen:
+    def record_reply(self, message: BaseMessage, *, at: int | None = None) -> None:
+        """Record the model's reply as it comes, known by its id. A reply without one is known by
+        ``at``, the position it will have in the messages ``observe`` is given next (a history
+        resent whole at every step); without ``at`` it is recorded with the history it joins."""
+        key = f"id:{message.id}" if message.id else None if at is None else f"at:{at}"
+        if key is None or key in self._seen:
             return
         self._record(to_event(message))
-        self._seen.add(f"id:{message.id}")
+        self._seen.add(key)
 
     def record_tool_result(self, result: Any, *, calls: Sequence[str] = (), place: int | None = None) -> None:
         """Record a tool's result as it returns (a ``ToolMessage``, or those of a ``Command``'s

@@ -133,6 +133,9 @@ class _DamcStep:
         self.recall_tool = recall_tool
         self.recorder = MessageRecorder(memory)
         self.tool_runs = _ToolRuns(self, tools)
+        self.run: list[BaseMessage] = []
+        """The messages of the running run the model was last given: the next prompt's run
+        starts with them."""
 
     def __call__(self, prompt: PromptValue) -> list[BaseMessage]:
         messages = prompt.to_messages()
@@ -142,6 +145,7 @@ class _DamcStep:
             (i for i in range(len(dialogue) - 1, -1, -1) if isinstance(dialogue[i], HumanMessage)), 0
         )
         run = dialogue[start:]
+        self.run = run
         try:
             if not any(isinstance(m, (AIMessage, ToolMessage)) for m in run):
                 if self.memory.event_count == 0:
@@ -168,6 +172,19 @@ class _DamcStep:
         except Exception:
             logger.exception("damc: recording the model's tool calls failed; the agent goes on")
         return decision
+
+    def record_reply(self, reply: BaseMessage) -> bool:
+        """Record the model's reply as it comes; whether it is recorded, so its results can follow
+        it. A reply without an id is known by the place it takes in the next prompt's run, right
+        after the run the model was given, unless the scratchpad leaves it out there as a message
+        it already holds: it is recorded from the next prompt then."""
+        if not reply.id:
+            if reply in self.run:
+                return False
+            self.recorder.record_reply(reply, at=len(self.run))
+        else:
+            self.recorder.record_reply(reply)
+        return True
 
 
 class _Answers(BaseCallbackHandler):
@@ -208,17 +225,16 @@ class _ToolRuns(BaseCallbackHandler):
 
     def expect(self, calls: list[ToolAgentAction]) -> None:
         """Record the message that made ``calls``, so their results can follow it as they come (a
-        message without an id, or one the store refused, goes in from the next prompt, and its
-        results after it). A call of a tool the executor lacks gets the executor's answer to it
-        now: the ``InvalidTool`` that gives it reports to no one, and the results beside it,
-        held for it, would be lost with the run that stops after the step."""
+        message the store refused goes in from the next prompt, and its results after it). A call
+        of a tool the executor lacks gets the executor's answer to it now: the ``InvalidTool``
+        that gives it reports to no one, and the results beside it, held for it, would be lost
+        with the run that stops after the step."""
         reply = calls[0].message_log[-1] if calls and calls[0].message_log else None
         ids = [str(call.tool_call_id) for call in calls]
         with self._lock:
             self._waiting = []
-            if reply is None or not reply.id:
+            if reply is None or not self.step.record_reply(reply):
                 return
-            self.step.recorder.record_reply(reply)
             self._waiting = [(place, call) for place, call in enumerate(calls) if call.tool in self.tools]
             self._calls = ids
         for place, call in enumerate(calls):

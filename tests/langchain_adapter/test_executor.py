@@ -408,3 +408,89 @@ def test_a_tool_that_waits_for_a_human_is_not_recorded_as_failed(recording_model
 
     results = [(m["content"], m.get("status")) for m in damc.messages() if m["role"] == "tool"]
     assert results == [("booked HAT1, confirmation ABC123", None)]
+
+
+def replies_without_ids(*replies):
+    """A scripted model whose replies carry no message id, as some providers give them."""
+    from .conftest import RecordingChatModel
+
+    class RepliesWithoutIds(RecordingChatModel):
+        def invoke(self, input, config=None, **kwargs):
+            return super().invoke(input, config, **kwargs).model_copy(update={"id": None})
+
+        async def ainvoke(self, input, config=None, **kwargs):
+            reply = await super().ainvoke(input, config, **kwargs)
+            return reply.model_copy(update={"id": None})
+
+    return RepliesWithoutIds(script=list(replies))
+
+
+def test_a_step_whose_reply_has_no_id_is_recorded_as_it_goes_when_a_tool_raises():
+    model, agent = booking_that_fails(replies_without_ids, RuntimeError("payment gateway timed out"))
+    damc = memory()
+    wrapped = wrap(agent, damc, budget=4000)
+
+    with pytest.raises(RuntimeError, match="payment gateway timed out"):
+        wrapped.invoke({"input": "Book HAT107 for mia_li_3668 with my visa"})
+
+    step = [(m["role"], m.get("tool_call_id"), m.get("status")) for m in damc.messages()]
+    assert step == [
+        ("user", None, None),
+        ("assistant", None, None),
+        ("tool", "c1", None),
+        ("tool", "c2", "error"),
+    ]
+    wrapped.invoke({"input": "Did the booking go through?"})
+    assert_the_step_is_remembered(model.received[-1])
+
+
+def test_an_async_step_whose_reply_has_no_id_is_recorded_as_it_goes_when_a_tool_raises():
+    model, agent = booking_that_fails(replies_without_ids, RuntimeError("payment gateway timed out"))
+    wrapped = wrap(agent, memory(), budget=4000)
+
+    with pytest.raises(RuntimeError, match="payment gateway timed out"):
+        asyncio.run(wrapped.ainvoke({"input": "Book HAT107 for mia_li_3668 with my visa"}))
+    asyncio.run(wrapped.ainvoke({"input": "Did the booking go through?"}))
+
+    assert_the_step_is_remembered(model.received[-1])
+
+
+def test_a_step_whose_reply_has_no_id_is_kept_when_the_iteration_limit_stops_the_run():
+    from langchain_core.tools import tool
+
+    from .scenario import call
+
+    @tool
+    def book(flight: str) -> str:
+        """Book a flight."""
+        return f"booked {flight}, confirmation ZX9"
+
+    model = replies_without_ids(
+        call("book", {"flight": "HAT1"}, "c1"), AIMessage("Your confirmation is ZX9.")
+    )
+    damc = memory()
+    wrapped = wrap(executor(model, tools=[book]).model_copy(update={"max_iterations": 1}), damc)
+
+    stopped = wrapped.invoke({"input": "Book HAT1"})["output"]
+    wrapped.invoke({"input": "What is my confirmation?"})
+
+    assert "confirmation ZX9" in text(model.received[-1])
+    said = [(m["role"], m.get("tool_call_id"), m["content"]) for m in damc.messages()]
+    assert said[:4] == [
+        ("user", None, "Book HAT1"),
+        ("assistant", None, ""),
+        ("tool", "c1", "booked HAT1, confirmation ZX9"),
+        ("assistant", None, stopped),
+    ]
+
+
+def test_replies_without_ids_are_recorded_once_each_as_replies_with_ids_are(recording_model):
+    with_ids, without = memory(), memory()
+    wrap(executor(recording_model(*SCRIPT)), with_ids).invoke({"input": "Book HAT107 for mia_li_3668"})
+    script = [reply.model_copy(update={"id": None}) for reply in SCRIPT]
+    wrap(executor(replies_without_ids(*script)), without).invoke({"input": "Book HAT107 for mia_li_3668"})
+
+    def said(damc):
+        return [{k: v for k, v in m.items() if k != "id"} for m in damc.messages()]
+
+    assert len(said(without)) == 1 + 2 * 3 + 1 and said(without) == said(with_ids)
