@@ -272,6 +272,7 @@ class _ToolRuns(BaseCallbackHandler):
         if running is None or bubbles_up(error):  # a pause for a human (interrupt): not a failure
             return
         recorder, call, calls, place = running
-        recorder.tool_failed(calls)
+        # the error result first, in its call's place among the results held, then the others
         failed = ToolMessage(error_result(error), tool_call_id=str(call.tool_call_id), status="error")
         recorder.record_tool_result(failed, calls=calls, place=place)
+        recorder.tool_failed(calls)

@@ -494,3 +494,35 @@ def test_replies_without_ids_are_recorded_once_each_as_replies_with_ids_are(reco
         return [{k: v for k, v in m.items() if k != "id"} for m in damc.messages()]
 
     assert len(said(without)) == 1 + 2 * 3 + 1 and said(without) == said(with_ids)
+
+
+def test_a_call_that_raised_after_the_call_beside_it_returned_is_recorded_in_the_calls_order(
+    recording_model,
+):
+    import time
+
+    from langchain_core.tools import tool
+
+    @tool
+    def book(flight: str) -> str:
+        """Book a flight."""
+        time.sleep(0.1)  # the lookup beside it returns meanwhile
+        raise RuntimeError("payment gateway timed out")
+
+    @tool
+    def lookup(user_id: str) -> str:
+        """Look a user up."""
+        return f"{user_id}: visa credit_card_4421486"
+
+    calls = [
+        {"name": "book", "args": {"flight": "HAT107"}, "id": "c1"},
+        {"name": "lookup", "args": {"user_id": "mia_li_3668"}, "id": "c2"},
+    ]
+    damc = memory()
+    wrapped = wrap(executor(recording_model(AIMessage("", tool_calls=calls)), tools=[book, lookup]), damc)
+
+    with pytest.raises(RuntimeError, match="payment gateway timed out"):
+        asyncio.run(wrapped.ainvoke({"input": "Book HAT107 for mia_li_3668"}))
+
+    results = [(m["tool_call_id"], m.get("status")) for m in damc.messages() if m["role"] == "tool"]
+    assert results == [("c1", "error"), ("c2", None)]
