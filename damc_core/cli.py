@@ -238,7 +238,11 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     def common(p: argparse.ArgumentParser, *, many_budgets: bool = False) -> None:
-        p.add_argument("trace", help="JSON list of messages, JSONL of messages, or [{'traj': [...]}, ...]")
+        p.add_argument(
+            "trace",
+            help="JSON list of messages, JSONL of messages, or [{'traj': [...]}, ...] "
+            "(or {'messages': [...]} items)",
+        )
         p.add_argument(
             "--budget",
             type=int,

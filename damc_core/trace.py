@@ -1,4 +1,4 @@
-"""Reading recorded agent traces: OpenAI-format messages in the three common file shapes."""
+"""Reading recorded agent traces: OpenAI-format messages in the common file shapes."""
 
 from __future__ import annotations
 
@@ -12,10 +12,11 @@ from .types import Message
 
 
 def load_trajectories(path: str | Path) -> list[list[Message]]:
-    """Trajectories from a JSON list of messages, a JSONL of messages, or ``[{"traj": [...]}, ...]``.
+    """Trajectories from a JSON list of messages, a JSONL of messages, or ``[{"traj": [...]}, ...]``
+    (tau-bench's results; ``{"messages": [...]}`` items, as OpenAI chat files have them, alike).
 
-    A JSONL whose lines are themselves lists or ``{"traj": ...}`` objects gives one trajectory per
-    line. Errors name the file, the line and what was expected.
+    A JSONL whose lines are themselves lists, ``{"traj": ...}`` or ``{"messages": ...}`` objects
+    gives one trajectory per line. Errors name the file, the line and what was expected.
     """
     path = Path(path)
     try:
@@ -57,10 +58,13 @@ def parse_trajectories(
     """Trajectories from parsed JSON: a list of messages (one trajectory) when its first item is
     a message, else a list of trajectories. ``line_numbers``: the JSONL line of each item, for
     errors."""
-    if isinstance(data, dict) and "traj" in data:
+    if isinstance(data, dict) and _trajectory_key(data):
         data = [data]
     if not isinstance(data, list) or not data:
-        raise TraceError(f"{source}: expected a non-empty list of messages or of {{'traj': [...]}} items")
+        raise TraceError(
+            f"{source}: expected a non-empty list of messages or of {{'traj': [...]}} "
+            "or {'messages': [...]} items"
+        )
 
     def where(index: int) -> str:
         return f"{source}:{line_numbers[index]}" if line_numbers else f"{source}: item {index}"
@@ -69,15 +73,26 @@ def parse_trajectories(
         return [_messages(data, where)]
     out = []
     for index, item in enumerate(data):
-        messages = item.get("traj") if isinstance(item, dict) else item
+        key = _trajectory_key(item) if isinstance(item, dict) else None
+        messages = item.get(key) if isinstance(item, dict) and key else item
         if not isinstance(messages, list):
-            raise TraceError(f"{where(index)}: no message list (expected 'traj': [...] or messages)")
+            raise TraceError(
+                f"{where(index)}: no message list "
+                "(expected a list of messages, 'traj': [...] or 'messages': [...])"
+            )
         out.append(_messages(messages, _messages_of(where(index))))
     return out
 
 
 def _messages_of(item: str) -> Callable[[int], str]:
     return lambda index: f"{item}: message {index}"
+
+
+def _trajectory_key(item: dict[str, Any]) -> str | None:
+    """Where an item holds its messages: ``traj`` (tau-bench) or ``messages`` (OpenAI chat files)."""
+    if "traj" in item:
+        return "traj"
+    return "messages" if "messages" in item and "role" not in item else None
 
 
 def _is_message(item: Any) -> bool:

@@ -149,3 +149,18 @@ def test_trajectory_ending_with_an_unanswered_tool_call_builds_a_valid_context(
     sent_calls = [c["id"] for m in built.messages for c in m.get("tool_calls") or ()]
     assert "call_3" not in sent_calls
     assert "HAT069" in json.dumps(built.messages)
+
+
+def test_openai_messages_objects_give_one_trajectory_each(tmp_path, airline_messages):
+    """The shape of OpenAI chat fine-tuning files and many eval logs: {"messages": [...]}."""
+    single = tmp_path / "one.json"
+    single.write_text(json.dumps({"messages": airline_messages}), encoding="utf-8")
+    lines = write_jsonl(
+        tmp_path / "many.jsonl", [{"messages": airline_messages}, {"messages": airline_messages[:3]}]
+    )
+    listed = tmp_path / "many.json"
+    listed.write_text(json.dumps([{"messages": airline_messages[:3]}, {"messages": airline_messages}]))
+
+    assert load_trajectories(single) == [airline_messages]
+    assert load_trajectories(lines) == [airline_messages, airline_messages[:3]]
+    assert load_trajectories(listed) == [airline_messages[:3], airline_messages]
