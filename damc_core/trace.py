@@ -71,6 +71,7 @@ def parse_trajectories(
 
     if _is_message(data[0]):
         return [_messages(data, where)]
+    _check_format(data[0], where(0))
     out = []
     for index, item in enumerate(data):
         key = _trajectory_key(item) if isinstance(item, dict) else None
@@ -104,6 +105,32 @@ def _messages(items: Sequence[Any], where: Callable[[int], str]) -> list[Message
     for index, message in enumerate(items):
         if not isinstance(message, dict):
             raise TraceError(f"{where(index)}: {type(message).__name__}, expected a message object")
+        _check_format(message, where(index))
         if "role" not in message:
             raise TraceError(f"{where(index)}: a message without 'role'")
     return list(items)
+
+
+_LANGCHAIN_TYPES = frozenset({"human", "ai", "system", "tool", "function", "chat", "AIMessageChunk"})
+_ANTHROPIC_BLOCKS = frozenset({"tool_use", "tool_result", "server_tool_use"})
+
+
+def _check_format(item: Any, where: str) -> None:
+    """Refuse messages of another format than OpenAI's, whose tool calls would be read as text (a
+    trace without decision points) or whose list would be taken for a list of trajectories."""
+    if not isinstance(item, dict):
+        return
+    if "role" not in item and item.get("type") in _LANGCHAIN_TYPES:
+        raise TraceError(
+            f"{where}: a LangChain message (type {item['type']!r}); DAMC reads OpenAI-style messages "
+            "with 'role' (convert them with langchain_core.messages.convert_to_openai_messages)"
+        )
+    content = item.get("content")
+    if "role" in item and isinstance(content, list):
+        block = next((b for b in content if isinstance(b, dict) and b.get("type") in _ANTHROPIC_BLOCKS), None)
+        if block is not None:
+            raise TraceError(
+                f"{where}: Anthropic-style {block['type']!r} content block; DAMC reads OpenAI-style "
+                "messages (assistant 'tool_calls' and 'tool' role results), so its tool calls would "
+                "not be seen"
+            )

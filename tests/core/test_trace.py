@@ -164,3 +164,53 @@ def test_openai_messages_objects_give_one_trajectory_each(tmp_path, airline_mess
     assert load_trajectories(single) == [airline_messages]
     assert load_trajectories(lines) == [airline_messages, airline_messages[:3]]
     assert load_trajectories(listed) == [airline_messages[:3], airline_messages]
+
+
+ANTHROPIC = [
+    {"role": "user", "content": "Cancel ZFA04Y"},
+    {
+        "role": "assistant",
+        "content": [
+            {"type": "text", "text": "Looking it up."},
+            {"type": "tool_use", "id": "tu_1", "name": "get_reservation_details", "input": {"id": "ZFA04Y"}},
+        ],
+    },
+    {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "tu_1", "content": "confirmed"}]},
+]
+LANGCHAIN_DUMP = [
+    {"type": "human", "data": {"content": "Cancel ZFA04Y"}},
+    {"type": "ai", "data": {"content": "", "tool_calls": [{"name": "cancel", "args": {}, "id": "c1"}]}},
+]
+LANGCHAIN_MODEL_DUMP = [
+    {"type": "human", "content": "Cancel ZFA04Y"},
+    {"type": "ai", "content": "", "tool_calls": [{"name": "cancel", "args": {}, "id": "c1"}]},
+]
+
+
+@pytest.mark.parametrize(
+    ("items", "match"),
+    [
+        (ANTHROPIC, r"item 1: .*Anthropic-style 'tool_use' content block"),
+        (ANTHROPIC[2:], r"item 0: .*Anthropic-style 'tool_result' content block"),
+        ([{"traj": ANTHROPIC}], r"item 0: message 1: .*Anthropic-style 'tool_use'"),
+        (LANGCHAIN_DUMP, r"item 0: a LangChain message \(type 'human'\).*convert_to_openai_messages"),
+        (LANGCHAIN_MODEL_DUMP, r"item 0: a LangChain message \(type 'human'\)"),
+        ([{"traj": [HI, *LANGCHAIN_MODEL_DUMP]}], r"item 0: message 1: a LangChain message \(type 'human'\)"),
+    ],
+    ids=[
+        "anthropic tool_use",
+        "anthropic tool_result",
+        "anthropic in traj",
+        "langchain dump",
+        "langchain model_dump",
+        "langchain in traj",
+    ],
+)
+def test_other_message_formats_are_named_rather_than_read_as_no_tool_calls(tmp_path, items, match):
+    """Tool calls in another format than OpenAI's would otherwise be read as plain text: a trace
+    with no decision points, or a list taken for trajectories."""
+    path = tmp_path / "other.json"
+    path.write_text(json.dumps(items), encoding="utf-8")
+
+    with pytest.raises(TraceError, match=match):
+        load_trajectories(path)
