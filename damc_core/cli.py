@@ -21,6 +21,7 @@ from .counterfactual.commands import (
     SCORER_HELP,
     add_value_parser,
     add_values_option,
+    check_output,
     check_values_trace,
     likelihood_table,
     make_scorer,
@@ -98,6 +99,7 @@ def _progress(console: Console) -> Progress:
 
 def cmd_replay(args: argparse.Namespace, console: Console) -> int:
     trajectories = load_trajectories(args.trace)
+    check_output(args.out, "--out", {"trace": args.trace, "values": getattr(args, "values", None)})
     settings, stages = _settings(args), _stages(args, trajectories)  # a usage error leaves --out alone
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -123,6 +125,8 @@ def cmd_eval(args: argparse.Namespace, console: Console) -> int:
     settings, stages = _settings(args), _stages(args, trajectories)
     for budget in args.budget[1:]:  # every budget is checked before the long part
         replace(settings, budget=budget)
+    if args.likelihood_out:
+        check_output(args.likelihood_out, "--likelihood-out", {"trace": args.trace, "values": args.values})
     scorer = make_scorer(args.scorer) if args.likelihood or args.likelihood_out else None
     if args.likelihood_out:  # writable, and left as it was until the scoring starts
         open(args.likelihood_out, "a", encoding="utf-8").close()

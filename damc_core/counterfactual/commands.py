@@ -6,6 +6,7 @@ import argparse
 import hashlib
 import json
 import math
+import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -109,6 +110,7 @@ def value_command(
 ) -> int:
     """``damc value``: write every decision point's card values, with a progress bar."""
     trajectories = load_trajectories(args.trace)
+    check_output(args.out, "--out", {"trace": args.trace})
     points = sum(1 for t in trajectories for m in t if m.get("role") == "assistant" and m.get("tool_calls"))
     scorer = make_scorer(args.scorer)
     out = Path(args.out)
@@ -183,6 +185,23 @@ def history_digest(messages: Sequence[Message]) -> str:
     positions (``c3``), so values read against another trace would land on other cards."""
     text = json.dumps(list(messages), sort_keys=True, ensure_ascii=False, default=str)
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def check_output(out: str, option: str, inputs: Mapping[str, str | None]) -> None:
+    """Refuse an output path that names one of the run's inputs (``{"trace": path, ...}``): the
+    file would be emptied as the run starts, after it was read."""
+    for name, given in inputs.items():
+        if given and _same_file(out, given):
+            raise TraceError(f"{option} {out} is the {name} file; writing it would overwrite the {name}")
+
+
+def _same_file(a: str, b: str) -> bool:
+    if os.path.realpath(a) == os.path.realpath(b):
+        return True
+    try:
+        return os.path.samefile(a, b)  # a hard link
+    except OSError:  # one of them does not exist yet
+        return False
 
 
 def check_values_trace(path: str, trajectories: Sequence[Sequence[Message]], trace: str) -> None:

@@ -362,3 +362,38 @@ def test_eval_leaves_a_system_prompt_in_content_parts_out_of_damcs_tokens(trace)
 
     assert as_parts.tokens == as_text.tokens  # the prompt is the same text, and not counted either way
     assert as_parts.recall("tool") == as_text.recall("tool") > 0
+
+
+@pytest.mark.parametrize(
+    ("command", "target"),
+    [
+        (["replay", "{trace}", "--out", "{trace}"], "trace"),
+        (["replay", "{trace}", "--values", "{values}", "--out", "{values}"], "values"),
+        (["eval", "{trace}", "--likelihood-out", "{trace}"], "trace"),
+        (["eval", "{trace}", "--values", "{values}", "--likelihood-out", "{values}"], "values"),
+        (["value", "{trace}", "--out", "{trace}"], "trace"),
+    ],
+    ids=[
+        "replay over its trace",
+        "replay over its values",
+        "eval over its trace",
+        "eval over its values",
+        "value over its trace",
+    ],
+)
+def test_an_output_that_is_an_input_is_refused_and_the_input_kept(trace, tmp_path, capsys, command, target):
+    path, _ = trace
+    values = tmp_path / "values.jsonl"
+    values.write_text(
+        json.dumps({"traj": 0, "step": 2, "card_ids": ["c1"], "values": [0.5], "source": "loo"}) + "\n"
+    )
+    files = {"trace": path, "values": values}
+    before = files[target].read_text()
+    alias = tmp_path / "sub" / ".." / files[target].name  # the same file, named otherwise
+
+    code = main([part.format(trace=path, values=values) for part in command[:-1]] + [str(alias)])
+
+    assert code == 2
+    assert files[target].read_text() == before
+    err = capsys.readouterr().err
+    assert err.startswith("damc: error: ") and "would overwrite" in err
