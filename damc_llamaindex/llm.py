@@ -99,7 +99,9 @@ class DamcLLM(FunctionCallingLLM):
         self._recorder.observe_view(history)
         tail = rest[start:]
         cards = self._recorder.record_react_tail(tail) if tail else {}
-        exclude = self._recorder.pending if tail else ()
+        # the scratchpad is sent as it is, so its cards are left out; the history is not sent (the
+        # built context replaces it), so its cards stay in, handed over to a memory or not
+        exclude = self._recorder.pending - self._recorder.cards_of(history) if tail else ()
         built = self.memory.build(system=system, budget=self.budget, exclude=exclude, recall_tool=recall_tool)
         converted = _with_memory_blocks(self._recorder.to_chat_messages(built.messages), blocks)
         for index, card in cards.items():

@@ -88,6 +88,24 @@ def test_react_observations_are_replaced_by_their_cards(recording_llm):
     assert "## Tools" in booking[0].content  # the ReAct header with the tool list is kept
 
 
+@pytest.mark.parametrize(
+    "memory",
+    [None, lambda: ChatMemoryBuffer.from_defaults(tokenizer_fn=offline_tokenizer())],
+    ids=["the agent's default memory", "a ChatMemoryBuffer"],
+)
+def test_a_react_agent_s_model_is_sent_the_request_with_every_step(recording_llm, memory):
+    model = recording_llm(*REACT_SCRIPT, function_calling=False)
+    agent = ReActAgent(tools=TOOLS, llm=DamcLLM(llm=model, memory=damc()))
+
+    result = run(agent, QUESTION, **({"memory": memory()} if memory else {}))
+
+    assert str(result) == ANSWER
+    for prompt in model.received:
+        assert next(m.content for m in prompt if m.role.value == "user") == QUESTION
+    booking = model.received[2]
+    assert [m.role.value for m in booking] == ["system", "user", "assistant", "user", "assistant", "user"]
+
+
 def test_memory_and_proxy_together_record_once_and_remember_across_runs(recording_llm):
     memory = damc()
     model = recording_llm(*FUNCTION_SCRIPT, ChatMessage(role="assistant", content="credit_card_4421486"))
