@@ -447,6 +447,8 @@ class Recorder:
                 self._catch_up()
             if request is not None and self._recorded_last(request):
                 request = None
+            if request is not None:  # a run starts: the previous run's scratchpad is history now,
+                self.pending.clear()  # whether or not a DamcMemory was handed it
             events = [to_event(message) for message in own]
             keys = [_text_turn_of(event) for event in events]  # (None: a call or a result)
             recorded = self._recorded_within([key for key in keys if key is not None])

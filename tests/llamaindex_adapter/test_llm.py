@@ -11,6 +11,7 @@ from llama_index.core.base.llms.types import ChatMessage, ToolCallBlock
 from llama_index.core.llms.llm import ToolSelection
 from llama_index.core.memory import ChatMemoryBuffer
 from llama_index.core.tools import FunctionTool
+from llama_index.core.workflow import Context
 from pydantic import BaseModel
 
 from damc_llamaindex import DamcLLM, DamcMemory, offline_tokenizer
@@ -29,6 +30,8 @@ from .scenario import (
     run,
     text,
 )
+
+FOLLOW_UP = "Which card did I use for HAT107?"
 
 
 def assert_valid(messages: list[ChatMessage]) -> None:
@@ -104,6 +107,30 @@ def test_a_react_agent_s_model_is_sent_the_request_with_every_step(recording_llm
         assert next(m.content for m in prompt if m.role.value == "user") == QUESTION
     booking = model.received[2]
     assert [m.role.value for m in booking] == ["system", "user", "assistant", "user", "assistant", "user"]
+
+
+def test_a_react_agent_s_later_run_keeps_the_earlier_run_s_results_in_memory_at_every_step(recording_llm):
+    model = recording_llm(
+        *REACT_SCRIPT,
+        react("get_user_details", {"user_id": "mia_li_3668"}),
+        react_answer("credit_card_4421486"),
+        function_calling=False,
+    )
+    memory = damc()
+    agent = ReActAgent(tools=TOOLS, llm=DamcLLM(llm=model, memory=memory))
+    ctx = Context(agent)  # the agent's own memory holds the first run's turns
+
+    async def go():
+        await agent.run(QUESTION, ctx=ctx)
+        await agent.run(FOLLOW_UP, ctx=ctx)
+
+    asyncio.run(go())
+
+    (booked,) = [c for c in tool_results(memory) if c.tool_name == "book"]
+    first_step, second_step = model.received[-2:]
+    assert booked.summary in first_step[0].content
+    assert booked.summary in second_step[0].content  # after the run's own step too
+    assert FOLLOW_UP in text(second_step)
 
 
 def test_memory_and_proxy_together_record_once_and_remember_across_runs(recording_llm):
