@@ -848,7 +848,8 @@ _VALID_ROLES = frozenset(r.value for r in MessageRole)
 
 def _tool_content(output: ToolOutput) -> Any:
     """What a tool returned: its ``raw_output`` when that is JSON data (``ToolOutput.content`` is
-    its Python repr), else its text."""
+    its Python repr), else its text, with the media blocks it holds named as a message's text names
+    them (``ToolOutput.content`` leaves out a picture the tool returned)."""
     raw = output.raw_output
     if isinstance(raw, (dict, list)):
         try:
@@ -857,7 +858,7 @@ def _tool_content(output: ToolOutput) -> Any:
             pass
         else:
             return raw
-    return output.content
+    return _blocks_text(output.blocks)
 
 
 _RECORDERS: weakref.WeakKeyDictionary[DecisionMemory, Recorder] = weakref.WeakKeyDictionary()

@@ -99,6 +99,32 @@ def test_structured_outputs_and_errors_are_kept_as_data(recording_llm, spans):
     assert failed.kind.value == "tool_error" and "4WQ150" in failed.summary
 
 
+def test_a_tool_returning_a_picture_is_remembered_as_having_returned_one(recording_llm):
+    import base64
+
+    from llama_index.core.base.llms.types import ImageBlock
+
+    png = base64.b64decode(
+        "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+    )
+
+    def chart(metric: str) -> ImageBlock:
+        """Draw a chart of a metric."""
+        return ImageBlock(image=png, image_mimetype="image/png")
+
+    memory = damc()
+    llm = recording_llm(
+        call("chart", {"metric": "sales"}, "k1"), ChatMessage(role="assistant", content="Here.")
+    )
+    agent = FunctionAgent(tools=[FunctionTool.from_defaults(chart)], llm=llm)
+
+    run(agent, "Chart the sales.", memory=DamcMemory(memory=memory))
+
+    (charted,) = tool_results(memory)
+    assert charted.summary == "[c2] chart(metric=sales) -> [image]"  # not "-> (empty)"
+    assert memory.recall(charted.id)["blocks"][0]["image_mimetype"] == "image/png"
+
+
 def test_a_tool_called_outside_an_agent_is_recorded_too(spans):
     memory = damc()
     spans(memory, TOOLS[2])

@@ -549,7 +549,7 @@ def test_thinking_and_images_reach_the_model_and_stay_in_the_record(recording_ll
     assert [b.block_type for b in call_sent.blocks] == ["thinking", "tool_call"]
     assert [b.block_type for b in result_sent.blocks] == ["text", "image"]
     result = next(c for c in memory.cards() if c.kind.value == "tool_result")
-    assert result.summary.endswith("parcel of W123")
+    assert result.summary.endswith("parcel of W123\n[image]")  # the picture named, as in a message
     assert memory.recall(result.id)["blocks"][0]["block_type"] == "image"
 
 
