@@ -31,6 +31,7 @@ from llama_index.core.base.llms.types import (
     ThinkingBlock,
     ToolCallBlock,
 )
+from llama_index.core.bridge.pydantic import BaseModel
 from llama_index.core.llms.llm import ToolSelection
 from llama_index.core.llms.utils import parse_partial_json
 from llama_index.core.tools import ToolOutput
@@ -849,8 +850,9 @@ _VALID_ROLES = frozenset(r.value for r in MessageRole)
 def _tool_content(output: ToolOutput) -> Any:
     """What a tool returned: its ``raw_output`` when that is JSON data (``ToolOutput.content`` is
     its Python repr), else its text, with the media blocks it holds named as a message's text names
-    them (``ToolOutput.content`` leaves out a picture the tool returned)."""
-    raw = output.raw_output
+    them (``ToolOutput.content`` leaves out a picture the tool returned). A pydantic model (or a
+    list of them) is its data: ``ToolOutput.content`` is the model's ``str``, no repr of it."""
+    raw = _model_data(output.raw_output)
     if isinstance(raw, (dict, list)):
         try:
             json.dumps(raw)
@@ -859,6 +861,19 @@ def _tool_content(output: ToolOutput) -> Any:
         else:
             return raw
     return _blocks_text(output.blocks)
+
+
+def _model_data(raw: Any) -> Any:
+    """A pydantic model, or a list of them, as JSON data; anything else as it is (content blocks,
+    pydantic models too, are the output's blocks already)."""
+    models = raw if isinstance(raw, (list, tuple)) and raw else [raw]
+    if not all(isinstance(m, BaseModel) and not hasattr(m, "block_type") for m in models):
+        return raw
+    try:
+        data = [model.model_dump(mode="json") for model in models]
+    except Exception:  # a model whose fields do not serialise: its text, as before
+        return raw
+    return data if isinstance(raw, (list, tuple)) else data[0]
 
 
 _RECORDERS: weakref.WeakKeyDictionary[DecisionMemory, Recorder] = weakref.WeakKeyDictionary()

@@ -99,6 +99,44 @@ def test_structured_outputs_and_errors_are_kept_as_data(recording_llm, spans):
     assert failed.kind.value == "tool_error" and "4WQ150" in failed.summary
 
 
+def test_pydantic_outputs_are_kept_as_data(recording_llm):
+    from pydantic import BaseModel
+
+    class Fare(BaseModel):
+        cabin: str
+        price: int
+
+    class Quote(BaseModel):
+        flight_number: str
+        fares: list[Fare]
+
+    def quote(flight_number: str) -> Quote:
+        """Price a flight."""
+        return Quote(flight_number=flight_number, fares=[Fare(cabin="economy", price=149)])
+
+    def fares(flight_number: str) -> list[Fare]:
+        """List a flight's fares."""
+        return [Fare(cabin="economy", price=149), Fare(cabin="business", price=610)]
+
+    memory = damc()
+    llm = recording_llm(
+        call("quote", {"flight_number": "HAT107"}, "q1"),
+        call("fares", {"flight_number": "HAT107"}, "q2"),
+        FUNCTION_SCRIPT[-1],
+    )
+    agent = FunctionAgent(
+        tools=[FunctionTool.from_defaults(quote), FunctionTool.from_defaults(fares)], llm=llm
+    )
+
+    run(agent, "price HAT107", memory=DamcMemory(memory=memory))
+
+    priced, listed = tool_results(memory)
+    # ToolOutput.content is the model's str (flight_number='HAT107' fares=[Fare(...)]); DAMC keeps its data
+    assert json.loads(memory.recall(priced.id)["content"]) == quote("HAT107").model_dump()
+    assert json.loads(memory.recall(listed.id)["content"]) == [f.model_dump() for f in fares("HAT107")]
+    assert "Fare(" not in priced.summary + listed.summary
+
+
 def test_a_tool_returning_a_picture_is_remembered_as_having_returned_one(recording_llm):
     import base64
 
