@@ -587,6 +587,8 @@ class Recorder:
         """The card of ``reply``'s assistant message, recorded when its first call returns."""
         if not reply.card:
             reply.card = self.memory.observe(reply.event).id
+            if reply.event.get("react"):  # sent back as the text ReAct wrote, as after a restart
+                self._react_ids.update(call["id"] for call in reply.event["tool_calls"])
             held = reply.held_ids or reply.given_ids
             for call, given, own in zip(reply.event["tool_calls"], reply.given_ids, held, strict=True):
                 self._seen.setdefault(_call_key(call), []).append(reply.card)

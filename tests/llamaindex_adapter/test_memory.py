@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import warnings
 
@@ -375,6 +376,36 @@ def test_a_react_agents_steps_come_back_after_a_restart_as_the_text_it_wrote(rec
     assert not any(b.block_type == "tool_call" for m in sent for b in m.blocks)
     assert [m.role.value for m in sent[1:]] == ["user", "assistant", "user", "assistant", "user"]
     assert "Action: get_user_details" in sent[2].content and sent[3].content.startswith("Observation:")
+
+
+def test_the_steps_of_a_stopped_react_run_come_back_as_the_text_it_wrote(recording_llm):
+    from llama_index.core.agent.workflow import ToolCallResult
+
+    first = recording_llm(
+        react("get_user_details", {"user_id": "mia_li_3668"}),
+        react("search_flights", {"date": "2024-05-20"}),
+        function_calling=False,
+    )
+    later = recording_llm(react_answer("Yes."), function_calling=False)
+    memory = DamcMemory(memory=damc(budget=2000))
+
+    async def go():
+        handler = ReActAgent(tools=TOOLS, llm=first).run("Who am I? I am mia_li_3668.", memory=memory)
+        async for event in handler.stream_events():
+            if isinstance(event, ToolCallResult):  # the user stops the run after its first step
+                break
+        await handler.cancel_run()
+        with contextlib.suppress(Exception):
+            await handler
+        await ReActAgent(tools=TOOLS, llm=later).run("Sure?", memory=memory)
+
+    asyncio.run(go())
+
+    sent = later.received[-1]
+    assert not any(b.block_type == "tool_call" for m in sent for b in m.blocks)
+    assert not any(m.role.value == "tool" for m in sent)  # a ReAct model is sent no tool messages
+    assert any("Action: get_user_details" in m.content for m in sent if m.role.value == "assistant")
+    assert any(m.content.startswith("Observation:") and "credit_card_4421486" in m.content for m in sent)
 
 
 def test_a_deep_copy_shares_the_conversation():
