@@ -354,11 +354,12 @@ class CardIndex:
         if not ids:
             return
         collection = self.collection(namespace, cold=cold)
-        got = collection.get(ids=ids, include=["documents"])
-        if got["ids"]:
-            collection.delete(ids=got["ids"])
-            postings = _postings_of(got["ids"], [str(d) for d in got["documents"] or []])
-            _post(self.terms(namespace, cold=cold), postings, remove=True)
+        for chunk in _chunks(ids):
+            got = collection.get(ids=chunk, include=["documents"])
+            if got["ids"]:
+                collection.delete(ids=got["ids"])
+                postings = _postings_of(got["ids"], [str(d) for d in got["documents"] or []])
+                _post(self.terms(namespace, cold=cold), postings, remove=True)
 
     @_reopening
     def delete_before(self, namespace: Namespace, seq: int) -> None:
@@ -474,6 +475,11 @@ class CardIndex:
     def retire(self, namespace: Namespace, card_ids: Iterable[str]) -> int:
         """Move cards from the live index to cold storage; returns how many moved."""
         ids = _card_ids(card_ids)
+        return sum(self._retire(namespace, chunk) for chunk in _chunks(ids))
+
+    def _retire(self, namespace: Namespace, ids: list[str]) -> int:
+        """:meth:`retire` of at most ``_WRITE_ROWS`` cards: one write each to the cold and live
+        collections (Chroma refuses a write past its ``max_batch_size``)."""
         if not ids:
             return 0
         live = self.collection(namespace)
@@ -561,7 +567,9 @@ class CardIndex:
         if not changes:
             return
         ids = sorted(_card_ids(changes))
-        self.collection(namespace).update(ids=ids, metadatas=[{LOW_SINCE: changes[i]} for i in ids])
+        live = self.collection(namespace)
+        for chunk in _chunks(ids):  # one write of them all would pass Chroma's max_batch_size
+            live.update(ids=chunk, metadatas=[{LOW_SINCE: changes[i]} for i in chunk])
 
 
 def _namespace_key(namespace: Namespace) -> str:
@@ -582,6 +590,13 @@ def _card_ids(ids: Iterable[str]) -> list[str]:
         if not isinstance(card_id, str) or not card_id or SURROGATE.search(card_id):
             raise ConfigError(f"a card id must be non-empty UTF-8 text, got {card_id!r}")
     return checked
+
+
+def _chunks(ids: list[str]) -> Iterator[list[str]]:
+    """The ids ``_WRITE_ROWS`` at a time: a write of more rows than Chroma's ``max_batch_size``
+    (5461 embedded) is refused whole."""
+    for start in range(0, len(ids), _WRITE_ROWS):
+        yield ids[start : start + _WRITE_ROWS]
 
 
 def _listed(card_ids: Iterable[str]) -> str:

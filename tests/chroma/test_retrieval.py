@@ -909,3 +909,21 @@ def test_a_decision_searches_once_and_counts_once(chroma_config: ChromaConfig, m
         assert index.searches == 1
         assert valuator._states[namespace.key].decisions == decision
         memory.observe({"role": "user", "content": f"And the weather on day {decision}?"})
+
+
+def test_more_cards_than_chroma_takes_in_one_write_go_low_and_cold(chroma_config: ChromaConfig) -> None:
+    """A lifecycle pass over a long conversation: Chroma refuses a write of more rows than its
+    ``max_batch_size``, so marking and retiring that many cards must not be one write."""
+    client = chroma_config.client()
+    count = client.get_max_batch_size() + 1
+    index = CardIndex(chroma_config, client=client, embedder=HashingEmbedder())
+    cards = [_card(i, f"[c{i}] get_flight_status(HAT{i:04d}) -> available") for i in range(count)]
+    index.add(ALICE, cards)
+
+    index.mark_low(ALICE, {card.id: 7 for card in cards})
+    assert len(index.low_since(ALICE)) == count
+
+    assert index.retire(ALICE, [card.id for card in cards]) == count
+    assert index.ids(ALICE) == set() and len(index.ids(ALICE, cold=True)) == count
+    hits = index.search(ALICE, "status", terms=["hat0042"], k=1, cold=True)
+    assert [hit.card_id for hit in hits if hit.exact] == ["c42"]
