@@ -41,7 +41,8 @@ class Embedder(Protocol):
     def dimension(self) -> int: ...
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        """A float32 array of shape (len(texts), dimension), rows L2-normalized."""
+        """A float32 array of shape (len(texts), dimension), rows L2-normalized (DAMC's two
+        embedders; ``CardIndex`` scales the rows of any other to unit length itself)."""
 
 
 def utf8_text(text: str) -> str:

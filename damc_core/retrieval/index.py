@@ -118,7 +118,7 @@ def _similarities(collection: Any, card_ids: list[str], query_vector: np.ndarray
     vectors = got["embeddings"]
     if vectors is None or not len(vectors):
         return {}
-    similarity = np.asarray(vectors, dtype=np.float32) @ np.asarray(query_vector, dtype=np.float32)
+    similarity = _unit_rows(vectors) @ _unit_rows([query_vector])[0]
     return dict(zip(got["ids"], map(float, similarity), strict=True))
 
 
@@ -307,7 +307,7 @@ class CardIndex:
         key = namespace.key
         live = self.collection(namespace)
         documents = [card_document(c) for c in cards]
-        vectors = self.embedder.embed(documents)
+        vectors = _unit_rows(self.embedder.embed(documents))
         for start in range(0, len(cards), _WRITE_ROWS):
             chunk = slice(start, start + _WRITE_ROWS)
             live.upsert(
@@ -413,7 +413,7 @@ class CardIndex:
         collection = self.collection(namespace, cold=cold)
         found: dict[str, tuple[float, tuple[str, ...], tuple[str, ...]]] = {}
         # DAMC's embedders read half an emoji as U+FFFD themselves; an embedder of one's own need not
-        query_vectors = self.embedder.embed([utf8_text(query)])
+        query_vectors = _unit_rows(self.embedder.embed([utf8_text(query)]))
         result = collection.query(
             query_embeddings=query_vectors, n_results=k, include=["metadatas", "distances"]
         )
@@ -512,7 +512,7 @@ class CardIndex:
         if len(entries) < 2:
             return []
         entries.sort()
-        vectors = np.asarray(got["embeddings"], dtype=np.float32)[[i for _, _, i in entries]]
+        vectors = _unit_rows(got["embeddings"])[[i for _, _, i in entries]]
         documents = got["documents"] or []
         taken = np.zeros(len(entries), dtype=bool)
         merged: list[Merged] = []
@@ -590,6 +590,16 @@ def _card_ids(ids: Iterable[str]) -> list[str]:
         if not isinstance(card_id, str) or not card_id or SURROGATE.search(card_id):
             raise ConfigError(f"a card id must be non-empty UTF-8 text, got {card_id!r}")
     return checked
+
+
+def _unit_rows(vectors: Any) -> np.ndarray:
+    """Vectors as float32 rows of unit length (a zero row stays zero). Similarities are dot
+    products of unit rows; an embedder of one's own need not return them so (many models'
+    vectors are longer), and an entry stored before they were made so may not be either."""
+    rows = np.asarray(vectors, dtype=np.float32)
+    norms = np.linalg.norm(rows, axis=1, keepdims=True)
+    unit: np.ndarray = rows / np.maximum(norms, 1e-12)
+    return unit
 
 
 def _chunks(ids: list[str]) -> Iterator[list[str]]:

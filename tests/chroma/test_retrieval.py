@@ -927,3 +927,34 @@ def test_more_cards_than_chroma_takes_in_one_write_go_low_and_cold(chroma_config
     assert index.ids(ALICE) == set() and len(index.ids(ALICE, cold=True)) == count
     hits = index.search(ALICE, "status", terms=["hat0042"], k=1, cold=True)
     assert [hit.card_id for hit in hits if hit.exact] == ["c42"]
+
+
+class _LongVectors:
+    """An embedder of one's own whose vectors are not of unit length, as many models' are (a
+    sentence-transformers model without ``normalize_embeddings``)."""
+
+    name, dimension = "long-vectors", 384
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        return HashingEmbedder().embed(texts) * 7.0
+
+
+def test_an_embedder_whose_vectors_are_not_unit_length_ranks_and_merges_by_cosine(
+    chroma_config: ChromaConfig,
+) -> None:
+    cities = ["boston", "denver", "miami", "seattle", "austin", "chicago"]
+    cards = [_card(i, f"[c{i}] flight search to {city} for HAT{i:03d}") for i, city in enumerate(cities)]
+    cards.append(_card(6, "[c6] flight weather in paris w4923227"))
+    unit = CardIndex(chroma_config, embedder=HashingEmbedder())
+    long = CardIndex(chroma_config, embedder=_LongVectors())
+    unit.add(ALICE, cards)
+    long.add(ALICE, cards)
+
+    def scores(index: CardIndex) -> dict[str, float]:
+        hits = index.search(ALICE, "flight search", terms=["w4923227"], k=3)
+        return {hit.card_id: round(hit.score, 4) for hit in hits}
+
+    assert scores(long) == scores(unit)  # c6, found by its id only, is not lifted above the rest
+    assert max(scores(long), key=scores(long).__getitem__) != "c6"
+    assert long.merge_near_duplicates(ALICE, threshold=0.98) == []  # six different flights
+    assert len(long.ids(ALICE)) == len(cards)
