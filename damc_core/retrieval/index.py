@@ -230,7 +230,7 @@ class CardIndex:
         embedder: Embedder | None = None,
     ) -> None:
         self.config = config or ChromaConfig()
-        self.embedder = embedder or load_embedder(MINILM)
+        self.embedder = _checked_embedder(embedder) if embedder is not None else load_embedder(MINILM)
         if self.embedder.name not in (MINILM, HASHING) or embedder_signature(self.embedder) is not None:
             register_embedder(self.embedder)  # its collections, reopened in this process, embed with it
         self._owns_client = client is None
@@ -570,6 +570,20 @@ class CardIndex:
         live = self.collection(namespace)
         for chunk in _chunks(ids):  # one write of them all would pass Chroma's max_batch_size
             live.update(ids=chunk, metadatas=[{LOW_SINCE: changes[i]} for i in chunk])
+
+
+def _checked_embedder(embedder: Any) -> Embedder:
+    """The embedder, if it is one: a Chroma embedding function or a plain callable given in its
+    place is a ``ConfigError`` saying how to wrap it, rather than an ``AttributeError`` on
+    ``name`` or a ``TypeError`` from deep in making the collection name."""
+    name = getattr(embedder, "name", None)
+    if not isinstance(name, str) or not name or not callable(getattr(embedder, "embed", None)):
+        raise ConfigError(
+            f"CardIndex(embedder=...) takes an Embedder (a text name, a dimension and embed(texts)), got "
+            f"{type(embedder).__name__}; wrap a Chroma embedding function or a callable in a class "
+            "with those (see the README's OpenAIEmbedder)"
+        )
+    return cast(Embedder, embedder)
 
 
 def _namespace_key(namespace: Namespace) -> str:

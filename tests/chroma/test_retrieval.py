@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from chromadb.api.types import Documents, EmbeddingFunction, Embeddings
 
 from damc_core import DecisionFocus, DecisionMemory, InMemoryStore, MemorySettings, Namespace
 from damc_core.errors import ConfigError, StoreClosedError
@@ -958,3 +959,27 @@ def test_an_embedder_whose_vectors_are_not_unit_length_ranks_and_merges_by_cosin
     assert max(scores(long), key=scores(long).__getitem__) != "c6"
     assert long.merge_near_duplicates(ALICE, threshold=0.98) == []  # six different flights
     assert len(long.ids(ALICE)) == len(cards)
+
+
+class _ChromaFunction(EmbeddingFunction[Documents]):
+    """A Chroma embedding function, as a Chroma user has one at hand."""
+
+    def __init__(self) -> None:
+        pass
+
+    def __call__(self, input: Documents) -> Embeddings:
+        return list(HashingEmbedder().embed(list(input)))
+
+    @staticmethod
+    def name() -> str:
+        return "my-function"
+
+
+@pytest.mark.parametrize(
+    "function", [_ChromaFunction(), HashingEmbedder().embed], ids=["chroma-function", "callable"]
+)
+def test_an_embedding_function_given_for_an_embedder_says_how_to_wrap_it(
+    tmp_path: Path, function: object
+) -> None:
+    with pytest.raises(ConfigError, match="wrap"):
+        CardIndex(ChromaConfig(path=tmp_path / "index"), embedder=function)  # type: ignore[arg-type]
