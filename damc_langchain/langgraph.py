@@ -15,7 +15,7 @@ logger = logging.getLogger("damc.langchain")
 
 def damc_pre_model_hook(
     memory: DecisionMemory, *, budget: int | None = None, recall_tool: bool = False
-) -> Callable[[dict[str, Any]], dict[str, Any]]:
+) -> Callable[[Any], dict[str, Any]]:
     """A hook whose ``llm_input_messages`` are DAMC's context: the graph state is left untouched.
 
     The memory section comes as a system message; ``create_react_agent(prompt=...)`` puts its own
@@ -26,8 +26,8 @@ def damc_pre_model_hook(
     """
     conversations = conversations_of(memory)
 
-    def hook(state: dict[str, Any]) -> dict[str, Any]:
-        messages = state["messages"]
+    def hook(state: Any) -> dict[str, Any]:
+        messages = _messages_of(state)
         try:
             recorder = conversations.current()
             recorder.observe(messages)
@@ -40,15 +40,15 @@ def damc_pre_model_hook(
     return hook
 
 
-def damc_post_model_hook(memory: DecisionMemory) -> Callable[[dict[str, Any]], dict[str, Any]]:
+def damc_post_model_hook(memory: DecisionMemory) -> Callable[[Any], dict[str, Any]]:
     """A hook that records the model's reply as it comes, with ``damc_pre_model_hook`` on the same
     ``memory``: a final answer is in memory even when nothing later in the thread (or no
     checkpointer) would send it again. The graph state is left untouched."""
     conversations = conversations_of(memory)
 
-    def hook(state: dict[str, Any]) -> dict[str, Any]:
+    def hook(state: Any) -> dict[str, Any]:
         try:
-            messages = state["messages"]
+            messages = _messages_of(state)
             if messages:
                 conversations.current().record_reply(messages[-1])
         except Exception:  # the agent goes on; the reply is recorded with the next model call
@@ -56,3 +56,8 @@ def damc_post_model_hook(memory: DecisionMemory) -> Callable[[dict[str, Any]], d
         return {}
 
     return hook
+
+
+def _messages_of(state: Any) -> list[Any]:
+    """The messages of the graph state: a dict, or an object (``state_schema=AgentStatePydantic``)."""
+    return list(state["messages"] if isinstance(state, dict) else state.messages)

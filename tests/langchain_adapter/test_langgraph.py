@@ -128,3 +128,18 @@ def test_the_section_mentions_recall_only_when_the_hook_is_told_the_agent_has_it
     assert ("recall(id)" in section) is offered
     assert ("recall(" in section) is offered
     assert ("recall" in model.tools_offered) is offered
+
+
+def test_an_agent_whose_state_is_a_pydantic_model_gets_the_same_context(recording_model):
+    from langgraph.prebuilt.chat_agent_executor import AgentStatePydantic
+
+    model = recording_model(*SCRIPT)
+    memory = DecisionMemory(store=InMemoryStore(), settings=MemorySettings(budget=600))
+    agent = react_agent(model, memory, state_schema=AgentStatePydantic)
+
+    result = agent.invoke({"messages": [HumanMessage("Book HAT107 for mia_li_3668 with my visa")]})
+
+    assert result["messages"][-1].content == "Booked HAT107, reservation 4WQ150."
+    assert "credit_card_4421486" in text(model.received[2])
+    assert "975 Sunset Drive " * 20 not in text(model.received[2])
+    assert [c.text for c in memory.cards()][-1] == "Booked HAT107, reservation 4WQ150."
