@@ -70,6 +70,9 @@ class MessageRecorder:
         """Call groups still held -> calls made again, recorded once the group's results are."""
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
+        self.held_input: Sequence[BaseMessage] | None = None
+        """A graph run's input as it came, held until the state's messages are recorded (see
+        ``DamcMiddleware.before_agent``)."""
         self._open_request: str | None = None
         """With ``resent``: the newest user turn recorded, while no answer to it has been recorded
         nor lost (a run that fails before answering is retried with this request)."""

@@ -17,7 +17,7 @@ from typing import Any, NamedTuple, cast
 
 from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
 from langchain.agents.middleware.types import ToolCallRequest
-from langchain_core.messages import AIMessage, AnyMessage, SystemMessage, ToolCall, ToolMessage
+from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, SystemMessage, ToolCall, ToolMessage
 
 from damc_core import DecisionMemory
 
@@ -75,14 +75,20 @@ class DamcMiddleware(AgentMiddleware):
 
     # -- the run -----------------------------------------------------------------------------
     def before_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
-        """Record the run's input as it comes, before other middleware change the state (a
-        summary replacing turns of an imported history DAMC has not seen yet)."""
-        self._catch_up(state)
+        """Hold the run's input as it comes, recorded with the state's messages from the model
+        call on: a message another middleware edits before the model sees it (``PIIMiddleware``
+        redacting the user's input) is remembered as edited, and one it takes out of the state (a
+        summary replacing turns of an imported history DAMC has not seen yet) as it came."""
+        try:
+            messages = _state_messages(state)
+            self.conversations.current().held_input = messages[: _answerable(messages)]
+        except Exception:
+            logger.exception("damc: reading the run's input failed; the agent goes on")
         return None
 
     async def abefore_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
-        await asyncio.to_thread(self._catch_up, state)
-        return None
+        # opening a thread's recorder reads its stored events: off the event loop
+        return await asyncio.to_thread(self.before_agent, state, runtime)
 
     def after_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
         """Record what the run ends with but no model call or tool saw: a middleware that ends
@@ -96,10 +102,17 @@ class DamcMiddleware(AgentMiddleware):
 
     def _catch_up(self, state: Any) -> None:
         try:
-            messages = list(state.get("messages", ()) if isinstance(state, dict) else ())
-            self.conversations.current().observe(messages[: _answerable(messages)])
+            messages = _state_messages(state)
+            recorder = self.conversations.current()
+            recorder.observe(_with_held_input(recorder, messages[: _answerable(messages)]))
         except Exception:
             logger.exception("damc: recording the agent state failed; the agent goes on")
+
+    def _record_held_input(self, recorder: MessageRecorder, state: Any) -> None:
+        """Record the run's input ``before_agent`` held, as ``state`` now holds it."""
+        if recorder.held_input is not None:
+            messages = _state_messages(state)
+            recorder.observe(_with_held_input(recorder, messages[: _answerable(messages)]))
 
     # -- model calls -------------------------------------------------------------------------
     def wrap_model_call(
@@ -131,6 +144,7 @@ class DamcMiddleware(AgentMiddleware):
                 reply -= 1
             if reply and isinstance(messages[reply - 1], AIMessage):
                 recorder = self.conversations.current()
+                self._record_held_input(recorder, state)
                 # catch up first: a tool result the store refused as the tool returned (a file
                 # locked for a moment) goes in before the reply, or the reply waits for it
                 recorder.observe(messages[: reply - 1])
@@ -217,6 +231,7 @@ class DamcMiddleware(AgentMiddleware):
         pairs with it."""
         state = request.state if isinstance(request.state, dict) else {}
         try:
+            self._record_held_input(step.recorder, state)
             step.recorder.observe(state.get("messages", ()))
         except Exception:
             logger.exception("damc: recording the agent state failed; the agent goes on")
@@ -249,6 +264,7 @@ class DamcMiddleware(AgentMiddleware):
             recall = offers_recall(request.tools)
             conversation, leading, trailing = split_per_call(request)
             recorder = self.conversations.current()
+            self._record_held_input(recorder, request.state)
             recorder.observe(conversation)
             prompt = request.system_message
             if prompt is None and conversation and _has_blocks(conversation[0]):
@@ -338,6 +354,25 @@ def _calls_beside(messages: Any, tool_call: ToolCall) -> tuple[list[str], int | 
             )
             return [str(call.get("id")) for call in calls], place
     return [], None
+
+
+def _state_messages(state: Any) -> list[AnyMessage]:
+    return list(state.get("messages", ()) if isinstance(state, dict) else ())
+
+
+def _with_held_input(recorder: MessageRecorder, messages: list[AnyMessage]) -> list[BaseMessage]:
+    """``messages``, the state's, after the run's input the recorder held (which it holds no
+    more): each input message as the state now holds it, or as it came if the state no longer
+    holds it."""
+    held, recorder.held_input = recorder.held_input, None
+    if not held:
+        return list(messages)
+    now = {m.id: m for m in messages if m.id}
+    input_ids = {m.id for m in held if m.id}
+    return [
+        *((now.get(m.id, m) if m.id else m) for m in held),
+        *(m for m in messages if not (m.id and m.id in input_ids)),
+    ]
 
 
 def _answerable(messages: list[AnyMessage]) -> int:

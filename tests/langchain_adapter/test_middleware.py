@@ -738,6 +738,24 @@ def test_an_imported_history_a_summary_shortens_before_the_first_call_is_remembe
     assert "Order O-0 needs change 0" in text(model.received[0])  # from the cards, not the summary
 
 
+@pytest.mark.parametrize("damc_first", [True, False], ids=["listed first", "listed last"])
+def test_an_input_a_middleware_redacts_reaches_the_model_and_the_memory_redacted(recording_model, damc_first):
+    from langchain.agents.middleware import PIIMiddleware
+
+    model = recording_model(AIMessage("I will book it and mail the ticket."))
+    redact = PIIMiddleware("email", strategy="redact")
+    damc = DamcMiddleware(memory())
+    agent = create_agent(model, [book], middleware=[damc, redact] if damc_first else [redact, damc])
+
+    agent.invoke({"messages": [HumanMessage("Book HAT107, my email is mia.li@example.com")]})
+
+    assert [m.content for m in model.received[0]] == ["Book HAT107, my email is [REDACTED_EMAIL]"]
+    assert [m["content"] for m in damc.memory.messages()] == [
+        "Book HAT107, my email is [REDACTED_EMAIL]",
+        "I will book it and mail the ticket.",
+    ]
+
+
 def test_the_messages_a_limit_ends_the_run_with_are_remembered(recording_model):
     from langchain.agents.middleware import ToolCallLimitMiddleware
 
