@@ -57,7 +57,9 @@ class DamcMiddleware(AgentMiddleware):
     List it before middleware that rewrite tool results (``HumanInTheLoopMiddleware`` notes an
     edited call in its result) or retry a call (``ToolRetryMiddleware``): a result is recorded as
     the wrappers listed after DAMC return it, and an exception they let through as the call's
-    error result.
+    error result. List it after middleware that set the system prompt (``@dynamic_prompt``):
+    DAMC adds its memory section to the prompt it is given, and a prompt set after that replaces
+    the section.
     """
 
     def __init__(self, memory: DecisionMemory, *, budget: int | None = None, recall: bool = True) -> None:
