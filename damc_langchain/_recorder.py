@@ -394,15 +394,19 @@ class Conversations:
 
     def current(self) -> MessageRecorder:
         thread_id, nested = running_conversation()
+        # a thread id without a checkpointer names the session only: every run starts from the
+        # history the caller sends, as one without a thread id does
+        resent = not checkpointed()
         if nested is None:
-            return self.recorder_for(thread_id)
+            return self.recorder_for(thread_id, resent=resent)
         # an agent run inside a tool call (a sub-agent): a conversation of its own, so its turns
         # never become the calling agent's, which gets its answer as the tool's result
-        return self.recorder_for(f"{thread_id or self.memory.namespace.session}|{nested}")
+        return self.recorder_for(f"{thread_id or self.memory.namespace.session}|{nested}", resent=resent)
 
-    def recorder_for(self, thread_id: object) -> MessageRecorder:
+    def recorder_for(self, thread_id: object, *, resent: bool = False) -> MessageRecorder:
         """The recorder of a checkpointer thread (any id, as its text); ``None`` or an empty id:
-        the memory given."""
+        the memory given. ``resent``: a thread not made yet is of a graph without a checkpointer
+        (see ``MessageRecorder``)."""
         thread_id = None if thread_id is None or thread_id == "" else str(thread_id)
         with self._lock:
             if thread_id is None:
@@ -411,7 +415,7 @@ class Conversations:
                 return self._default
             recorder = self._threads.pop(thread_id, None)
             if recorder is None:
-                recorder = MessageRecorder(self.memory.for_session(thread_id), resume=True)
+                recorder = MessageRecorder(self.memory.for_session(thread_id), resume=True, resent=resent)
             self._threads[thread_id] = recorder
             while len(self._threads) > self.max_threads:
                 self._threads.popitem(last=False)
@@ -444,6 +448,22 @@ def _content_key(event: dict[str, Any]) -> str:
         default=str,
         sort_keys=True,
     )
+
+
+def checkpointed() -> bool:
+    """Whether the graph run this code is in keeps its state in a checkpointer (a run's state then
+    holds the thread's earlier messages, with their ids)."""
+    try:
+        from langgraph.config import get_config
+
+        configurable = get_config().get("configurable", {})
+    except (ImportError, RuntimeError):  # no langgraph, or not inside a graph run
+        return False
+    return configurable.get(_CHECKPOINTER_KEY) is not None
+
+
+_CHECKPOINTER_KEY = "__pregel_checkpointer"
+"""Where langgraph lends a run's nodes its checkpointer (``langgraph.constants.CONFIG_KEY_CHECKPOINTER``)."""
 
 
 def running_conversation() -> tuple[str | None, str | None]:

@@ -326,8 +326,10 @@ def test_any_thread_id_works_an_empty_one_is_the_memorys_own(recording_model):
     assert middleware.memory_for(42).namespace.session == "42"  # an int id, as its text
 
 
-def test_a_caller_resending_the_whole_chat_records_each_message_once(recording_model):
-    """Without a checkpointer every run gets the history the caller sends, with new ids."""
+@pytest.mark.parametrize("thread", [None, "chat-7"], ids=["no thread id", "a thread id"])
+def test_a_caller_resending_the_whole_chat_records_each_message_once(recording_model, thread):
+    """Without a checkpointer every run gets the history the caller sends, with new ids; a
+    thread id in the config then names the session only."""
     model = recording_model(*(AIMessage(f"answer {turn}") for turn in range(3)))
     middleware = DamcMiddleware(memory())
     agent = create_agent(model, [], middleware=[middleware])
@@ -335,10 +337,11 @@ def test_a_caller_resending_the_whole_chat_records_each_message_once(recording_m
 
     for turn in range(3):
         chat.append({"role": "user", "content": f"question {turn}"})
-        reply = agent.invoke({"messages": list(chat)})["messages"][-1]
+        config = {"configurable": {"thread_id": thread}} if thread else {}
+        reply = agent.invoke({"messages": list(chat)}, config)["messages"][-1]
         chat.append({"role": "assistant", "content": reply.content})
 
-    recorded = [(m["role"], m["content"]) for m in middleware.memory.messages()]
+    recorded = [(m["role"], m["content"]) for m in middleware.memory_for(thread).messages()]
     assert recorded == [(m["role"], m["content"]) for m in chat]  # once each, answers included
     assert text(model.received[-1]).count("question 0") == 1
 
