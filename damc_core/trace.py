@@ -113,6 +113,7 @@ def _messages(items: Sequence[Any], where: Callable[[int], str]) -> list[Message
 
 _LANGCHAIN_TYPES = frozenset({"human", "ai", "system", "tool", "function", "chat", "AIMessageChunk"})
 _ANTHROPIC_BLOCKS = frozenset({"tool_use", "tool_result", "server_tool_use"})
+_ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
 
 
 def _check_format(item: Any, where: str) -> None:
@@ -125,6 +126,12 @@ def _check_format(item: Any, where: str) -> None:
             f"{where}: a LangChain message (type {item['type']!r}); DAMC reads OpenAI-style messages "
             "with 'role' (convert them with langchain_core.messages.convert_to_openai_messages)"
         )
+    role = item.get("role")
+    if isinstance(role, str) and role not in _ROLES and role.lower() in _ROLES:
+        raise TraceError(f"{where}: role {role!r}; OpenAI-style roles are lower case ({role.lower()!r})")
+    calls = item.get("tool_calls")
+    if calls is not None and not isinstance(calls, list):
+        raise TraceError(f"{where}: 'tool_calls' is a {type(calls).__name__}, expected a list of calls")
     content = item.get("content")
     if "role" in item and isinstance(content, list):
         block = next((b for b in content if isinstance(b, dict) and b.get("type") in _ANTHROPIC_BLOCKS), None)

@@ -196,6 +196,8 @@ LANGCHAIN_MODEL_DUMP = [
         (LANGCHAIN_DUMP, r"item 0: a LangChain message \(type 'human'\).*convert_to_openai_messages"),
         (LANGCHAIN_MODEL_DUMP, r"item 0: a LangChain message \(type 'human'\)"),
         ([{"traj": [HI, *LANGCHAIN_MODEL_DUMP]}], r"item 0: message 1: a LangChain message \(type 'human'\)"),
+        ([{"role": "User", "content": "hi"}], r"item 0: role 'User'; .*lower case \('user'\)"),
+        ([HI, {"role": "assistant", "tool_calls": "cancel(ZFA04Y)"}], r"item 1: 'tool_calls' is a str"),
     ],
     ids=[
         "anthropic tool_use",
@@ -204,6 +206,8 @@ LANGCHAIN_MODEL_DUMP = [
         "langchain dump",
         "langchain model_dump",
         "langchain in traj",
+        "capitalised role",
+        "tool_calls not a list",
     ],
 )
 def test_other_message_formats_are_named_rather_than_read_as_no_tool_calls(tmp_path, items, match):
