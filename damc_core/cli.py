@@ -97,15 +97,25 @@ def _progress(console: Console) -> Progress:
     )
 
 
+def _points_of(trajectories: Sequence[Sequence[dict[str, object]]], trace: str) -> int:
+    """How many decision points the trace has; none is an error (a trace of another format, or
+    one without tool calls), not an empty result."""
+    points = _count_points(trajectories)
+    if not points:
+        raise DamcError(f"{trace} has no decision points: no assistant message in it calls a tool")
+    return points
+
+
 def cmd_replay(args: argparse.Namespace, console: Console) -> int:
     trajectories = load_trajectories(args.trace)
+    points = _points_of(trajectories, args.trace)
     check_output(args.out, "--out", {"trace": args.trace, "values": getattr(args, "values", None)})
     settings, stages = _settings(args), _stages(args, trajectories)  # a usage error leaves --out alone
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     written = 0
     with out.open("w", encoding="utf-8") as handle, _progress(console) as progress:
-        task = progress.add_task("replaying", total=_count_points(trajectories))
+        task = progress.add_task("replaying", total=points)
         try:
             for point in replay(trajectories, settings=settings, counter=TiktokenCounter(), stages=stages):
                 handle.write(contexts_jsonl(point) + "\n")
@@ -120,8 +130,7 @@ def cmd_replay(args: argparse.Namespace, console: Console) -> int:
 
 def cmd_eval(args: argparse.Namespace, console: Console) -> int:
     trajectories = load_trajectories(args.trace)
-    if not _count_points(trajectories):
-        raise DamcError(f"{args.trace} has no decision points: no assistant message in it calls a tool")
+    _points_of(trajectories, args.trace)
     settings, stages = _settings(args), _stages(args, trajectories)
     for budget in args.budget[1:]:  # every budget is checked before the long part
         replace(settings, budget=budget)

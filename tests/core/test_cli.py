@@ -273,12 +273,16 @@ def test_inspect_prints_the_context_lines_unbroken(trace, capsys, monkeypatch):
     assert capsys.readouterr().out == explain(point.built) + "\n"
 
 
-def test_eval_of_a_trace_without_decisions_says_so(tmp_path, msg, capsys):
+@pytest.mark.parametrize("command", ["eval", "replay"])
+def test_a_trace_without_decisions_is_an_error_not_an_empty_result(tmp_path, msg, capsys, command):
     path = tmp_path / "chat.json"
     path.write_text(json.dumps([msg.user("Hi"), msg.assistant("Hello!")]))
+    out = tmp_path / "contexts.jsonl"
+    output = ["--out", str(out)] if command == "replay" else []
 
-    assert main(["eval", str(path)]) == 2
+    assert main([command, str(path), *output]) == 2
     assert "has no decision points" in capsys.readouterr().err
+    assert not out.exists()
 
 
 def test_eval_of_a_call_whose_name_is_not_text_runs(tmp_path, msg, capsys):
