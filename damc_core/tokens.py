@@ -200,9 +200,18 @@ def message_text(message: Message) -> str:
 
 
 def call_function(call: object) -> dict[str, Any]:
-    """The ``function`` part of an OpenAI tool call, ``{}`` when it is missing or malformed."""
-    function = call.get("function") if isinstance(call, dict) else None
-    return function if isinstance(function, dict) else {}
+    """The ``function`` part of an OpenAI tool call, ``{}`` when it is missing or malformed. A
+    call of a custom tool (``{"type": "custom", "custom": {"name", "input"}}``) reads as a function
+    whose arguments are its input text."""
+    if not isinstance(call, dict):
+        return {}
+    function = call.get("function")
+    if isinstance(function, dict):
+        return function
+    custom = call.get("custom")
+    if call.get("type") == "custom" and isinstance(custom, dict):
+        return {"name": custom.get("name"), "arguments": custom.get("input")}
+    return {}
 
 
 def content_text(content: object, *, reasoning: bool = False) -> str:

@@ -292,6 +292,33 @@ def test_legacy_function_calls_are_recorded_as_tool_calls(make_memory, msg, asse
     assert make_memory().build(recent_messages=2).messages == sent  # reopened: read the same way
 
 
+def test_a_custom_tool_call_is_read_by_its_name_and_input(memory, msg, assert_valid_context):
+    """OpenAI's custom tools: a call is ``{"type": "custom", "custom": {"name", "input"}}``, its
+    input free text, not a function's JSON arguments."""
+    query = "SELECT count(*) FROM orders WHERE status='pending'"
+    memory.observe(msg.user("How many orders are pending?"))
+    call = memory.observe(
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "call_1",
+                    "type": "custom",
+                    "custom": {"name": "run_sql", "input": query},
+                }
+            ],
+        }
+    )
+    result = memory.observe({"role": "tool", "tool_call_id": "call_1", "content": "17"})
+
+    assert call.tool_name == "run_sql"
+    assert call.arguments == {"_raw": query}
+    assert result.tool_name == "run_sql"
+    assert result.summary == f"[{result.id}] run_sql(_raw={query}) -> 17"
+    assert_valid_context(memory.build().messages)
+
+
 def test_tool_calls_that_are_not_a_list_are_kept_in_the_record_only(memory, assert_valid_context):
     event = {"role": "assistant", "content": "Checking.", "tool_calls": 5}
 
