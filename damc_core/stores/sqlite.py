@@ -53,7 +53,11 @@ class SQLiteStore:
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute("PRAGMA synchronous=NORMAL")
             self._conn.executescript(_SCHEMA)
-        except (sqlite3.Error, OSError) as exc:  # OSError: a file where its folder should be
+        except (sqlite3.Error, OSError, UnicodeError) as exc:  # OSError: a file where its folder should
+            # be; UnicodeError: a damaged schema, whose text SQLite's error message quotes
+            opened = getattr(self, "_conn", None)
+            if opened is not None:
+                opened.close()
             raise StoreError(f"cannot open SQLite store at {self.path!r}: {exc}") from exc
 
     def __enter__(self) -> SQLiteStore:

@@ -111,6 +111,19 @@ def test_a_damaged_record_is_named_and_the_rest_of_the_conversation_is_read(tmp_
     assert reopened.handle_recall({"card_id": "c1"}).startswith("Could not recall 'c1'")
 
 
+def test_a_file_whose_schema_is_damaged_is_a_store_error(tmp_path):
+    path = tmp_path / "m.sqlite3"
+    with SQLiteStore(path) as store:  # closed: all of it is in the file, none in its journal
+        DecisionMemory(namespace=TRIP, store=store).observe({"role": "user", "content": "Book HAT107"})
+    data = bytearray(path.read_bytes())
+    schema = data.index(b"CREATE TABLE")  # the schema's text, on the file's first page
+    data[schema + 5 : schema + 25] = b"\xab" * 20  # quoted by SQLite's error, not text
+    path.write_bytes(bytes(data))
+
+    with pytest.raises(StoreError, match="cannot open SQLite store"):
+        memory_on(path)
+
+
 def test_an_event_spelled_like_the_clear_mark_does_not_clear_the_conversation(tmp_path):
     path = tmp_path / "m.sqlite3"
     memory = memory_on(path)
