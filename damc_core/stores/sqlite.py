@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import logging
 import sqlite3
 import threading
 from collections.abc import Callable, Sequence
@@ -13,6 +14,8 @@ from ..types import CARD_FORMAT_VERSION, Card, Namespace, RawRecord
 from .base import read_keys, require_storable
 
 T = TypeVar("T")
+
+logger = logging.getLogger("damc")
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS records (
@@ -105,17 +108,28 @@ class SQLiteStore:
 
         self._run(f"store record {record.id!r}", insert)
 
-    def _record(self, namespace: Namespace, row: tuple[str, int, float, str, int]) -> RawRecord:
+    def _record(self, namespace: Namespace, row: tuple[str, int, float, bytes, int]) -> RawRecord:
         if row[4] > CARD_FORMAT_VERSION:
             raise SchemaVersionError(f"record {row[0]!r} has format v{row[4]}; upgrade damc")
-        return RawRecord(id=row[0], namespace=namespace, seq=row[1], created_at=row[2], body=row[3], v=row[4])
+        try:
+            body = row[3].decode("utf-8")
+        except UnicodeDecodeError as exc:  # damaged on disk: read, with what cannot be, named
+            logger.warning(
+                "damc: record %r of %r in %r is damaged (%s); its unreadable bytes are read as U+FFFD",
+                row[0],
+                namespace.key,
+                self.path,
+                exc,
+            )
+            body = row[3].decode("utf-8", "replace")
+        return RawRecord(id=row[0], namespace=namespace, seq=row[1], created_at=row[2], body=body, v=row[4])
 
     def record(self, namespace: Namespace, record_id: str) -> RawRecord | None:
         keys = read_keys(namespace)
         row = self._run(
             f"read record {record_id!r}",
             lambda db: db.execute(
-                "SELECT id, seq, created_at, body, v FROM records "
+                "SELECT id, seq, created_at, CAST(body AS BLOB), v FROM records "
                 f"WHERE ns IN ({_marks(keys)}) AND id = ? ORDER BY ns = ? DESC",
                 (*keys, record_id, namespace.key),
             ).fetchone(),
@@ -127,7 +141,7 @@ class SQLiteStore:
         rows = self._run(
             f"read the records of {namespace.key!r}",
             lambda db: db.execute(
-                "SELECT id, seq, created_at, body, v FROM records "
+                "SELECT id, seq, created_at, CAST(body AS BLOB), v FROM records "
                 f"WHERE ns IN ({_marks(keys)}) AND seq >= ? ORDER BY seq",
                 (*keys, since),
             ).fetchall(),
@@ -149,11 +163,19 @@ class SQLiteStore:
         rows = self._run(
             f"read the cards of {namespace.key!r}",
             lambda db: db.execute(
-                f"SELECT data FROM cards WHERE ns IN ({_marks(keys)}) AND seq >= ? ORDER BY seq",
+                f"SELECT CAST(data AS BLOB) FROM cards WHERE ns IN ({_marks(keys)}) AND seq >= ? "
+                "ORDER BY seq",
                 (*keys, since),
             ).fetchall(),
         )
-        return readable_cards(self._serde, (r[0] for r in rows), f"{self.path!r}, {namespace.key!r}")
+        where = f"{self.path!r}, {namespace.key!r}"
+        documents = []
+        for (data,) in rows:
+            try:
+                documents.append(data.decode("utf-8"))
+            except UnicodeDecodeError as exc:  # damaged on disk: encoded again from its record
+                logger.warning("damc: a damaged card in %s is encoded again from its record (%r)", where, exc)
+        return readable_cards(self._serde, documents, where)
 
     def close(self) -> None:
         with self._lock:

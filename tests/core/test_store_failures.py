@@ -111,6 +111,33 @@ def test_a_damaged_record_is_named_and_the_rest_of_the_conversation_is_read(tmp_
     assert reopened.handle_recall({"card_id": "c1"}).startswith("Could not recall 'c1'")
 
 
+def test_a_record_or_card_damaged_into_bytes_that_are_not_text_is_named_and_the_rest_is_read(
+    tmp_path, caplog
+):
+    path = tmp_path / "m.sqlite3"
+    memory = memory_on(path)
+    for text in ("Book HAT107", "With my visa", "On 2024-05-20"):
+        memory.observe({"role": "user", "content": text})
+    damaged = '{"role": "user", "content": "With my \xff visa"}'.encode("latin-1")  # a byte flipped on disk
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE records SET body = CAST(? AS TEXT) WHERE id = 'r1'", (damaged,))
+        db.execute("UPDATE cards SET data = CAST(? AS TEXT) WHERE id = 'c2'", (b'{"id": "c2\xff"}',))
+
+    with caplog.at_level(logging.WARNING, logger="damc"):
+        reopened = memory_on(path)
+
+    read = [m["content"] for m in reopened.messages()]
+    assert read == ["Book HAT107", "With my \ufffd visa", "On 2024-05-20"]
+    assert [c.summary for c in reopened.cards()] == [  # c2 encoded again from its record
+        "[c0] user: Book HAT107",
+        "[c1] user: With my visa",
+        "[c2] user: On 2024-05-20",
+    ]
+    assert "record 'r1' of 'mia/trip'" in caplog.text
+    assert "damaged card" in caplog.text
+    assert reopened.recall("c1") == {"role": "user", "content": "With my \ufffd visa"}
+
+
 def test_a_file_whose_schema_is_damaged_is_a_store_error(tmp_path):
     path = tmp_path / "m.sqlite3"
     with SQLiteStore(path) as store:  # closed: all of it is in the file, none in its journal
