@@ -9,7 +9,8 @@ structure that keeps a record's identifiers, dates and statuses together.
 The text is parsed by :mod:`ast`, never evaluated. Literals become JSON values (tuples and sets
 lists, keys strings); the calls a repr prints for common values become their text
 (``Decimal('12.50')`` -> ``12.50``, ``datetime.date(2024, 5, 1)`` -> ``2024-05-01``,
-``UUID('…')`` -> the uuid); a dataclass or pydantic repr (``Flight(number='HAT001', seats=0)``)
+``UUID('…')`` -> the uuid), NumPy's their value (``np.int64(5)`` -> ``5``, ``array([1, 2])`` ->
+``[1, 2]``); a dataclass or pydantic repr (``Flight(number='HAT001', seats=0)``)
 becomes a record of its fields. The marks ``repr`` prints for a container inside itself
 (``[1, [...]]``, ``{'self': {...}}``) stay those marks, as text. Anything else makes the text not a
 literal.
@@ -28,6 +29,19 @@ LOOKS_LIKE_A_LITERAL = re.compile(r"^(?:[\[{(]|[A-Za-z_][\w.]*\()")
 
 _AS_TEXT = frozenset({"Decimal", "UUID", "PosixPath", "WindowsPath", "Path", "ObjectId", "HttpUrl", "AnyUrl"})
 """Types whose repr wraps one string argument, the value itself (``Decimal('12.50')``)."""
+_NUMPY = frozenset({"np", "numpy"})
+_NUMPY_SCALARS = frozenset(
+    {
+        *(f"{kind}{bits}" for kind in ("int", "uint") for bits in (8, 16, 32, 64)),
+        *("intc", "uintc", "intp", "uintp", "longlong", "ulonglong", "float16", "float32", "float64"),
+        *("longdouble", "complex64", "complex128", "clongdouble", "str_", "bytes_", "datetime64"),
+    }
+)
+"""NumPy's scalar types, whose repr wraps the value (``np.int64(5)``, ``np.str_('HAT136')``): what
+a tool returning values read from an array or a DataFrame prints."""
+_NUMPY_BOOLS = {"True_": True, "False_": False}
+_ARRAY_KEYWORDS = frozenset({"dtype", "shape"})
+"""What an array's repr prints beside its items (``array([1, 2], dtype=int8)``)."""
 _TIMES: dict[str, Callable[..., datetime.date | datetime.time]] = {
     "date": datetime.date,
     "datetime": datetime.datetime,
@@ -71,6 +85,8 @@ def _value(node: ast.expr) -> Any:
             return -operand if isinstance(node.op, ast.USub) else operand
     if isinstance(node, ast.Name) and node.id in ("nan", "inf"):
         return node.id
+    if isinstance(node, ast.Attribute) and node.attr in _NUMPY_BOOLS and _dotted(node.value) in _NUMPY:
+        return _NUMPY_BOOLS[node.attr]  # np.True_
     if isinstance(node, ast.Call):
         return _call(node)
     raise ValueError(f"not a Python literal: {type(node).__name__} in it")
@@ -112,6 +128,12 @@ def _call(node: ast.Call) -> Any:
         raise ValueError("not a Python literal: a call unpacks a mapping")
     if short in _AS_TEXT and len(arguments) == 1 and not keywords:
         return str(arguments[0])
+    owner = name.rpartition(".")[0]
+    if short in _NUMPY_SCALARS and owner in _NUMPY and len(arguments) == 1 and not keywords:
+        return arguments[0]
+    array = short == "array" and owner in ("", *_NUMPY)
+    if array and len(arguments) == 1 and keywords.keys() <= _ARRAY_KEYWORDS:
+        return arguments[0]
     if short in _TIMES and arguments and all(type(a) is int for a in arguments):
         return _time(short, arguments, keywords)
     if not arguments:  # ``Flight(number='HAT001', seats=0)``: a record of its fields

@@ -11,6 +11,7 @@ import json
 import uuid
 from dataclasses import dataclass
 
+import numpy as np
 import pytest
 
 from damc_core import CardKind, DecisionMemory, InMemoryStore, Namespace
@@ -70,6 +71,26 @@ def test_values_a_repr_prints_as_calls_read_as_their_text():
         "tags": ["window"],
         "1": "bytes",
     }
+
+
+def test_numpy_values_read_as_the_values_they_hold(memory):
+    """A row read from a DataFrame (``df.iloc[0].to_dict()``) holds NumPy scalars, which JSON cannot
+    encode: its repr prints them as ``np.int64(0)``."""
+    row = {
+        "flight_number": np.str_("HAT136"),
+        "seats_left": np.int64(0),
+        "price": np.float64(129.5),
+        "refundable": np.True_,
+        "legs": np.array([1, 2], dtype=np.int8),
+    }
+
+    card = memory.observe_tool("get_flight", {"flight_number": "HAT136"}, row)
+
+    assert card.summary == (
+        f"[{card.id}] get_flight(flight_number=HAT136) -> "
+        "seats_left=0; price=129.5; refundable=true; legs=[1, 2]"
+    )
+    assert parse_python_literal(repr([np.float32(1.5), np.False_, np.arange(3)])) == [1.5, False, [0, 1, 2]]
 
 
 def test_an_object_that_holds_itself_shows_the_marks_its_repr_prints(memory, msg):
