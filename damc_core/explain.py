@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from .tokens import content_text
 from .types import BuiltContext
 
 
@@ -31,6 +32,8 @@ def explain(built: BuiltContext) -> str:
     for message in built.messages:
         calls = message.get("tool_calls")
         content = message.get("content") or ""
+        if isinstance(content, list):  # parts: their text, and an image or a file named, not its data
+            content = content_text(content, reasoning=True)
         lines.append(
             f"--- {message.get('role')}"
             + (f" (tool_call_id {message['tool_call_id']})" if message.get("tool_call_id") else "")

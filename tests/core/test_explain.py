@@ -121,3 +121,21 @@ def test_a_system_prompt_that_is_not_sent_is_reported_dropped(memory, msg):
 
     passed = {d.card_id: d.kept for d in memory.build(system="You are a travel agent.").decisions}
     assert passed[first.id] is passed[newer.id] is False
+
+
+def test_a_message_of_content_parts_is_shown_as_its_text_with_media_named(memory, msg):
+    photo = "data:image/png;base64," + "iVBORw0KGgo" * 300
+    memory.observe(
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "Is the suitcase in this photo within the size limit?"},
+                {"type": "image_url", "image_url": {"url": photo}},
+            ],
+        }
+    )
+
+    text = explain(memory.build())
+
+    assert "--- user\nIs the suitcase in this photo within the size limit?\n[image_url]" in text
+    assert "base64" not in text and "{'type'" not in text
