@@ -17,6 +17,7 @@ import logging
 import math
 import numbers
 import re
+import reprlib
 import threading
 import time
 import uuid
@@ -774,7 +775,7 @@ class DecisionMemory:
         system: str | list[Any] | None = None,
         query: str | list[Any] | None = None,
         budget: int | None = None,
-        exclude: Collection[str] = (),
+        exclude: Collection[str] | None = (),
         recent_messages: int | None = None,
         recall_tool: bool = False,
     ) -> BuiltContext:
@@ -795,7 +796,7 @@ class DecisionMemory:
         system = session.system_prompt if system is None else content_text(system)
         focus = self._focus(None if query is None else content_text(query))
         wide = replace(focus, terms=focus.terms | session.goal_terms)
-        excluded = frozenset((exclude,) if isinstance(exclude, str) else exclude)
+        excluded = _card_ids(exclude)
         window = self.settings.recent_messages if recent_messages is None else recent_messages
         if not _is_a(window, numbers.Integral) or window < 0:
             raise ConfigError(f"recent_messages must be a whole number >= 0, got {window!r}")
@@ -1550,6 +1551,20 @@ class DecisionMemory:
     aobserve = _to_thread(observe)
     abuild = _to_thread(build)
     aobserve_tool = _to_thread(observe_tool)
+
+
+def _card_ids(exclude: object) -> frozenset[str]:
+    """The card ids ``build(exclude=...)`` names: one id, a collection of them, or ``None`` for
+    none. Anything else is a ``ConfigError``: a card passed for its id would exclude nothing."""
+    if exclude is None:
+        return frozenset()
+    if isinstance(exclude, str):
+        return frozenset((exclude,))
+    ids = list(exclude) if isinstance(exclude, Iterable) else None
+    if ids is None or not all(isinstance(i, str) for i in ids):
+        got = reprlib.repr(exclude)  # (a card's repr is long)
+        raise ConfigError(f"exclude must be card ids such as 'c12' (or a list of them), got {got}")
+    return frozenset(ids)
 
 
 def _changed_facts(old: Card, new: Card) -> list[str]:

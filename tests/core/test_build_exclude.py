@@ -1,5 +1,9 @@
 """build(exclude=...): cards the caller sends itself are left out of the context."""
 
+import pytest
+
+from damc_core import ConfigError
+
 
 def test_excluded_cards_are_left_out_of_memory_and_recent_dialogue(memory, airline_messages, memory_text):
     cards = [memory.observe(m) for m in airline_messages[:6]]
@@ -46,3 +50,26 @@ def test_system_prompt_and_query_may_be_content_parts(memory, airline_messages):
 
     assert built.messages[0]["content"].startswith("You are an airline agent.")
     assert {"hat083", "hat069"} <= built.focus.terms
+
+
+def test_no_exclude_may_be_given_as_none(memory, airline_messages):
+    for message in airline_messages[:6]:
+        memory.observe(message)
+
+    assert memory.build(budget=2000, exclude=None).messages == memory.build(budget=2000).messages
+
+
+@pytest.mark.parametrize("exclude", [5, ["c5", 5]], ids=["a number", "a number in the list"])
+def test_an_exclude_that_is_not_card_ids_is_a_clear_error(memory, airline_messages, exclude):
+    for message in airline_messages[:6]:
+        memory.observe(message)
+
+    with pytest.raises(ConfigError, match="exclude must be card ids"):
+        memory.build(exclude=exclude)
+
+
+def test_cards_passed_for_their_ids_are_a_clear_error_not_an_exclude_of_nothing(memory, airline_messages):
+    cards = [memory.observe(m) for m in airline_messages[:6]]
+
+    with pytest.raises(ConfigError, match=r"exclude must be card ids such as 'c12'"):
+        memory.build(exclude=cards[4:6])
