@@ -1726,7 +1726,11 @@ def normalize_event(event: Mapping[str, Any] | Any) -> tuple[Message, str]:
     ``None`` content stays ``None``; bytes become text (or base64 when not UTF-8); content that is
     not JSON-serializable is kept as its ``repr``; a non-mapping event becomes an ``unknown`` note.
     """
+    event = _model_fields(event)
     message = dict(event) if isinstance(event, Mapping) else {"role": "unknown", "content": event}
+    calls = message.get("tool_calls")
+    if isinstance(calls, (list, tuple)) and not all(isinstance(call, Mapping) for call in calls):
+        message["tool_calls"] = [_model_fields(call) for call in calls]  # ``msg.tool_calls`` in a dict
     content = message.get("content")
     if isinstance(content, (bytes, bytearray)):
         try:
@@ -1754,6 +1758,24 @@ def normalize_event(event: Mapping[str, Any] | Any) -> tuple[Message, str]:
         message = json.loads(SURROGATE.sub("\ufffd", body))
         body = SURROGATE.sub(lambda half: f"\\u{ord(half.group()):04x}", body)  # escaped: still verbatim
     return _with_tool_calls(message), body
+
+
+def _model_fields(value: object) -> object:
+    """A pydantic model of a message or a tool call as the dict of its fields (the OpenAI SDK's
+    ``response.choices[0].message`` and its tool calls, which its docs append to the messages as
+    they are), a message keeping its ``content`` when that is ``None``; anything else as it is."""
+    dump = getattr(value, "model_dump", None)
+    if isinstance(value, (Mapping, type)) or not callable(dump):
+        return value
+    try:
+        fields = dump(exclude_none=True)
+    except Exception:  # not pydantic's model_dump after all: the value is kept as its repr
+        return value
+    if not isinstance(fields, dict) or not {"role", "id", "function", "custom"} & fields.keys():
+        return value  # not a message nor a tool call: kept as its repr, which the card reads
+    if "role" in fields:
+        fields.setdefault("content", None)
+    return fields
 
 
 def _with_tool_calls(message: Message) -> Message:

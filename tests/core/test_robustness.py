@@ -292,6 +292,67 @@ def test_legacy_function_calls_are_recorded_as_tool_calls(make_memory, msg, asse
     assert make_memory().build(recent_messages=2).messages == sent  # reopened: read the same way
 
 
+def test_the_openai_sdks_message_objects_are_recorded_as_the_messages_they_hold(
+    make_memory, msg, assert_valid_context
+):
+    """OpenAI's docs append ``response.choices[0].message`` to the messages as it is, or put its
+    ``tool_calls`` into a dict: pydantic objects, not dicts."""
+    chat = pytest.importorskip("openai.types.chat")
+    response = chat.ChatCompletion.model_validate(
+        {
+            "id": "chatcmpl-1",
+            "object": "chat.completion",
+            "created": 1_715_785_200,
+            "model": "gpt-4o",
+            "choices": [
+                {
+                    "index": 0,
+                    "finish_reason": "tool_calls",
+                    "message": {
+                        "role": "assistant",
+                        "content": None,
+                        "refusal": None,
+                        "tool_calls": [
+                            {
+                                "id": "call_1",
+                                "type": "function",
+                                "function": {"name": "get_order", "arguments": '{"order_id": "#W100"}'},
+                            }
+                        ],
+                    },
+                }
+            ],
+        }
+    )
+    reply = response.choices[0].message
+    memory = make_memory()
+    memory.observe(msg.user("Where is order #W100?"))
+
+    call = memory.observe(reply)
+    result = memory.observe(msg.result("call_1", "get_order", {"status": "delivered"}))
+    again = memory.observe({"role": "assistant", "content": None, "tool_calls": reply.tool_calls})
+
+    assert call.summary == f"[{call.id}] assistant called get_order(order_id=#W100)"
+    assert result.summary == f"[{result.id}] get_order(order_id=#W100) -> status=delivered"
+    assert again.summary == f"[{again.id}] assistant called get_order(order_id=#W100)"
+    assert memory.recall(call.id) == {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {
+                "id": "call_1",
+                "type": "function",
+                "function": {"name": "get_order", "arguments": '{"order_id": "#W100"}'},
+            }
+        ],
+    }
+    memory.observe(msg.result("call_1", "get_order", {"status": "delivered"}))
+    sent = memory.build(recent_messages=4).messages
+    assert_valid_context(sent)
+    assert [m["role"] for m in sent] == ["user", "assistant", "tool", "assistant", "tool"]
+    assert make_memory().build(recent_messages=4).messages == sent  # reopened: read the same way
+
+
 def test_a_custom_tool_call_is_read_by_its_name_and_input(memory, msg, assert_valid_context):
     """OpenAI's custom tools: a call is ``{"type": "custom", "custom": {"name", "input"}}``, its
     input free text, not a function's JSON arguments."""
