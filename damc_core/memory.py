@@ -764,6 +764,8 @@ class DecisionMemory:
         for old in older:
             if old.id in superseded:
                 session.put(updated(old, superseded_by=card.id))
+                for key in old.entity_keys:  # nothing newer supersedes it again: not looked at again
+                    session.by_entity[key].discard(old.id)
             elif outdated := _changed_facts(old, card):
                 session.put(updated(old, stale_facts=(*old.stale_facts, *((p, card.id) for p in outdated))))
 

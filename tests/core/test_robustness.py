@@ -434,6 +434,28 @@ def test_long_single_word_output_is_encoded_quickly(memory, msg):
     assert elapsed < 0.3, f"observe took {elapsed:.2f} s for a 4,000-character output"
 
 
+def test_polling_one_record_for_a_long_session_keeps_each_observe_as_fast_as_the_first(make_memory):
+    memory = make_memory(store=InMemoryStore())
+
+    def poll(times: int) -> float:
+        started = time.perf_counter()
+        for seats in range(times):
+            memory.observe_tool(
+                "get_flight_status",
+                {"flight_number": "HAT107"},
+                {"flight_number": "HAT107", "status": "delayed", "available_seats": seats},
+            )
+        return time.perf_counter() - started
+
+    first = poll(100)
+    poll(2_000)
+    newest = poll(100)
+
+    cards = [c for c in memory.cards() if c.kind is CardKind.TOOL_RESULT]
+    assert [c.superseded_by for c in cards[-2:]] == [cards[-1].id, None]
+    assert newest < 3 * first + 0.1, f"100 polls took {newest:.2f} s after 2,000, {first:.2f} s at the start"
+
+
 def test_a_long_run_of_identifier_characters_is_read_once_and_summed_up_short(memory, msg):
     memory.observe(msg.call("call_1", "dump_keys", {}))
     dump = "a1_" * 10_000 + " " + "-".join(str(i) for i in range(10_000))  # 80 KB, two "words"
