@@ -239,7 +239,8 @@ class DefaultEncoder:
             calls = message.get("tool_calls") or []
             if calls:
                 return self._tool_call(message, text, calls, base)
-            return self._prose(CardKind.ASSISTANT_CONCLUSION, text, "assistant", base, keep_whole=False)
+            said = text if text.strip() else _refused_or_spoken(message)
+            return self._prose(CardKind.ASSISTANT_CONCLUSION, said, "assistant", base, keep_whole=False)
         label = str(role) if role else "unknown"
         return self._prose(CardKind.SYSTEM_NOTE, text, "system", base, keep_whole=False, source=f"{label}")
 
@@ -820,3 +821,14 @@ def _extractive_summary(scan: TextScan, limit: int) -> str:
     if also:
         kept += " | also: " + ", ".join(also)
     return kept
+
+
+def _refused_or_spoken(message: Message) -> str:
+    """What an assistant message without text content said: OpenAI's ``refusal``, or the
+    ``transcript`` of an audio reply (``""`` when neither)."""
+    refusal = message.get("refusal")
+    if isinstance(refusal, str) and refusal.strip():
+        return refusal
+    audio = message.get("audio")
+    transcript = audio.get("transcript") if isinstance(audio, Mapping) else None
+    return transcript if isinstance(transcript, str) else ""

@@ -232,6 +232,8 @@ def _part_text(part: object, reasoning: bool) -> str:
         return str(part)
     if "text" in part:
         return str(part["text"])
+    if part.get("type") == "refusal" and isinstance(refusal := part.get("refusal"), str):  # an assistant's
+        return refusal
     if part.get("type") in _REASONING_PARTS:
         if not reasoning:
             return ""

@@ -353,6 +353,33 @@ def test_the_openai_sdks_message_objects_are_recorded_as_the_messages_they_hold(
     assert make_memory().build(recent_messages=4).messages == sent  # reopened: read the same way
 
 
+def test_an_assistant_reply_without_text_content_keeps_its_refusal_or_audio_transcript(memory, msg):
+    memory.observe(msg.user("What is the gate of HAT107, and who else is booked on it?"))
+    spoken = memory.observe(
+        {
+            "role": "assistant",
+            "content": None,
+            "audio": {
+                "id": "audio_1",
+                "data": "UklGRiQAAABXQVZF" * 50,
+                "expires_at": 1_715_788_800,
+                "transcript": "HAT107 boards at gate B12.",
+            },
+        }
+    )
+    refused = memory.observe(
+        {"role": "assistant", "content": None, "refusal": "I can't share other passengers' bookings."}
+    )
+    refused_in_parts = memory.observe(
+        {"role": "assistant", "content": [{"type": "refusal", "refusal": "I can't share that either."}]}
+    )
+
+    assert spoken.summary == f"[{spoken.id}] assistant: HAT107 boards at gate B12."
+    assert {"hat107", "b12"} <= spoken.terms
+    assert refused.summary == f"[{refused.id}] assistant: I can't share other passengers' bookings."
+    assert refused_in_parts.summary == f"[{refused_in_parts.id}] assistant: I can't share that either."
+
+
 def test_a_custom_tool_call_is_read_by_its_name_and_input(memory, msg, assert_valid_context):
     """OpenAI's custom tools: a call is ``{"type": "custom", "custom": {"name", "input"}}``, its
     input free text, not a function's JSON arguments."""
