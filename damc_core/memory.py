@@ -1773,7 +1773,7 @@ def _model_fields(value: object) -> object:
         fields = dump(exclude_none=True)
     except Exception:  # not pydantic's model_dump after all: the value is kept as its repr
         return value
-    if not isinstance(fields, dict) or not {"role", "id", "function", "custom"} & fields.keys():
+    if not isinstance(fields, dict) or not {"role", "function", "custom"} & fields.keys():
         return value  # not a message nor a tool call: kept as its repr, which the card reads
     if "role" in fields:
         fields.setdefault("content", None)

@@ -301,6 +301,20 @@ def test_legacy_function_calls_are_recorded_as_tool_calls(make_memory, msg, asse
     assert make_memory().build(recent_messages=2).messages == sent  # reopened: read the same way
 
 
+def test_a_pydantic_object_that_is_no_message_is_kept_as_its_repr(memory):
+    """Only a message or a tool call is read as its fields; a record of the user's own with an
+    ``id`` is an unknown event whose text is its repr, as any object is."""
+    from pydantic import BaseModel
+
+    class Quote(BaseModel):
+        id: str
+        price: int
+
+    card = memory.observe(Quote(id="Q1", price=5))
+
+    assert card.summary == f"[{card.id}] unknown: Quote(id='Q1', price=5)"
+
+
 def test_the_openai_sdks_message_objects_are_recorded_as_the_messages_they_hold(
     make_memory, msg, assert_valid_context
 ):
