@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from damc_core import RECALL_TOOL, DecisionMemory, MemorySettings
+from damc_core import RECALL_TOOL, ConfigError, DecisionMemory, MemorySettings
 
 
 def test_recall_tool_is_a_valid_openai_function_tool():
@@ -65,6 +65,12 @@ def test_handle_recall_of_a_user_turn_returns_its_text(remembered, airline_messa
 def test_unknown_card_id_gives_a_clear_message(remembered, card_id):
     assert remembered.handle_recall({"card_id": card_id}) == f"No memory card {card_id!r} in this session."
     assert remembered.recall(card_id) is None
+
+
+@pytest.mark.parametrize("card_id", [5, None, b"c1"], ids=repr)
+def test_recall_of_an_id_that_is_not_text_is_a_config_error(remembered, card_id):
+    with pytest.raises(ConfigError, match=r"recall takes a card id such as 'c12', got"):
+        remembered.recall(card_id)
 
 
 @pytest.mark.parametrize("arguments", [{}, {"card_id": ""}, {"id": "c3"}, '{"card_id": c3'], ids=repr)
