@@ -1744,7 +1744,7 @@ def normalize_event(event: Mapping[str, Any] | Any) -> tuple[Message, str]:
             message["content"] = f"[binary content, {len(content)} bytes, base64] " + base64.b64encode(
                 bytes(content)
             ).decode("ascii")
-    elif content is not None and not isinstance(content, str) and not is_content_parts(content):
+    elif content is not None and not isinstance(content, str) and not _are_parts(content):
         try:
             message["content"] = json.dumps(content, ensure_ascii=False)
         except (TypeError, ValueError, RecursionError):
@@ -1785,7 +1785,9 @@ def _model_fields(value: object) -> object:
 
 def _with_tool_calls(message: Message) -> Message:
     """A message of OpenAI's legacy function calling (an assistant's ``function_call``, a
-    ``function`` result) as the tool call and tool result it is, paired by the function's name."""
+    ``function`` result) as the tool call and tool result it is, paired by the function's name;
+    an item of its Responses API likewise (see :func:`_from_responses_item`)."""
+    message = _from_responses_item(message)
     role = message["role"]
     call = message.get("function_call")
     if role == "assistant" and isinstance(call, Mapping) and not message.get("tool_calls"):
@@ -1798,6 +1800,61 @@ def _with_tool_calls(message: Message) -> Message:
         name = str(message.get("name") or "unknown_tool")
         return {**message, "role": "tool", "tool_call_id": f"function:{name}"}
     return message
+
+
+def _from_responses_item(message: Message) -> Message:
+    """A call or a call's output of OpenAI's Responses API (``{"type": "function_call", "call_id",
+    "name", "arguments"}``, ``{"type": "function_call_output", "call_id", "output"}`` and their
+    custom-tool kinds), which has no role, as the assistant tool call or tool result it is. Its
+    other items with a role are messages, whose text and image parts (``input_text``,
+    ``output_text``, ``input_image``) are read as chat parts."""
+    content = message.get("content")
+    if message.get("type") == "message":  # the item's own fields are no chat message's
+        message = {key: value for key, value in message.items() if key not in ("type", "id", "status")}
+    if isinstance(content, list) and _are_parts(content) and not is_content_parts(content):
+        message = {**message, "content": [_chat_part(part) for part in content]}
+    kind, call_id = message.get("type"), message.get("call_id")
+    if message["role"] != "unknown" or not isinstance(call_id, str):
+        return message
+    if kind in ("function_call_output", "custom_tool_call_output"):
+        output = message.get("output")
+        if isinstance(output, list) and _are_parts(output):
+            output = [_chat_part(part) for part in output]
+        elif not isinstance(output, str):
+            output = json.dumps(output, default=str)
+        return {"role": "tool", "tool_call_id": call_id, "content": output}
+    if kind == "function_call":
+        function = {"name": message.get("name"), "arguments": message.get("arguments")}
+        call = {"id": call_id, "type": "function", "function": function}
+    elif kind == "custom_tool_call":
+        call = {
+            "id": call_id,
+            "type": "custom",
+            "custom": {"name": message.get("name"), "input": message.get("input")},
+        }
+    else:
+        return message
+    return {"role": "assistant", "content": None, "tool_calls": [call]}
+
+
+def _are_parts(content: object) -> bool:
+    """Chat content parts, or a Responses API message's (see :func:`_chat_part`)."""
+    return is_content_parts(content) or (
+        isinstance(content, list)
+        and bool(content)
+        and all(is_content_parts([_chat_part(part)]) for part in content)  # stops at a record of data
+    )
+
+
+def _chat_part(part: Any) -> Any:
+    """A Responses API content part as the chat part it stands for (others as they are)."""
+    if not isinstance(part, dict):
+        return part
+    if part.get("type") in ("input_text", "output_text") and isinstance(part.get("text"), str):
+        return {"type": "text", "text": part["text"]}
+    if part.get("type") == "input_image" and isinstance(part.get("image_url"), str):
+        return {"type": "image_url", "image_url": {"url": part["image_url"]}}
+    return part
 
 
 _CLEARED = json.dumps({"role": "damc", "event": "clear"})

@@ -301,6 +301,57 @@ def test_legacy_function_calls_are_recorded_as_tool_calls(make_memory, msg, asse
     assert make_memory().build(recent_messages=2).messages == sent  # reopened: read the same way
 
 
+def test_the_items_of_openais_responses_api_are_read_as_the_messages_they_stand_for(
+    make_memory, assert_valid_context
+):
+    """The Responses API gives calls and their outputs as items without a role, and text as
+    ``input_text`` / ``output_text`` parts; the records keep the items as they came."""
+    order = {
+        "type": "function_call",
+        "id": "fc_1",
+        "call_id": "call_1",
+        "name": "get_order",
+        "arguments": json.dumps({"order_id": "#W100"}),
+        "status": "completed",
+    }
+    items = [
+        {"role": "user", "content": [{"type": "input_text", "text": "Where is order #W100? Count them."}]},
+        order,
+        {"type": "function_call_output", "call_id": "call_1", "output": json.dumps({"status": "delivered"})},
+        {
+            "type": "custom_tool_call",
+            "call_id": "call_2",
+            "name": "run_sql",
+            "input": "SELECT count(*) FROM t",
+        },
+        {"type": "custom_tool_call_output", "call_id": "call_2", "output": "17"},
+        {
+            "type": "message",
+            "id": "msg_1",
+            "status": "completed",
+            "role": "assistant",
+            "content": [{"type": "output_text", "text": "Delivered; 17 rows.", "annotations": []}],
+        },
+    ]
+    memory = make_memory()
+
+    cards = [memory.observe(item) for item in items]
+
+    assert [card.summary for card in cards] == [
+        "[c0] user: Where is order #W100? Count them.",
+        "[c1] assistant called get_order(order_id=#W100)",
+        "[c2] get_order(order_id=#W100) -> status=delivered",
+        "[c3] assistant called run_sql(_raw=SELECT count(*) FROM t)",
+        "[c4] run_sql(_raw=SELECT count(*) FROM t) -> 17",
+        "[c5] assistant: Delivered; 17 rows.",
+    ]
+    assert memory.recall("c1") == {**order, "role": "unknown"}  # as it came (no role: unknown)
+    sent = memory.build(recent_messages=4).messages
+    assert_valid_context(sent)
+    assert sent[-1] == {"role": "assistant", "content": [{"type": "text", "text": "Delivered; 17 rows."}]}
+    assert make_memory().build(recent_messages=4).messages == sent  # reopened: read the same way
+
+
 def test_a_pydantic_object_that_is_no_message_is_kept_as_its_repr(memory):
     """Only a message or a tool call is read as its fields; a record of the user's own with an
     ``id`` is an unknown event whose text is its repr, as any object is."""
