@@ -13,6 +13,7 @@ short, content parts with images, None) and random builds, and checks after ever
 from __future__ import annotations
 
 import json
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -127,6 +128,7 @@ class AnyConversation(RuleBasedStateMachine):
     def teardown(self) -> None:
         if hasattr(self, "store"):
             self.store.close()
+            shutil.rmtree(self.path.parent)
 
 
 AnyConversation.TestCase.settings = settings(
