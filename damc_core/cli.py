@@ -53,9 +53,11 @@ def _settings(args: argparse.Namespace) -> MemorySettings:
     )
 
 
-def _stages(
-    args: argparse.Namespace, trajectories: Sequence[Sequence[Message]]
-) -> Callable[[Namespace], Mapping[str, Any]] | Mapping[str, Any] | None:
+Stages = Callable[[Namespace], Mapping[str, Any]] | Mapping[str, Any] | None
+"""Stage overrides for each replayed memory: fixed, or made per conversation."""
+
+
+def _stages(args: argparse.Namespace, trajectories: Sequence[Sequence[Message]]) -> Stages:
     """Stages of the replayed memories: a retrieval valuator on a Chroma index with ``--chroma``
     (each replayed conversation starts on an empty index, so a folder used before gives the same
     contexts as a new one), counterfactual values from a file with ``--values`` (over the
@@ -130,7 +132,7 @@ def cmd_replay(args: argparse.Namespace, console: Console) -> int:
 
 def cmd_eval(args: argparse.Namespace, console: Console) -> int:
     trajectories = load_trajectories(args.trace)
-    _points_of(trajectories, args.trace)
+    points = _points_of(trajectories, args.trace)
     settings, stages = _settings(args), _stages(args, trajectories)
     for budget in args.budget[1:]:  # every budget is checked before the long part
         replace(settings, budget=budget)
@@ -139,13 +141,13 @@ def cmd_eval(args: argparse.Namespace, console: Console) -> int:
     scorer = make_scorer(args.scorer) if args.likelihood or args.likelihood_out else None
     if args.likelihood_out:  # writable, and left as it was until the scoring starts
         open(args.likelihood_out, "a", encoding="utf-8").close()
-    _retention(args, console, trajectories, settings, stages)
+    _retention(args, console, trajectories, points, settings, stages)
     if scorer is None:
         return 0
     with (
         open(args.likelihood_out, "w", encoding="utf-8") if args.likelihood_out else contextlib.nullcontext()
     ) as out:
-        _likelihood(args, console, trajectories, scorer, out)
+        _likelihood(args, console, trajectories, points, settings, stages, scorer, out)
     return 0
 
 
@@ -153,11 +155,12 @@ def _retention(
     args: argparse.Namespace,
     console: Console,
     trajectories: list[list[Message]],
+    points: int,
     settings: MemorySettings,
-    stages: Callable[[Namespace], Mapping[str, Any]] | Mapping[str, Any] | None,
+    stages: Stages,
 ) -> None:
     with _progress(console) as progress:
-        task = progress.add_task("evaluating", total=_count_points(trajectories) * len(args.budget))
+        task = progress.add_task("evaluating", total=points * len(args.budget))
 
         def advance(_: ReplayPoint) -> None:
             progress.advance(task)
@@ -198,6 +201,9 @@ def _likelihood(
     args: argparse.Namespace,
     console: Console,
     trajectories: list[list[Message]],
+    points: int,
+    settings: MemorySettings,
+    stages: Stages,
     scorer: LogProbScorer,
     out: TextIO | None,
 ) -> None:
@@ -209,14 +215,14 @@ def _likelihood(
                 out.write(json.dumps(point) + "\n")
                 out.flush()
 
-        task = progress.add_task("scoring actions", total=_count_points(trajectories))
+        task = progress.add_task("scoring actions", total=points)
         report = decision_likelihood(
             trajectories,
             scorer=scorer,
-            settings=_settings(args),
+            settings=settings,
             counter=TiktokenCounter(),
             budgets=args.budget,
-            stages=_stages(args, trajectories),
+            stages=stages,
             on_point=lambda: progress.advance(task),
             on_scored=write,
         )
