@@ -483,6 +483,12 @@ def running_conversation() -> tuple[str | None, str | None]:
     return None if thread_id is None else str(thread_id), nested
 
 
+def state_messages(state: Any) -> list[Any]:
+    """The messages of an agent's graph state: a dict, or an object (``AgentStatePydantic``)."""
+    messages = state.get("messages") if isinstance(state, dict) else getattr(state, "messages", None)
+    return list(messages or ())
+
+
 def to_event(message: BaseMessage) -> dict[str, Any]:
     """The OpenAI-style message DAMC records for a LangChain message (errors flagged, id and a
     tool's artifact kept).

@@ -8,7 +8,7 @@ from typing import Any
 
 from damc_core import DecisionMemory
 
-from ._recorder import conversations_of, to_messages
+from ._recorder import conversations_of, state_messages, to_messages
 
 logger = logging.getLogger("damc.langchain")
 
@@ -27,7 +27,7 @@ def damc_pre_model_hook(
     conversations = conversations_of(memory)
 
     def hook(state: Any) -> dict[str, Any]:
-        messages = _messages_of(state)
+        messages = state_messages(state)
         try:
             recorder = conversations.current()
             recorder.observe(messages)
@@ -48,7 +48,7 @@ def damc_post_model_hook(memory: DecisionMemory) -> Callable[[Any], dict[str, An
 
     def hook(state: Any) -> dict[str, Any]:
         try:
-            messages = _messages_of(state)
+            messages = state_messages(state)
             if messages:
                 conversations.current().record_reply(messages[-1])
         except Exception:  # the agent goes on; the reply is recorded with the next model call
@@ -56,8 +56,3 @@ def damc_post_model_hook(memory: DecisionMemory) -> Callable[[Any], dict[str, An
         return {}
 
     return hook
-
-
-def _messages_of(state: Any) -> list[Any]:
-    """The messages of the graph state: a dict, or an object (``state_schema=AgentStatePydantic``)."""
-    return list(state["messages"] if isinstance(state, dict) else state.messages)

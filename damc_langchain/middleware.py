@@ -21,7 +21,14 @@ from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, SystemMe
 
 from damc_core import DecisionMemory
 
-from ._recorder import MessageRecorder, bubbles_up, conversations_of, error_result, to_messages
+from ._recorder import (
+    MessageRecorder,
+    bubbles_up,
+    conversations_of,
+    error_result,
+    state_messages,
+    to_messages,
+)
 from .recall import offers_recall, tool_answered_by, tool_name
 
 logger = logging.getLogger("damc.langchain")
@@ -82,7 +89,7 @@ class DamcMiddleware(AgentMiddleware):
         redacting the user's input) is remembered as edited, and one it takes out of the state (a
         summary replacing turns of an imported history DAMC has not seen yet) as it came."""
         try:
-            messages = _state_messages(state)
+            messages = state_messages(state)
             self.conversations.current().held_input = messages[: _answerable(messages)]
         except Exception:
             logger.exception("damc: reading the run's input failed; the agent goes on")
@@ -104,17 +111,20 @@ class DamcMiddleware(AgentMiddleware):
 
     def _catch_up(self, state: Any) -> None:
         try:
-            messages = _state_messages(state)
-            recorder = self.conversations.current()
-            recorder.observe(_with_held_input(recorder, messages[: _answerable(messages)]))
+            self._observe_answerable(self.conversations.current(), state)
         except Exception:
             logger.exception("damc: recording the agent state failed; the agent goes on")
 
     def _record_held_input(self, recorder: MessageRecorder, state: Any) -> None:
         """Record the run's input ``before_agent`` held, as ``state`` now holds it."""
         if recorder.held_input is not None:
-            messages = _state_messages(state)
-            recorder.observe(_with_held_input(recorder, messages[: _answerable(messages)]))
+            self._observe_answerable(recorder, state)
+
+    @staticmethod
+    def _observe_answerable(recorder: MessageRecorder, state: Any) -> None:
+        """Record the state's messages a model could answer now, the held input among them."""
+        messages = state_messages(state)
+        recorder.observe(_with_held_input(recorder, messages[: _answerable(messages)]))
 
     # -- model calls -------------------------------------------------------------------------
     def wrap_model_call(
@@ -140,7 +150,7 @@ class DamcMiddleware(AgentMiddleware):
 
     def _observe(self, state: Any) -> None:
         try:
-            messages = state.get("messages", ()) if isinstance(state, dict) else ()
+            messages = state_messages(state)
             reply = len(messages)  # the reply, and the results the model node added to it (ToolStrategy)
             while reply and isinstance(messages[reply - 1], ToolMessage):
                 reply -= 1
@@ -189,8 +199,7 @@ class DamcMiddleware(AgentMiddleware):
         """Where the call's result goes, its recorder told that the call runs."""
         try:
             recorder = self.conversations.current()
-            state = request.state if isinstance(request.state, dict) else {}
-            calls, place = _calls_beside(state.get("messages", ()), request.tool_call)
+            calls, place = _calls_beside(state_messages(request.state), request.tool_call)
             call_id = str(request.tool_call.get("id"))
             recorder.tool_started(calls, place if place is not None else call_id)
             retried = recorder.retry_of(call_id)
@@ -231,10 +240,9 @@ class DamcMiddleware(AgentMiddleware):
     def _answer(self, step: _Step, request: ToolCallRequest, result: Any) -> None:
         """Record the call's result, after the assistant message that made the call, so the result
         pairs with it."""
-        state = request.state if isinstance(request.state, dict) else {}
         try:
-            self._record_held_input(step.recorder, state)
-            step.recorder.observe(state.get("messages", ()))
+            self._record_held_input(step.recorder, request.state)
+            step.recorder.observe(state_messages(request.state))
         except Exception:
             logger.exception("damc: recording the agent state failed; the agent goes on")
         if step.retry is not None:  # made again after its error result: a call of its own
@@ -356,10 +364,6 @@ def _calls_beside(messages: Any, tool_call: ToolCall) -> tuple[list[str], int | 
             )
             return [str(call.get("id")) for call in calls], place
     return [], None
-
-
-def _state_messages(state: Any) -> list[AnyMessage]:
-    return list(state.get("messages", ()) if isinstance(state, dict) else ())
 
 
 def _with_held_input(recorder: MessageRecorder, messages: list[AnyMessage]) -> list[BaseMessage]:
