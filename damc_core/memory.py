@@ -1811,7 +1811,7 @@ def _from_responses_item(message: Message) -> Message:
     content = message.get("content")
     if message.get("type") == "message":  # the item's own fields are no chat message's
         message = {key: value for key, value in message.items() if key not in ("type", "id", "status")}
-    if isinstance(content, list) and _are_parts(content) and not is_content_parts(content):
+    if isinstance(content, list) and _are_parts(content):  # chat parts are kept as they are
         message = {**message, "content": [_chat_part(part) for part in content]}
     kind, call_id = message.get("type"), message.get("call_id")
     if message["role"] != "unknown" or not isinstance(call_id, str):
