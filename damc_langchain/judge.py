@@ -10,7 +10,10 @@ from langchain_core.runnables import Runnable
 
 
 class ChatModelJudge:
-    """Sends the judge prompt as one human message and returns the reply's text."""
+    """Sends the judge prompt as one human message and returns the reply's text.
+
+    The model may be a chat model, a wrapped one, or a runnable that answers with text (a text
+    completion model, ``model | StrOutputParser()``)."""
 
     def __init__(self, model: BaseChatModel | Runnable[Any, Any]) -> None:
         self.model = model
@@ -21,4 +24,5 @@ class ChatModelJudge:
         return f"langchain:{getattr(self.model, '_llm_type', type(self.model).__name__)}"
 
     def complete(self, prompt: str) -> str:
-        return str(self.model.invoke([HumanMessage(content=prompt)]).text)
+        reply = self.model.invoke([HumanMessage(content=prompt)])
+        return reply if isinstance(reply, str) else str(reply.text)

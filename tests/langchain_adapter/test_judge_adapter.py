@@ -43,3 +43,19 @@ def test_a_wrapped_chat_model_judges_too(recording_model, airline_messages, make
     )
 
     assert judge.name == "langchain:RunnableRetry" and scored[0].value == 0.3
+
+
+def test_a_judge_chain_that_returns_text_judges_too(recording_model, airline_messages, make_memory):
+    from langchain_core.output_parsers import StrOutputParser
+
+    model = recording_model(AIMessage("SCORE: 8 - the fare the booking needs"))
+    memory = make_memory()
+    memory.observe(airline_messages[1])
+
+    judge = ChatModelJudge(model | StrOutputParser())
+    scored = LLMJudgeValuator(judge).value(
+        memory.cards(), context=ValuationContext(DecisionFocus(query="Book HAT069"), 2, 0.0)
+    )
+
+    assert scored[0].value == 0.8
+    assert scored[0].scores[0].provenance == "judge langchain:RunnableSequence: the fare the booking needs"
