@@ -24,5 +24,7 @@ class ChatModelJudge:
         return f"langchain:{getattr(self.model, '_llm_type', type(self.model).__name__)}"
 
     def complete(self, prompt: str) -> str:
-        reply = self.model.invoke([HumanMessage(content=prompt)])
+        # a rating made while a graph runs is DAMC's, not the agent's answer: langgraph's
+        # ``stream_mode="messages"`` leaves out the calls tagged ``nostream`` (TAG_NOSTREAM)
+        reply = self.model.invoke([HumanMessage(content=prompt)], config={"tags": ["nostream"]})
         return reply if isinstance(reply, str) else str(reply.text)

@@ -59,3 +59,27 @@ def test_a_judge_chain_that_returns_text_judges_too(recording_model, airline_mes
 
     assert scored[0].value == 0.8
     assert scored[0].scores[0].provenance == "judge langchain:RunnableSequence: the fare the booking needs"
+
+
+def test_the_judges_reply_is_not_streamed_as_the_agents_answer(recording_model):
+    from langchain_core.messages import AIMessageChunk
+
+    from damc_core import DecisionMemory, InMemoryStore
+
+    from .scenario import SCRIPT
+    from .test_langgraph import react_agent
+
+    judge = recording_model(*[AIMessage("SCORE: 7 - the user's request")] * 20)
+    memory = DecisionMemory(store=InMemoryStore(), valuator=LLMJudgeValuator(ChatModelJudge(judge)))
+    agent = react_agent(recording_model(*SCRIPT), memory)
+
+    streamed = [
+        message.content
+        for message, _ in agent.stream(
+            {"messages": [HumanMessage("Book HAT107 for mia_li_3668 with my visa")]}, stream_mode="messages"
+        )
+        if isinstance(message, (AIMessage, AIMessageChunk))
+    ]
+
+    assert judge.received  # the judge rated the cards of every model call
+    assert streamed == [m.content for m in SCRIPT]
