@@ -60,6 +60,9 @@ class DamcCallbackHandler(BaseCallbackHandler):
         """call id -> cards of the announced runs with that id, oldest first (ids may be reused)."""
         self._turns: Counter[tuple[str, str]] = Counter()
         """(role, id or content) -> how many such turns are recorded."""
+        self._open_request: str | None = None
+        """The newest user turn recorded, while no answer to it is: a run that failed before
+        answering, run again, sends it again (the same request, not a new turn)."""
         self._announced: list[tuple[str, str, Any]] = []
         """(tool, call id, input) of agent actions about to run: AgentExecutor runs tools without
         the id, and an async one starts them in any order (sync handlers run in threads then)."""
@@ -152,7 +155,13 @@ class DamcCallbackHandler(BaseCallbackHandler):
             for prompt in messages:
                 in_prompt: Counter[tuple[str, str]] = Counter()
                 recorded = [self._record_turn(message, in_prompt) for message in prompt]
-                if new_run and prompt and isinstance(prompt[-1], HumanMessage) and not recorded[-1]:
+                if (
+                    new_run
+                    and prompt
+                    and isinstance(prompt[-1], HumanMessage)
+                    and not recorded[-1]
+                    and str(prompt[-1].content) != self._open_request  # not a failed run's retry
+                ):
                     self._record_turn(prompt[-1], in_prompt, again=True)
                 if self.compress_rebuilt_tool_messages:
                     self._compress(prompt)
@@ -172,6 +181,7 @@ class DamcCallbackHandler(BaseCallbackHandler):
                     if message.id:
                         self._turns[("assistant", message.id)] += 1
                     self.memory.observe({"role": "assistant", "content": message.content})
+                    self._open_request = None
         except Exception:
             logger.exception("damc: recording the model's answer failed; the agent goes on")
 
@@ -219,6 +229,7 @@ class DamcCallbackHandler(BaseCallbackHandler):
         if (again or in_prompt[key] > self._turns[key]) and message.content:
             self._turns[key] += 1
             self.memory.observe({"role": role, "content": message.content})
+            self._open_request = str(message.content) if role == "user" else None
             return True
         return False
 

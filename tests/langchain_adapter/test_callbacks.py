@@ -211,6 +211,33 @@ def test_a_new_run_with_the_same_input_as_an_earlier_one_is_recorded_again(recor
     ]
 
 
+def test_a_run_retried_after_the_model_failed_records_its_input_once(recording_model):
+    class RateLimitedOnce(type(recording_model())):
+        limited: bool = True
+
+        def _generate(self, messages, stop=None, run_manager=None, **kwargs):
+            if self.limited:
+                self.limited = False
+                raise RuntimeError("429 rate limited")
+            return super()._generate(messages, stop, run_manager, **kwargs)
+
+    memory = DecisionMemory(store=InMemoryStore())
+    config = {"callbacks": [DamcCallbackHandler(memory)]}
+    agent = executor(RateLimitedOnce(script=[AIMessage("Shipped."), AIMessage("Delivered.")]))
+
+    with pytest.raises(RuntimeError, match="429"):
+        agent.invoke({"input": "Where is order #W123?"}, config)
+    agent.invoke({"input": "Where is order #W123?"}, config)  # the caller tries again
+    agent.invoke({"input": "Where is order #W123?"}, config)  # answered: asked again, a new turn
+
+    assert [(c.kind, c.text) for c in memory.cards()] == [
+        (CardKind.USER_INSTRUCTION, "Where is order #W123?"),
+        (CardKind.ASSISTANT_CONCLUSION, "Shipped."),
+        (CardKind.USER_INSTRUCTION, "Where is order #W123?"),
+        (CardKind.ASSISTANT_CONCLUSION, "Delivered."),
+    ]
+
+
 def test_a_sub_agent_run_by_a_tool_speaks_to_the_conversation_through_its_result(recording_model):
     profile_model = recording_model(
         call("get_user_details", {"user_id": "mia_li_3668"}, "s1"), AIMessage("Mia pays by visa.")
