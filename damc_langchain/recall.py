@@ -56,7 +56,7 @@ def offers_recall(tools: Iterable[Any] | None) -> bool:
 
 class RecallArguments(BaseModel):
     """The recall tool's arguments, checked: a call without ``card_id`` gets an error the model can
-    read and fix, as any tool's wrong arguments do, instead of stopping the run."""
+    read and fix, instead of stopping the run (see ``_wrong_arguments``)."""
 
     card_id: str = Field(description=_FIELDS["card_id"]["description"])
     match: str | None = Field(default=None, description=_FIELDS["match"]["description"])
@@ -69,5 +69,16 @@ def tool_answered_by(memory_of_run: Callable[[], DecisionMemory]) -> BaseTool:
         return memory_of_run().handle_recall({"card_id": card_id, "match": match})
 
     return StructuredTool.from_function(
-        recall, name=_SPEC["name"], description=_SPEC["description"], args_schema=RecallArguments
+        recall,
+        name=_SPEC["name"],
+        description=_SPEC["description"],
+        args_schema=RecallArguments,
+        handle_validation_error=_wrong_arguments,
     )
+
+
+def _wrong_arguments(error: Any) -> str:
+    """The answer to a recall call whose arguments do not fit (a pydantic ``ValidationError``):
+    an ``AgentExecutor`` would stop the run on the exception, not show it to the model."""
+    problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'arguments'}: {e['msg']}" for e in error.errors())
+    return f"Error: {problems}. recall needs a card_id: the id a memory card starts with, such as c12."

@@ -128,3 +128,20 @@ def test_a_recall_without_a_card_id_tells_the_model_and_the_run_goes_on(recordin
     error = next(m for m in state["messages"] if isinstance(m, ToolMessage) and m.tool_call_id == "call_2")
     assert error.status == "error" and "card_id" in error.content
     assert state["messages"][-1].content == "Which card do you mean?"
+
+
+@pytest.mark.parametrize("arguments", [{"id": "c0"}, {"card_id": 0}])
+def test_an_agent_executor_whose_model_calls_recall_wrongly_goes_on(recording_model, arguments):
+    from .scenario import executor
+
+    damc = memory()
+    damc.observe({"role": "user", "content": "I am mia_li_3668"})
+    model = recording_model(call("recall", arguments, "call_1"), AIMessage("Which card do you mean?"))
+    agent = executor(model, tools=[recall_tool(damc)])
+
+    result = agent.invoke({"input": "What did I tell you?"})
+
+    assert result["output"] == "Which card do you mean?"
+    (answer,) = [m for m in model.received[-1] if isinstance(m, ToolMessage)]
+    assert answer.tool_call_id == "call_1" and answer.content.startswith("Error: ")
+    assert "card_id" in answer.content and "such as c12" in answer.content
