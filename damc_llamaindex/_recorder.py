@@ -34,6 +34,7 @@ from llama_index.core.base.llms.types import (
 from llama_index.core.bridge.pydantic import BaseModel
 from llama_index.core.llms.llm import ToolSelection
 from llama_index.core.llms.utils import parse_partial_json
+from llama_index.core.schema import BaseComponent
 from llama_index.core.tools import ToolOutput
 
 from damc_core import Card, DecisionMemory
@@ -867,9 +868,14 @@ def _tool_content(output: ToolOutput) -> Any:
 
 def _model_data(raw: Any) -> Any:
     """A pydantic model, or a list of them, as JSON data; anything else as it is (content blocks,
-    pydantic models too, are the output's blocks already)."""
+    pydantic models too, are the output's blocks already). LlamaIndex's own objects (a
+    ``RetrieverTool``'s nodes) are left as they are: their dump is the index's storage form
+    (embedding, templates, relationships), and the tool gave the model their text."""
     models = raw if isinstance(raw, (list, tuple)) and raw else [raw]
-    if not all(isinstance(m, BaseModel) and not hasattr(m, "block_type") for m in models):
+    if not all(
+        isinstance(m, BaseModel) and not hasattr(m, "block_type") and not isinstance(m, BaseComponent)
+        for m in models
+    ):
         return raw
     try:
         data = [model.model_dump(mode="json") for model in models]

@@ -9,7 +9,9 @@ import pytest
 from llama_index.core.agent.workflow import AgentWorkflow, FunctionAgent, ReActAgent, ToolCallResult
 from llama_index.core.base.llms.types import ChatMessage, TextBlock, ToolCallBlock
 from llama_index.core.memory import ChatMemoryBuffer
-from llama_index.core.tools import FunctionTool
+from llama_index.core.retrievers import BaseRetriever
+from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
+from llama_index.core.tools import FunctionTool, RetrieverTool
 
 from damc_llamaindex import DamcEventRecorder, DamcLLM, DamcMemory, DamcSpanHandler, offline_tokenizer
 
@@ -135,6 +137,34 @@ def test_pydantic_outputs_are_kept_as_data(recording_llm):
     assert json.loads(memory.recall(priced.id)["content"]) == quote("HAT107").model_dump()
     assert json.loads(memory.recall(listed.id)["content"]) == [f.model_dump() for f in fares("HAT107")]
     assert "Fare(" not in priced.summary + listed.summary
+
+
+def test_a_retriever_tools_nodes_are_remembered_as_the_text_the_model_was_given(recording_llm):
+    class Policies(BaseRetriever):
+        def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+            node = TextNode(
+                text="Refunds are possible within 30 days of purchase.",
+                metadata={"file_name": "policy.md"},
+                embedding=[0.125] * 64,
+            )
+            return [NodeWithScore(node=node, score=0.87)]
+
+    search = RetrieverTool.from_defaults(Policies(), name="search_policy", description="Search the policy.")
+    memory = damc()
+    llm = recording_llm(
+        call("search_policy", {"input": "refund"}, "s1"),
+        ChatMessage(role="assistant", content="Within 30 days."),
+    )
+    agent = FunctionAgent(tools=[search], llm=llm)
+
+    run(agent, "Can I get a refund?", memory=DamcMemory(memory=memory))
+
+    (found,) = tool_results(memory)
+    sent = llm.received[-1][-1].content  # the tool message the model read
+    assert memory.recall(found.id)["content"] == sent
+    assert "Refunds are possible within 30 days" in found.summary
+    # the nodes' storage form (their embedding, templates, class names) is no part of the card
+    assert "0.125" not in found.summary and "text_template" not in found.summary
 
 
 def test_a_tool_returning_a_picture_is_remembered_as_having_returned_one(recording_llm):
