@@ -15,7 +15,7 @@ from llama_index.core.base.llms.types import ChatMessage, MessageRole
 from llama_index.core.bridge.pydantic import ConfigDict, Field, PrivateAttr
 from llama_index.core.memory import BaseMemory
 
-from damc_core import DecisionMemory, StoreClosedError, StoreError
+from damc_core import ConfigError, DecisionMemory, StoreClosedError, StoreError
 
 from ._recorder import Recorder, recorder_for
 
@@ -85,21 +85,38 @@ class DamcMemory(BaseMemory):
         budget: int | None = None,
         section_role: Literal["user", "system"] = "user",
         recall_tool: bool = False,
+        chat_history: list[ChatMessage] | None = None,
+        token_limit: int | None = None,
         **decision_memory_options: Any,
     ) -> DamcMemory:
-        """A memory over ``memory``, or a new ``DecisionMemory(**decision_memory_options)``."""
+        """A memory over ``memory``, or a new ``DecisionMemory(**decision_memory_options)``.
+
+        ``chat_history`` and ``token_limit`` are ``ChatMemoryBuffer.from_defaults``'s, which a chat
+        engine given ``memory_cls=DamcMemory`` passes: the history is set, and without ``budget``
+        the limit caps the memory's own (the engine's limit is the model's window, usually far
+        more than DAMC's budget)."""
         if memory is not None and decision_memory_options:
             raise ValueError(
                 f"DamcMemory.from_defaults got both memory= and {sorted(decision_memory_options)}; "
                 "pass the options to DecisionMemory(...) instead"
             )
-        return cls(
-            memory=memory or DecisionMemory(**decision_memory_options),
+        if token_limit is not None and (
+            not isinstance(token_limit, int) or isinstance(token_limit, bool) or token_limit <= 0
+        ):
+            raise ConfigError(f"token_limit must be a whole number of tokens > 0, got {token_limit!r}")
+        memory = memory or DecisionMemory(**decision_memory_options)
+        if budget is None and token_limit is not None:
+            budget = min(token_limit, memory.settings.budget)
+        made = cls(
+            memory=memory,
             chat_memory=chat_memory,
             budget=budget,
             section_role=section_role,
             recall_tool=recall_tool,
         )
+        if chat_history:
+            made.set(chat_history)
+        return made
 
     # -- read --------------------------------------------------------------------------------
     def get(self, input: str | None = None, **kwargs: Any) -> list[ChatMessage]:

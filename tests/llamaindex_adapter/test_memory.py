@@ -14,6 +14,7 @@ from llama_index.core.memory import ChatMemoryBuffer
 from llama_index.core.tools import FunctionTool
 from llama_index.core.workflow import Context
 
+from damc_core import ConfigError
 from damc_llamaindex import DamcLLM, DamcMemory, DamcSpanHandler, offline_tokenizer, recall_tool
 
 from .scenario import (
@@ -426,6 +427,36 @@ def test_to_json_says_where_the_conversation_is_kept_and_reopening_it_finds_it(t
     reopened = DamcMemory(memory=DecisionMemory(store=store, namespace=Namespace("mia", "trip")))
     assert "Book HAT069" in text(reopened.get())
     assert [m.content for m in reopened.get_all()] == ["Book HAT069"]  # a chat engine's chat_history
+
+
+def test_a_chat_engine_given_memory_cls_starts_from_its_chat_history(recording_llm, tmp_path, monkeypatch):
+    from llama_index.core.chat_engine import SimpleChatEngine
+
+    monkeypatch.chdir(tmp_path)  # DecisionMemory() keeps its records in ./damc-memory.sqlite3
+    llm = recording_llm(ChatMessage(role="assistant", content="You are Mia."))
+    earlier = [
+        ChatMessage(role="user", content="My name is Mia."),
+        ChatMessage(role="assistant", content="Hello Mia."),
+    ]
+    engine = SimpleChatEngine.from_defaults(llm=llm, memory_cls=DamcMemory, chat_history=earlier)
+
+    assert str(engine.chat("What is my name?")) == "You are Mia."
+    assert [m.content for m in llm.received[0]] == ["My name is Mia.", "Hello Mia.", "What is my name?"]
+    assert [m.content for m in engine.chat_history] == [
+        "My name is Mia.",
+        "Hello Mia.",
+        "What is my name?",
+        "You are Mia.",
+    ]
+    assert (tmp_path / "damc-memory.sqlite3").exists()
+
+
+def test_a_token_limit_caps_the_budget_and_must_be_a_number_of_tokens():
+    assert DamcMemory.from_defaults(memory=damc(budget=600), token_limit=200_000).budget == 600
+    assert DamcMemory.from_defaults(memory=damc(budget=600), token_limit=300).budget == 300
+    assert DamcMemory.from_defaults(memory=damc(budget=600), budget=900, token_limit=300).budget == 900
+    with pytest.raises(ConfigError, match="token_limit"):
+        DamcMemory.from_defaults(memory=damc(), token_limit="4k")
 
 
 def test_a_message_the_store_refused_is_recorded_with_the_next_one(tmp_path):
