@@ -89,7 +89,10 @@ class DamcMemoryBlock(BaseMemoryBlock[str]):
     async def atruncate(self, content: str, tokens_to_truncate: int) -> str | None:
         """The section built again with ``tokens_to_truncate`` fewer tokens (least valuable cards
         out first), or None when nothing would be left. A section this block did not build for
-        one session alone loses its last lines instead."""
+        one session alone loses its last lines instead. ``Memory`` asks a block that gave nothing
+        this time too, with ``[]``: there is nothing to cut."""
+        if not isinstance(content, str) or not content:
+            return None
         counter = self.memory.counter
         target = counter.count(content) - tokens_to_truncate
         if target <= 0:

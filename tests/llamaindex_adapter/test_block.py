@@ -227,6 +227,17 @@ def test_a_truncated_section_keeps_the_cards_worth_most_within_what_memory_asks(
     assert "HAT107" in shorter
 
 
+def test_a_turn_longer_than_memorys_limit_is_sent_when_the_section_is_empty():
+    """``Memory`` asks every truncatable block to shrink when the queue alone is over its limit,
+    a block that gave nothing too (as ``[]``): the agent must get its history all the same."""
+    block = DamcMemoryBlock(memory=DecisionMemory(store=InMemoryStore()), priority=1)
+    request = ChatMessage(role="user", content="Please compare these fares: " + "HAT107 $149, " * 60)
+
+    sent = put_all(memory_with(block, token_limit=100), [request])
+
+    assert [m.content for m in sent] == [request.content]
+
+
 class NotesBlock(BaseMemoryBlock[str]):
     """A block that waits on I/O (a remote vector store): other sessions' gets run meanwhile."""
 
