@@ -14,7 +14,7 @@ from .errors import (
     TraceError,
 )
 from .explain import explain
-from .memory import RECALL_TOOL, DecisionMemory, MemorySettings
+from .memory import RECALL_TOOL, DecisionMemory, MemorySettings, checked_budget
 from .select import HybridSelector, Selection, Selector, Supersession, ThresholdSelector, TopKSelector
 from .stores import InMemoryStore, MemoryStore, SQLiteStore
 from .tokens import CharEstimateCounter, TiktokenCounter, TokenCounter, load_encoding
@@ -85,6 +85,7 @@ __all__ = [
     "ValuationContext",
     "Valuator",
     "WeightedValuators",
+    "checked_budget",
     "explain",
     "load_encoding",
     "valid_sequence",

@@ -871,10 +871,10 @@ class DecisionMemory:
         return built
 
     def _budget(self, budget: int | None) -> int:
-        budget = self.settings.budget if budget is None else budget
-        if not _is_a(budget, numbers.Integral) or budget <= 0:
-            raise ConfigError(f"budget must be a whole number of tokens > 0, got {budget!r}")
-        return self.settings.budget_for(self._session.raw_tokens, budget)
+        budget = checked_budget(budget)
+        return self.settings.budget_for(
+            self._session.raw_tokens, self.settings.budget if budget is None else budget
+        )
 
     def _recent(
         self, budget: int, focus: DecisionFocus, excluded: frozenset[str], size: int, recall_tool: bool
@@ -1556,6 +1556,17 @@ class DecisionMemory:
     aobserve = _to_thread(observe)
     abuild = _to_thread(build)
     aobserve_tool = _to_thread(observe_tool)
+
+
+def checked_budget(budget: object) -> int | None:
+    """``budget`` when it is a token budget for ``build`` (a whole number > 0, or ``None`` for the
+    memory's own), else a ``ConfigError``. Adapters check theirs when they are made: one found bad
+    at the agent's first model call would only be logged, and the model sent the whole history."""
+    if budget is None:
+        return None
+    if isinstance(budget, bool) or not isinstance(budget, numbers.Integral) or budget <= 0:
+        raise ConfigError(f"budget must be a whole number of tokens > 0, got {budget!r}")
+    return int(budget)
 
 
 def _card_ids(exclude: object) -> frozenset[str]:

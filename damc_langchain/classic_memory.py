@@ -36,7 +36,9 @@ class DAMCMemory(BaseMemory):
     output_key: str | None = None
     human_prefix: str = "Human"
     ai_prefix: str = "AI"
-    budget: int | None = Field(default=None, description="Token budget per load; the memory's own when None.")
+    budget: int | None = Field(
+        default=None, gt=0, description="Token budget per load; the memory's own when None."
+    )
     recall_tool: bool = Field(
         default=False,
         description="The agent has DAMC's recall tool (recall_tool(memory)) among its tools: the "

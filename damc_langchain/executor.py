@@ -20,7 +20,7 @@ from langchain_core.prompt_values import PromptValue
 from langchain_core.runnables import RunnableBinding, RunnableLambda, RunnableSequence
 from pydantic import BaseModel
 
-from damc_core import DecisionMemory
+from damc_core import DecisionMemory, checked_budget
 
 from ._recorder import MessageRecorder, announcement, bubbles_up, error_result, to_event, to_messages
 from .middleware import split_system, with_memory_section
@@ -47,6 +47,7 @@ def wrap(executor: AgentExecutor, memory: DecisionMemory, *, budget: int | None 
     (the copy's tools are copies that report their runs); a tool that raises, or an interrupt,
     leaves the step in memory up to there, the call it stopped at with its error as the result.
     """
+    checked_budget(budget)
     agent = executor.agent
     runnable = getattr(agent, "runnable", None)
     if (

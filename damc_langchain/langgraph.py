@@ -6,7 +6,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from damc_core import DecisionMemory
+from damc_core import DecisionMemory, checked_budget
 
 from ._recorder import conversations_of, state_messages, to_messages
 
@@ -24,6 +24,7 @@ def damc_pre_model_hook(
     ``recall_tool``: the agent has DAMC's recall tool (``recall_tool(memory)``) among its tools:
     the memory section then tells the model it can recall a card.
     """
+    budget = checked_budget(budget)
     conversations = conversations_of(memory)
 
     def hook(state: Any) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResp
 from langchain.agents.middleware.types import ToolCallRequest
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, SystemMessage, ToolCall, ToolMessage
 
-from damc_core import DecisionMemory
+from damc_core import DecisionMemory, checked_budget
 
 from ._recorder import (
     MessageRecorder,
@@ -72,7 +72,7 @@ class DamcMiddleware(AgentMiddleware):
     def __init__(self, memory: DecisionMemory, *, budget: int | None = None, recall: bool = True) -> None:
         super().__init__()
         self.memory = memory
-        self.budget = budget
+        self.budget = checked_budget(budget)
         self.conversations = conversations_of(memory)
         self.tools = [tool_answered_by(lambda: self.conversations.current().memory)] if recall else []
         self._shadow_noted = False

@@ -42,7 +42,7 @@ class DamcMemoryBlock(BaseMemoryBlock[str]):
     name: str = Field(default="damc", description="The block's name in the memory template.")
     memory: DecisionMemory = Field(description="The DAMC memory that holds the cards.")
     budget: int | None = Field(
-        default=None, description="Tokens of the memory section; the memory's own budget when None."
+        default=None, gt=0, description="Tokens of the memory section; the memory's own budget when None."
     )
     recall_tool: bool = Field(
         default=False,

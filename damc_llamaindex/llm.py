@@ -53,7 +53,9 @@ class DamcLLM(FunctionCallingLLM):
 
     llm: LLM = Field(description="The model that answers.")
     memory: DecisionMemory = Field(description="The DAMC memory that assembles each call's context.")
-    budget: int | None = Field(default=None, description="Token budget per call; the memory's own when None.")
+    budget: int | None = Field(
+        default=None, gt=0, description="Token budget per call; the memory's own when None."
+    )
     _recorder: Recorder = PrivateAttr()
 
     def model_post_init(self, context: Any, /) -> None:

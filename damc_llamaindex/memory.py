@@ -40,7 +40,9 @@ class DamcMemory(BaseMemory):
     chat_memory: BaseMemory | None = Field(
         default=None, description="The user's own memory; it keeps receiving every message verbatim."
     )
-    budget: int | None = Field(default=None, description="Token budget per get; the memory's own when None.")
+    budget: int | None = Field(
+        default=None, gt=0, description="Token budget per get; the memory's own when None."
+    )
     recall_tool: bool = Field(
         default=False,
         description="The agent has DAMC's recall tool (recall_tool(memory)) among its tools: the "

@@ -14,9 +14,10 @@ from langchain_classic.agents import AgentExecutor, create_tool_calling_agent
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
 from langchain_core.tools import tool
+from pydantic import ValidationError
 
-from damc_core import DecisionMemory, InMemoryStore, MemorySettings
-from damc_langchain import DamcCallbackHandler, DamcMiddleware, damc_pre_model_hook, wrap
+from damc_core import ConfigError, DecisionMemory, InMemoryStore, MemorySettings
+from damc_langchain import DamcCallbackHandler, DAMCMemory, DamcMiddleware, damc_pre_model_hook, wrap
 
 from .scenario import call
 
@@ -168,3 +169,26 @@ def test_a_record_json_cannot_encode_still_becomes_a_structured_card(recording_m
     (card,) = [c for c in damc.cards() if c.kind is CardKind.TOOL_RESULT]
     facts = {fact.path: fact.value for fact in card.facts}
     assert facts == {"reservation_id": "ZFA04Y", "departs": "2024-05-20T09:05:00", "fare": "129.50"}
+
+
+@pytest.mark.parametrize("budget", [0, -50, "800", 2.5, True])
+def test_a_budget_that_is_no_token_count_is_refused_when_the_surface_is_made(budget, recording_model):
+    """Found at the first model call, it would only be logged and the model sent the full history."""
+    lookup = make_tool("ok")
+    model = recording_model(AIMessage("done"))
+    executor = AgentExecutor(agent=create_tool_calling_agent(model, [lookup], PROMPT), tools=[lookup])
+    surfaces = [
+        lambda: DamcMiddleware(memory(), budget=budget),
+        lambda: damc_pre_model_hook(memory(), budget=budget),
+        lambda: wrap(executor, memory(), budget=budget),
+    ]
+    for make in surfaces:
+        with pytest.raises(ConfigError, match="budget must be a whole number of tokens > 0"):
+            make()
+
+
+def test_the_conversation_memory_refuses_a_budget_below_one_token():
+    with pytest.raises(ValidationError, match="budget"):
+        DAMCMemory(memory=memory(), budget=0)
+
+    assert DAMCMemory(memory=memory(), budget=300).budget == 300

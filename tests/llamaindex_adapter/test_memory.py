@@ -459,6 +459,21 @@ def test_a_token_limit_caps_the_budget_and_must_be_a_number_of_tokens():
         DamcMemory.from_defaults(memory=damc(), token_limit="4k")
 
 
+def test_a_budget_below_one_token_is_refused_when_memory_llm_or_block_is_made():
+    from llama_index.core.llms import MockLLM
+    from pydantic import ValidationError
+
+    from damc_llamaindex import DamcMemoryBlock
+
+    for make in (
+        lambda: DamcMemory(memory=damc(), budget=0),
+        lambda: DamcLLM(llm=MockLLM(), memory=damc(), budget=-1),
+        lambda: DamcMemoryBlock(memory=damc(), budget=0),
+    ):
+        with pytest.raises(ValidationError, match="greater than 0"):
+            make()
+
+
 def test_a_message_the_store_refused_is_recorded_with_the_next_one(tmp_path):
     import sqlite3
 
