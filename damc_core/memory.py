@@ -460,9 +460,11 @@ class DecisionMemory:
 
     def _now(self) -> float:
         """The clock's time, or wall time when the clock gives no finite number of seconds (NaN,
-        ``None``): a broken clock must not cost an event its record. Said once per memory."""
+        ``None``, or a time past the calendar's years 1 to 9999: ``time.time_ns`` or a clock in
+        milliseconds, whose times no ``as of`` tag can print): a broken clock must not cost an
+        event its record. Said once per memory."""
         now = self.clock()
-        if _is_a(now, numbers.Real):  # a finite number, not a bool
+        if _is_a(now, numbers.Real) and _in_calendar(now):  # a finite number, not a bool
             return float(now)
         if not self._clock_broken:
             self._clock_broken = True
@@ -1567,6 +1569,16 @@ def checked_budget(budget: object) -> int | None:
     if isinstance(budget, bool) or not isinstance(budget, numbers.Integral) or budget <= 0:
         raise ConfigError(f"budget must be a whole number of tokens > 0, got {budget!r}")
     return int(budget)
+
+
+def _in_calendar(seconds: float) -> bool:
+    """Whether a Unix time falls in the years 1 to 9999 (a time in milliseconds or nanoseconds
+    does not, and ``time.gmtime`` fails on the latter)."""
+    return _FIRST_SECOND <= seconds <= _LAST_SECOND
+
+
+_FIRST_SECOND = -62_135_596_800  # 0001-01-01T00:00:00Z
+_LAST_SECOND = 253_402_300_799  # 9999-12-31T23:59:59Z
 
 
 def _card_ids(exclude: object) -> frozenset[str]:

@@ -230,6 +230,26 @@ def test_a_clock_that_gives_no_time_is_replaced_by_wall_time_and_the_event_kept(
     assert said == ["damc: clock() gave nan, not seconds; wall time is used instead"]
 
 
+def test_a_clock_in_nanoseconds_is_replaced_by_wall_time_and_the_context_still_built(caplog):
+    """``clock=time.time_ns`` (or a clock in milliseconds) gives no Unix seconds: its times are
+    past year 9999, where an ``as of`` tag cannot be printed (``time.gmtime`` fails)."""
+    memory = DecisionMemory(namespace=TRIP, store=InMemoryStore(), clock=time.time_ns)
+
+    with caplog.at_level(logging.WARNING, logger="damc"):
+        memory.observe({"role": "user", "content": "Is HAT107 still available?"})
+        memory.observe_tool(
+            "get_flight", {"flight": "HAT107"}, {"flight": "HAT107", "seats": 3, "price": 140}
+        )
+        memory.observe({"role": "user", "content": "And HAT108?"})
+        memory.observe_tool("get_flight", {"flight": "HAT108"}, {"flight": "HAT108", "seats": 0, "price": 99})
+        context = memory.build(budget=600)
+
+    assert all(abs(r.created_at - time.time()) < 600 for r in memory.store.records(TRIP))
+    assert "HAT107" in context.memory
+    said = [r.getMessage() for r in caplog.records if "clock()" in r.getMessage()]
+    assert len(said) == 1 and "not seconds; wall time is used instead" in said[0]
+
+
 def test_a_store_whose_folder_is_a_file_is_a_store_error(tmp_path):
     (tmp_path / "notes").write_text("a file, not a folder")
 
