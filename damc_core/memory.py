@@ -377,6 +377,7 @@ class DecisionMemory:
         settings: MemorySettings | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
+        _require_kinds(namespace, store, settings, clock)
         self.namespace = namespace or Namespace()
         self.store: MemoryStore = store if store is not None else SQLiteStore("damc-memory.sqlite3")
         self.encoder: Encoder = encoder or DefaultEncoder()
@@ -1569,6 +1570,28 @@ def checked_budget(budget: object) -> int | None:
     if isinstance(budget, bool) or not isinstance(budget, numbers.Integral) or budget <= 0:
         raise ConfigError(f"budget must be a whole number of tokens > 0, got {budget!r}")
     return int(budget)
+
+
+def _require_kinds(namespace: object, store: object, settings: object, clock: object) -> None:
+    """Refuse, with a ``ConfigError`` naming the argument, what would otherwise fail at the first
+    read or event with an ``AttributeError`` far from its cause (``store="memory.sqlite3"``,
+    ``namespace="u-42"``, ``settings={"budget": 800}``, ``clock=time.time()``)."""
+    if namespace is not None and not isinstance(namespace, Namespace):
+        raise ConfigError(f"namespace must be a Namespace(user=..., session=...), got {namespace!r}")
+    missing = [name for name in _STORE_METHODS if not callable(getattr(store, name, None))]
+    if store is not None and missing:
+        raise ConfigError(
+            f"store must be a store such as SQLiteStore(path) or InMemoryStore(), got {store!r}"
+            f" (it has no {', '.join(missing)})"
+        )
+    if settings is not None and not isinstance(settings, MemorySettings):
+        raise ConfigError(f"settings must be MemorySettings(...), got {reprlib.repr(settings)}")
+    if not callable(clock):
+        raise ConfigError(f"clock must be a function giving Unix seconds (time.time), got {clock!r}")
+
+
+_STORE_METHODS = ("append", "record", "records", "put_cards", "cards")
+"""What a memory calls of its store (see ``MemoryStore``)."""
 
 
 def _in_calendar(seconds: float) -> bool:

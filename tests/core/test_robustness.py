@@ -788,6 +788,47 @@ def test_a_recent_window_that_is_no_count_of_messages_is_a_clear_error(memory, m
         memory.build(recent_messages=recent)
 
 
+@pytest.mark.parametrize(
+    ("given", "match"),
+    [
+        ({"store": "memory.sqlite3"}, r"store must be a store such as SQLiteStore\(path\).*'memory.sqlite3'"),
+        ({"namespace": "u-42"}, r"namespace must be a Namespace\(user=\.\.\., session=\.\.\.\), got 'u-42'"),
+        ({"settings": {"budget": 800}}, r"settings must be MemorySettings\(\.\.\.\), got \{'budget': 800\}"),
+        ({"clock": time.time()}, r"clock must be a function giving Unix seconds \(time.time\)"),
+    ],
+    ids=["store as a path", "namespace as a user id", "settings as a dict", "clock as a time"],
+)
+def test_a_memory_given_the_wrong_kind_of_argument_says_which_when_made(given, match):
+    """Each would make the memory, or its first ``observe``, fail with an ``AttributeError`` or a
+    ``TypeError`` that names no argument."""
+    with pytest.raises(ConfigError, match=match):
+        DecisionMemory(**{"store": InMemoryStore(), **given})
+
+
+def test_a_store_of_ones_own_needs_only_what_the_memory_calls():
+    class Audited:
+        """A proxy that logs writes and leaves closing to the store it wraps (it has no close)."""
+
+        def __init__(self, inner: InMemoryStore) -> None:
+            self.inner, self.writes = inner, 0
+            self.record, self.records, self.cards = inner.record, inner.records, inner.cards
+
+        def append(self, record):
+            self.writes += 1
+            self.inner.append(record)
+
+        def put_cards(self, namespace, cards):
+            self.writes += 1
+            self.inner.put_cards(namespace, cards)
+
+    store = Audited(InMemoryStore())
+    memory = DecisionMemory(store=store)
+    memory.observe({"role": "user", "content": "Book HAT107"})
+
+    assert memory.messages() == [{"role": "user", "content": "Book HAT107"}]
+    assert store.writes == 2  # the record, then its card
+
+
 def test_a_text_part_without_text_is_sent_as_empty_text(memory, assert_valid_context):
     said = [{"type": "text", "text": None}, {"type": "text", "text": "Book HAT107."}]
     card = memory.observe({"role": "user", "content": said})
