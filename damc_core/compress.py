@@ -8,15 +8,21 @@ output is checked: any identifier it dropped is appended, so a summary never los
 from __future__ import annotations
 
 import functools
+import logging
 import math
+import numbers
 import re
+import reprlib
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Literal, Protocol
 
 from .encode import argument_values, changes_over_time, field_name, list_items
+from .errors import ConfigError
 from .extract import DIGIT, NEGATIVE_STATUS, fact_kind, identifiers, split_path, term_variants
 from .types import Card, CardKind, DecisionFocus, Fact, Table
+
+logger = logging.getLogger("damc")
 
 Detail = Literal["full", "key", "skeleton"]
 """How much of a card to render. ``full``: every extracted value. ``key``: identifiers, dates,
@@ -577,19 +583,39 @@ class SummarizingCompressor:
     min_chars: int = 400
     """Free text shorter than this is left to the template (a model call would cost more than it saves)."""
 
+    def __post_init__(self) -> None:
+        if not callable(getattr(self.summarizer, "summarize", None)):
+            raise ConfigError(
+                "SummarizingCompressor needs an object with summarize(text, *, instructions) -> str, "
+                f"got {reprlib.repr(self.summarizer)}"
+            )
+        if isinstance(self.min_chars, bool) or not isinstance(self.min_chars, numbers.Integral):
+            raise ConfigError(
+                f"SummarizingCompressor.min_chars must be a whole number, got {self.min_chars!r}"
+            )
+
     def render(self, card: Card, *, focus: DecisionFocus | None = None, detail: Detail = "full") -> str:
         if card.facts and card.kind in (CardKind.TOOL_RESULT, CardKind.TOOL_ERROR) and not card.text:
             return self.templates.render(card, focus=focus, detail=detail)
         if card.tables or len(card.text) < self.min_chars:
             return self.templates.render(card, focus=focus, detail=detail)
         try:
-            summary = self.summarizer.summarize(card.text, instructions=SUMMARY_INSTRUCTIONS).strip()
-        except Exception:  # the summarizer is optional: a failed call falls back to the template
-            return self.templates.render(card)
+            summary = self.summarizer.summarize(card.text, instructions=SUMMARY_INSTRUCTIONS)
+        except Exception as exc:  # the summarizer is optional: a failed call falls back to the template
+            return self._template(card, focus, detail, f"raised {type(exc).__name__}: {exc}")
+        if not isinstance(summary, str) or not summary.strip():  # e.g. a chat model's reply object
+            return self._template(card, focus, detail, f"returned {reprlib.repr(summary)}, not text")
+        summary = summary.strip()
         missing = [t for t in dict.fromkeys(identifiers(card.text)) if t not in summary]
         if missing:
             summary += " | also: " + ", ".join(missing)
         return self.templates.render(replace(card, text=summary), focus=focus, detail=detail)
+
+    def _template(self, card: Card, focus: DecisionFocus | None, detail: Detail, why: str) -> str:
+        """The template's rendering, at the detail asked for, of a card the summarizer failed on;
+        said in the log, since every such card is then sent unsummarized."""
+        logger.warning("damc: the summarizer %s on card %s; its template is used instead", why, card.id)
+        return self.templates.render(card, focus=focus, detail=detail)
 
     def depends_on_focus(self, card: Card, *, detail: Detail) -> bool:
         return self.templates.depends_on_focus(card, detail=detail)

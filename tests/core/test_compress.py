@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from conftest import FLIGHTS
 
-from damc_core import DecisionFocus, MemorySettings, SummarizingCompressor, TemplateCompressor
+from damc_core import ConfigError, DecisionFocus, MemorySettings, SummarizingCompressor, TemplateCompressor
 from damc_core.assemble import fence_memory
 
 LONG_TEXT = (
@@ -451,6 +451,71 @@ def test_a_failing_summarizer_falls_back_to_the_template(memory, msg):
     card = memory.observe(msg.result("c1", "web_search", LONG_TEXT))
 
     assert SummarizingCompressor(Broken(), min_chars=100).render(card) == TemplateCompressor().render(card)
+
+
+class Reply:
+    """What a chat model's ``invoke`` returns: a message object, not its text."""
+
+    def __init__(self, content: str) -> None:
+        self.content = content
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [Reply("Maris Lodge, HX-88213."), None, b"Maris Lodge, HX-88213.", "  "],
+    ids=["a reply object", "None", "bytes", "blank"],
+)
+@pytest.mark.parametrize("detail", ["skeleton", "key", "full"])
+def test_a_summary_that_is_no_text_falls_back_to_the_template_at_the_detail_asked_and_is_logged(
+    memory, msg, caplog, reply, detail
+):
+    memory.observe(msg.user("Find me a hotel near the lake"))
+    card = memory.observe(msg.assistant(LONG_TEXT))
+    llm = RecordingSummarizer(reply)
+
+    with caplog.at_level("WARNING", logger="damc"):
+        text = SummarizingCompressor(llm, min_chars=100).render(card, detail=detail)
+
+    assert len(llm.requests) == 1
+    assert text == TemplateCompressor().render(card, detail=detail)
+    assert "the summarizer returned" in caplog.text and "not text on card c1" in caplog.text
+
+
+def test_a_failing_summarizer_falls_back_to_the_template_at_the_detail_asked(memory, msg, caplog):
+    class Broken:
+        def summarize(self, text: str, *, instructions: str) -> str:
+            raise TimeoutError("provider down")
+
+    memory.observe(msg.user("Find me a hotel near the lake"))
+    card = memory.observe(msg.assistant(LONG_TEXT))
+
+    with caplog.at_level("WARNING", logger="damc"):
+        skeleton = SummarizingCompressor(Broken(), min_chars=100).render(card, detail="skeleton")
+
+    assert skeleton == TemplateCompressor().render(card, detail="skeleton")
+    assert len(skeleton) < len(TemplateCompressor().render(card)) / 3
+    assert "the summarizer raised TimeoutError: provider down on card c1" in caplog.text
+
+
+@pytest.mark.parametrize(
+    ("make", "match"),
+    [
+        (
+            lambda: SummarizingCompressor(lambda text, instructions: text[:80]),
+            "needs an object with summarize",
+        ),
+        (
+            lambda: SummarizingCompressor(RecordingSummarizer("ok"), min_chars="400"),
+            "min_chars must be a whole",
+        ),
+    ],
+    ids=["a function for the summarizer", "min_chars as text"],
+)
+def test_a_summarizer_option_of_the_wrong_kind_is_a_config_error(make, match):
+    """Either would leave every card unsummarized (the function has no ``summarize``), or fail at
+    each long text (``len(text) < "400"``), without a word."""
+    with pytest.raises(ConfigError, match=match):
+        make()
 
 
 def test_volatile_cards_older_than_the_threshold_show_as_of(make_memory, msg, clock):
