@@ -8,6 +8,7 @@ source trust breaks ties between cards of the same moment, and the loser is mark
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -78,6 +79,12 @@ def _fill(
     return Selection(kept, dropped)
 
 
+def in_unit(value: object) -> bool:
+    """Whether a setting is a number in [0, 1]: not text or ``None`` (which a range check cannot
+    compare), not a bool, not NaN (which passes no comparison, so no check would catch it)."""
+    return not isinstance(value, bool) and isinstance(value, numbers.Real) and 0 <= float(value) <= 1
+
+
 @dataclass(frozen=True, slots=True)
 class TopKSelector:
     """The ``k`` most valuable cards that fit the budget."""
@@ -85,8 +92,8 @@ class TopKSelector:
     k: int = 20
 
     def __post_init__(self) -> None:
-        if self.k <= 0:
-            raise ConfigError(f"TopKSelector.k must be > 0, got {self.k}")
+        if isinstance(self.k, bool) or not isinstance(self.k, numbers.Integral) or self.k <= 0:
+            raise ConfigError(f"TopKSelector.k must be a whole number > 0, got {self.k!r}")
 
     def select(self, scored: Sequence[ScoredCard], *, budget: int, leaner: Leaner | None = None) -> Selection:
         return _fill(
@@ -104,8 +111,8 @@ class ThresholdSelector:
     min_value: float = 0.5
 
     def __post_init__(self) -> None:
-        if not 0 <= self.min_value <= 1:
-            raise ConfigError(f"ThresholdSelector.min_value must be in [0, 1], got {self.min_value}")
+        if not in_unit(self.min_value):
+            raise ConfigError(f"ThresholdSelector.min_value must be in [0, 1], got {self.min_value!r}")
 
     def select(self, scored: Sequence[ScoredCard], *, budget: int, leaner: Leaner | None = None) -> Selection:
         def below(item: ScoredCard, kept: int) -> str | None:
@@ -132,10 +139,10 @@ class HybridSelector:
     token_exponent: float = 0.0
 
     def __post_init__(self) -> None:
-        if not 0 <= self.min_value <= 1:
-            raise ConfigError(f"HybridSelector.min_value must be in [0, 1], got {self.min_value}")
-        if not 0 <= self.token_exponent <= 1:
-            raise ConfigError(f"HybridSelector.token_exponent must be in [0, 1], got {self.token_exponent}")
+        if not in_unit(self.min_value):
+            raise ConfigError(f"HybridSelector.min_value must be in [0, 1], got {self.min_value!r}")
+        if not in_unit(self.token_exponent):
+            raise ConfigError(f"HybridSelector.token_exponent must be in [0, 1], got {self.token_exponent!r}")
 
     def select(self, scored: Sequence[ScoredCard], *, budget: int, leaner: Leaner | None = None) -> Selection:
         def density(item: ScoredCard) -> float:

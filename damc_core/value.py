@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import math
+import numbers
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -36,6 +37,7 @@ from .extract import (
     is_handle,
     snake_case,
 )
+from .select import in_unit
 from .types import BuiltContext, Card, CardKind, DecisionFocus, Message, Namespace, Score, ScoredCard
 
 
@@ -165,12 +167,12 @@ class Decay:
     """Lowest multiplier: an old card that an open decision still needs must stay selectable."""
 
     def __post_init__(self) -> None:
-        if self.lam < 0:
-            raise ConfigError(f"Decay.lam must be >= 0, got {self.lam}")
+        if isinstance(self.lam, bool) or not isinstance(self.lam, numbers.Real) or not self.lam >= 0:
+            raise ConfigError(f"Decay.lam must be a number >= 0, got {self.lam!r}")  # (NaN is not)
         if self.unit not in ("turns", "seconds"):
             raise ConfigError(f"Decay.unit must be 'turns' or 'seconds', got {self.unit!r}")
-        if not 0 <= self.floor <= 1:
-            raise ConfigError(f"Decay.floor must be in [0, 1], got {self.floor}")
+        if not in_unit(self.floor):
+            raise ConfigError(f"Decay.floor must be in [0, 1], got {self.floor!r}")
 
     def factor(self, card: Card, context: ValuationContext) -> float:
         if self.unit == "turns":
