@@ -8,6 +8,7 @@ output is checked: any identifier it dropped is appended, so a summary never los
 from __future__ import annotations
 
 import functools
+import itertools
 import logging
 import math
 import numbers
@@ -19,7 +20,16 @@ from typing import Any, Literal, Protocol
 
 from .encode import argument_values, changes_over_time, field_name, list_items
 from .errors import ConfigError
-from .extract import DIGIT, NEGATIVE_STATUS, fact_kind, identifiers, split_path, term_variants
+from .extract import (
+    DIGIT,
+    NEGATIVE_STATUS,
+    fact_kind,
+    identifiers,
+    is_handle,
+    is_link,
+    split_path,
+    term_variants,
+)
 from .types import Card, CardKind, DecisionFocus, Fact, Table
 
 logger = logging.getLogger("damc")
@@ -149,6 +159,36 @@ def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def text_handles(card: Card) -> Iterator[str]:
+    """The links of a card's free text, then its other handles (``HAT028``, ``2024-05-21``), each
+    in text order: what a later call takes from it whole, a URL or path above all."""
+    if not card.text:
+        return
+    values = dict.fromkeys(f.value for f in card.facts)
+    position = {value: card.text.find(value) % (len(card.text) + 1) for value in values}  # absent: last
+    found = sorted(values, key=position.__getitem__)
+    yield from (value for value in found if is_link(value))
+    yield from (value for value in found if is_handle(value) and not is_link(value))
+
+
+def _text_skeleton(card: Card) -> str:
+    """A free text's opening, then the links and handles it holds past it (``| also: ...``): the
+    URL or path a later call opens is often in the fifth search result, not the first."""
+    opening = _clip(card.text, SKELETON_TEXT_CHARS)
+    if opening == card.text:
+        return opening
+    shown = shown_in(opening)
+    later = (value for value in text_handles(card) if not shown(value))
+    also = ", ".join(itertools.islice(later, SKELETON_TEXT_VALUES))
+    return f"{opening} | also: {also}" if also else opening
+
+
+SKELETON_TEXT_CHARS = 200
+SKELETON_TEXT_VALUES = 8
+"""How much of a free text a skeleton shows: its first characters, and as many of its later links
+and handles."""
+
+
 def _is_key_value(kind: str, value: str) -> bool:
     """Whether key detail shows the value: anything but free text. A short value of up to three
     words is an exact value (``full size``, ``Google Home``, ``123 Elm Street``), an option a user
@@ -225,8 +265,9 @@ def _restated(value: object, text: str) -> bool:
     return bool(leaves) and all(map(shown_in(text), leaves))
 
 
-_BETWEEN_VALUES = re.compile(r'[\s;,()\[\]="]+|:(?=\s|$)')
-"""What separates the values of a rendering: cells, ``key=value;`` pairs, a sparse row's label."""
+_BETWEEN_VALUES = re.compile(r"[\s;,()\[\]=\"'`]+|:(?=\s|$)")
+"""What separates the values of a rendering: cells, ``key=value;`` pairs, a sparse row's label,
+the quotes around a value in free text."""
 
 
 def shown_in(text: str) -> Callable[[str], bool]:
@@ -358,7 +399,7 @@ class TemplateCompressor:
             parts.append(f"{parent}({'; '.join(items)})" if parent else "; ".join(items))
         body = "; ".join(parts)
         if card.text:
-            text = card.text if detail != "skeleton" else _clip(card.text, 200)
+            text = card.text if detail != "skeleton" else _text_skeleton(card)
             omitted = omitted or text != card.text
             body = f"{body} {text}".strip()
         for table in card.tables:

@@ -721,13 +721,14 @@ _FACT_KINDS: tuple[tuple[str, ValueKind], ...] = (
     ("date", "date"),
     ("amount", "amount"),
     ("id", "email"),
+    ("id", "link"),
     ("id", "identifier"),
 )
 """(fact kind, value kind) in the order free-text facts list them."""
 
 
 def _exact_values(scan: TextScan) -> Iterator[tuple[str, str]]:
-    """(kind, value) for every distinct date, amount, e-mail and identifier of the text, in that
+    """(kind, value) for every distinct date, amount, e-mail, link and identifier of the text, in that
     order; a kind is scanned only if the caller reads that far."""
     for kind, found in _FACT_KINDS:
         for value in scan.distinct(found):
@@ -739,13 +740,18 @@ _DATE_PARTS = re.compile(r"[-:T ]")
 
 
 def _text_facts(scan: TextScan, limit: int) -> list[Fact]:
-    firsts = _unique(_exact_values(scan), key=lambda found: found[1])
-    # The 1,000 of "$1,000" is that amount and the 07 and 30 of "07:30" that time, not values of
-    # their own (the 12 of "$120" is no part of it).
+    return [Fact("text", value, kind) for kind, value in itertools.islice(_stated_values(scan), limit)]
+
+
+def _stated_values(scan: TextScan) -> Iterator[tuple[str, str]]:
+    """:func:`_exact_values`, each value once, without those that are only part of another."""
+    # The 1,000 of "$1,000" is that amount, the 07 and 30 of "07:30" that time and the 2026 of
+    # ".../2026/03/..." that link, not values of their own (the 12 of "$120" is no part of it).
     parts = {number for amount in scan.distinct("amount") for number in AMOUNT_NUMBER.findall(amount)}
     parts.update(part for date in scan.distinct("date") for part in _DATE_PARTS.split(date))
-    stated = ((kind, value) for kind, value in firsts if not (kind == "id" and value in parts))
-    return [Fact("text", value, kind) for kind, value in itertools.islice(stated, limit)]
+    parts.update(part for link in scan.distinct("link") for part in identifiers(link))
+    firsts = _unique(_exact_values(scan), key=lambda found: found[1])
+    return ((kind, value) for kind, value in firsts if not (kind == "id" and value in parts))
 
 
 def _unique(items: Iterable[_T], key: Callable[[_T], object] = lambda item: item) -> Iterator[_T]:
@@ -809,7 +815,7 @@ def _extractive_summary(scan: TextScan, limit: int) -> str:
         chosen.append((index, sentence))
         used += len(sentence) + 1
     kept = " ".join(s for _, s in sorted(chosen))
-    missing = itertools.islice(_unique(v for _, v in _exact_values(scan) if v not in kept), ALSO_VALUES)
+    missing = itertools.islice((v for _, v in _stated_values(scan) if v not in kept), ALSO_VALUES)
     also: list[str] = []
     listed = 0
     for value in missing:  # within the limit too: a run of 60,000 characters is one "identifier"

@@ -67,6 +67,42 @@ _NUMBER = r"\d+(?:,\d{3})*(?:\.\d+)?"  # 1000, 1,000, 1,234.50 (not the comma af
 AMOUNT = re.compile(rf"[$€£]\s?{_NUMBER}|\b{_NUMBER}\s?(?:USD|EUR|GBP|dollars?)\b", re.I)
 AMOUNT_NUMBER = re.compile(_NUMBER)
 """The number of an amount (``1,000`` of ``$1,000``)."""
+_LINK = re.compile(
+    r"\b[A-Za-z][A-Za-z0-9+.-]{1,15}://[^\s<>\"'`|\\^{}\[\]]+"  # https://..., s3://bucket/key
+    r"|(?<![\w/.~:\\-])(?:~|\.{1,2})?/?(?:[\w.-]+/)+[\w.-]*\w\.[A-Za-z]\w{0,7}\b"  # src/app/main.py
+    r"|\b[A-Za-z]:\\(?:[\w.-]+\\)*[\w.-]*\w\.[A-Za-z]\w{0,7}\b"  # C:\\data\\report.csv
+)
+"""A URL of any scheme, or a file path with a folder and an extension. A path starts only after a
+character no path holds, so a long run of path characters is tried once, not from each position."""
+_LINK_TAIL = ".,;:!?'\""
+"""Punctuation that ends the sentence around a link rather than the link."""
+
+
+def links(text: str) -> Iterator[str]:
+    """URLs and file paths in ``text``, in order: values a later call takes whole (``fetch(url)``,
+    ``read_file(path)``), which identifiers would split into meaningless pieces. A path needs a
+    folder and an extension (``src/app/main.py``), so ``and/or`` and ``2026/03/14`` are none."""
+    if "/" not in text and "\\" not in text:  # every link has one: a text without is not scanned
+        return
+    for match in _LINK.finditer(text):
+        link = match.group(0).rstrip(_LINK_TAIL)
+        while link.endswith(")") and link.count(")") > link.count("("):  # [title](https://...)
+            link = link[:-1].rstrip(_LINK_TAIL)
+        if link:
+            yield link
+
+
+def is_link(value: str) -> bool:
+    """Whether ``value`` is one URL or file path (see :func:`links`); asked of every value of a
+    record, so a long text or one without a slash is no link without a scan."""
+    if len(value) > _LONGEST_LINK or ("/" not in value and "\\" not in value):
+        return False
+    return next(links(value), None) == value
+
+
+_LONGEST_LINK = 4096
+
+
 EMAIL = re.compile(r"(?<![\w.+-])\w[\w.+-]{0,63}@[\w-]+\.[\w.]+\b")
 """Tried only where a run of address characters starts, so a long run without ``@`` (a hash, a
 dump of ids) is scanned once, not once from every position in it."""
@@ -180,7 +216,7 @@ def fact_kind(key: str, value: str) -> str:
         return "status"
     if NAME_KEY.search(leaf):
         return "name"
-    if _TOKEN.fullmatch(value) and is_identifier(value) and not value.isdigit():
+    if (_TOKEN.fullmatch(value) and is_identifier(value) and not value.isdigit()) or is_link(value):
         return "id"
     return "value"
 
@@ -221,14 +257,15 @@ def term_variants(term: str) -> tuple[str, ...]:
 
 
 def exact_terms(text: str, *, limit: int = 4096) -> set[str]:
-    """Lower-cased identifiers, codes, dates, e-mails and capitalized names found in free text."""
+    """Lower-cased links, identifiers, codes, dates, e-mails and capitalized names found in free
+    text."""
     dates, emails = map(_matched, DATE.finditer(text)), map(_matched, EMAIL.finditer(text))
-    values = itertools.chain(identifiers(text), dates, emails)
+    values = itertools.chain(links(text), identifiers(text), dates, emails)
     return _terms(text, limit, values, map(_matched, CAPITALIZED.finditer(text)))
 
 
 def _terms(text: str, limit: int, values: Iterable[str], names: Iterable[str]) -> set[str]:
-    """Terms from a text's identifiers, dates and e-mails (``values``), then its capitalized words,
+    """Terms from a text's links, identifiers, dates and e-mails (``values``), then its capitalized words,
     in text order; a repeat adds nothing, so they may come with or without repeats."""
     found: set[str] = set()
     for value in itertools.chain(values, (n for n in names if n.lower() not in FUNCTION_WORDS)):
@@ -239,11 +276,12 @@ def _terms(text: str, limit: int, values: Iterable[str], names: Iterable[str]) -
     return found
 
 
-ValueKind = Literal["date", "amount", "email", "identifier", "name"]
+ValueKind = Literal["date", "amount", "email", "link", "identifier", "name"]
 _FINDERS: dict[ValueKind, Callable[[str], Iterable[str]]] = {
     "date": DATE.findall,
     "amount": AMOUNT.findall,
     "email": EMAIL.findall,
+    "link": links,
     "identifier": identifiers,
     "name": CAPITALIZED.findall,
 }
@@ -286,4 +324,4 @@ class TextScan:
 
     def terms(self, limit: int) -> set[str]:
         """:func:`exact_terms` of the text, from the shared scan."""
-        return _terms(self.text, limit, self._each("identifier", "date", "email"), self._each("name"))
+        return _terms(self.text, limit, self._each("link", "identifier", "date", "email"), self._each("name"))

@@ -7,6 +7,7 @@ renderings and line token counts are cached: a new focus costs only what it chan
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterator
 
 from .compress import (
@@ -17,6 +18,7 @@ from .compress import (
     rows_by_focus,
     shown_in,
     table_heading,
+    text_handles,
 )
 from .tokens import TokenCounter, message_tokens
 from .types import Card, CardKind, DecisionFocus, Message, updated
@@ -166,8 +168,9 @@ class CardRenderer:
         The hint names the rows left out by their identifiers (``UA1687 B6123``): those of long
         tables in up to ``CUT_NAMES_SHARE`` of ``tokens``, taken before any line (of a long list
         most rows are cut anyway, and the handles the agent's next call takes, and what to recall,
-        are worth more than the last few rows shown in full); those of short tables in the room
-        the lines leave, where the header of a table whose rows are all cut gives way to them."""
+        are worth more than the last few rows shown in full); those of short tables, and the links
+        and handles of a free text, in the room the lines leave, where the header of a table whose
+        rows are all cut gives way to them."""
         first = self.count(card.summary.partition("\n")[0])
         if not clip and first > tokens - self.count(_cut_hint([])) - 2:
             return card  # not even its first line fits beside the shortest hint
@@ -195,7 +198,11 @@ class CardRenderer:
         in_shown = shown_in(shown)
         listed = [name for name in listed if not in_shown(name)]
         room = tokens - self.count(shown) - self.count(_cut_hint(listed or [""])) - 2
-        short = (name for name in _row_identifiers(card, long=False) if not in_shown(name))
+        short = (
+            name
+            for name in itertools.chain(_row_identifiers(card, long=False), text_handles(card))
+            if not in_shown(name)
+        )
         named = listed + self._names_within(short, room)
         while len(named) > len(listed) and self.count(f"{shown}\n{_cut_hint(named)}") + 1 > tokens:
             named.pop()  # a name tokenized dearer beside its neighbours than alone

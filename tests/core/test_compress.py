@@ -153,6 +153,23 @@ def test_a_skeleton_keeps_identifiers_and_statuses_and_drops_the_rest(memory, ms
     assert skeleton.startswith(f"[{card.id}]") and skeleton.endswith(" (more)")
 
 
+def test_a_skeleton_of_free_text_lists_the_links_past_its_opening(memory, msg):
+    results = "\n\n".join(
+        f"{i}. Acme Cloud pricing, source {i}: a long snippet about plans, seats and annual billing.\n"
+        f"https://news.example.com/acme/pricing-story-{i}/"
+        for i in range(1, 7)
+    )
+    memory.observe(msg.call("c1", "web_search", {"query": "Acme Cloud pricing"}))
+    card = memory.observe(msg.result("c1", "web_search", results))
+
+    skeleton = TemplateCompressor().render(card, detail="skeleton")
+
+    opening, _, also = skeleton.partition(" | also: ")
+    assert "https://news.example.com/acme/pricing-story-1/" in opening
+    assert "https://news.example.com/acme/pricing-story-6/" in also  # the one the agent may open next
+    assert "pricing-story-1" not in also and skeleton.endswith(" (more)")
+
+
 @pytest.mark.parametrize(
     ("dates", "shown"),
     [(["2024-05-22", "2024-05-22"], True), (["2024-05-22", "2024-05-25"], False)],

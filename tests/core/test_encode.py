@@ -419,6 +419,7 @@ SCAN_TEXTS = [
     KEY_SENTENCE * 3 + "Flights from JFK and LAX are sold out.\nNo digits here but a code: SFO.",
     "Refund of $\n42.10 is pending. Also 7\nUSD fee.\n" + FILLER * 20,  # amounts across a line break
     "Contact ana@example.com about #W4923227. " + FILLER * 5,
+    "Read https://docs.acme.io/changelog#2026-03 and src/app/main.py (see [the FAQ](https://acme.io/faq)).",
     "",
 ]
 
@@ -432,7 +433,7 @@ def test_values_a_summary_hands_on_equal_a_scan_of_the_whole_text(text):
     _extractive_summary(summarized, 200)
 
     fresh = TextScan(text)
-    for kind in ("date", "amount", "email", "identifier", "name"):
+    for kind in ("date", "amount", "email", "link", "identifier", "name"):
         assert summarized.distinct(kind) == fresh.distinct(kind), kind
 
 
@@ -564,3 +565,66 @@ def test_the_keys_of_an_envelope_are_named_apart_from_each_other_and_from_the_re
     assert rendered(card) == (
         "status=pending_refund; value=42; total=5; 'meta.page'=3; meta(page=2); ''(status=ok)"
     )
+
+
+SEARCH_RESULTS = """1. Acme Cloud Pricing | Plans for every team
+https://www.acmecloud.io/pricing?ref=nav
+Compare Starter ($12/user/mo), Team ($29/user/mo) and Enterprise plans.
+
+2. Acme Cloud pricing changes in 2026 - TechCrunch
+https://techcrunch.com/2026/03/14/acme-cloud-raises-prices/
+Acme Cloud raised its Team plan from $25 to $29 on March 14, 2026.
+
+3. is Acme Cloud worth it? : r/devops
+https://www.reddit.com/r/devops/comments/1abc23x/is_acme_cloud_worth_it/
+Users discuss the price hike."""
+
+
+def test_links_in_free_text_are_facts_of_their_own_not_their_pieces(memory, msg):
+    card = observe_result(memory, msg, "web_search", SEARCH_RESULTS, {"query": "Acme Cloud pricing"})
+
+    values = [f.value for f in card.facts]
+    assert values[3:6] == [
+        "https://www.acmecloud.io/pricing?ref=nav",
+        "https://techcrunch.com/2026/03/14/acme-cloud-raises-prices/",
+        "https://www.reddit.com/r/devops/comments/1abc23x/is_acme_cloud_worth_it/",
+    ]
+    assert "1abc23x" not in values and "03" not in values  # pieces of a link, not values
+
+
+def test_a_fetch_of_a_searched_link_links_the_search_to_the_call(memory, msg):
+    search = observe_result(memory, msg, "web_search", SEARCH_RESULTS, {"query": "Acme Cloud pricing"})
+    url = "https://www.acmecloud.io/pricing?ref=nav"  # no digit: no identifier of it could link the cards
+
+    fetch = memory.observe(msg.call("call_2", "fetch_page", {"url": url}))
+
+    assert fetch.id in memory.card(search.id).decision_links
+
+
+@pytest.mark.parametrize(
+    ("text", "found"),
+    [
+        ("see https://x.io/a?b=1&c=2.", ["https://x.io/a?b=1&c=2"]),
+        ("[docs](https://docs.acme.io/changelog#2026-03)", ["https://docs.acme.io/changelog#2026-03"]),
+        (
+            "https://en.wikipedia.org/wiki/Python_(language)",
+            ["https://en.wikipedia.org/wiki/Python_(language)"],
+        ),
+        ("edit src/app/main.py, then ../shared/notes.txt", ["src/app/main.py", "../shared/notes.txt"]),
+        ("~/data/x.csv /etc/hosts.conf s3://bucket/part-0001.parquet", None),
+        ("C:\\data\\report.csv", ["C:\\data\\report.csv"]),
+        ("and/or 2026/03/14 1.5/2.0 TCP/IP km/h HAT028/HAT277", []),
+    ],
+)
+def test_links_are_urls_and_file_paths_with_a_folder_and_an_extension(text, found):
+    from damc_core.extract import links
+
+    assert list(links(text)) == (text.split() if found is None else found)
+
+
+def test_a_link_in_a_record_is_an_identifier_whatever_its_key():
+    from damc_core.extract import fact_kind
+
+    assert fact_kind("source", "https://acme.io/faq") == "id"
+    assert fact_kind("file", "src/app/main.py") == "id"
+    assert fact_kind("note", "and/or") == "value"

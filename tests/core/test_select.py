@@ -623,6 +623,25 @@ def test_a_long_search_cut_to_its_share_names_the_rows_it_leaves_out(make_memory
     assert "UA1615" in hint  # and the next flights by their numbers, to book or recall
 
 
+def test_free_text_cut_to_the_budget_names_the_links_it_leaves_out(make_memory, msg, memory_text):
+    memory = make_memory(settings=MemorySettings(budget=200, recent_messages=0))
+    memory.observe(msg.user("What changed in Acme Cloud's pricing? Read the sources."))
+    memory.observe(msg.call("s", "web_search", {"query": "Acme Cloud pricing change"}))
+    results = "\n".join(
+        f"{i}. Acme Cloud pricing report {i}\nhttps://news.example.com/acme/report-{i}\n"
+        f"The Team plan rose from $25 to $29 on 2026-03-{10 + i} for {1000 + i} buyers in region eu-{i}."
+        for i in range(1, 7)
+    )
+    memory.observe(msg.result("s", "web_search", results))
+
+    sent = memory_text(memory.build().messages)
+
+    shown, _, hint = sent.partition(" (cut; not shown: ")
+    assert "https://news.example.com/acme/report-1" in shown and "report-6" not in shown
+    assert hint.startswith("https://news.example.com/acme/report-")  # links first: the pages to open
+    assert "https://news.example.com/acme/report-6" in hint
+
+
 def test_a_reservation_cut_short_names_the_flights_and_payments_its_lines_leave_out(
     make_memory, msg, memory_text
 ):
