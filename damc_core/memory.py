@@ -1453,6 +1453,13 @@ class DecisionMemory:
         """Events observed in this namespace so far: a mark for ``messages(since=...)``."""
         return self._session.seq
 
+    @property
+    def system_prompt(self) -> str | None:
+        """The text of the newest system or developer message observed since the conversation
+        (re)started, which ``build`` sends when given no ``system``: an adapter that places the
+        memory section itself sends it apart."""
+        return self._session.system_prompt
+
     @_synchronized
     def messages(self, *, since: int | None = None) -> list[Message]:
         """Every event of this namespace as observed, oldest first, read from the store. Adapters

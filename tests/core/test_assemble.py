@@ -163,6 +163,17 @@ def test_explicit_system_prompt_replaces_the_observed_one(memory, airline_messag
     assert "Follow the airline policy" not in json.dumps(built.messages)
 
 
+def test_the_observed_system_prompt_is_the_newest_one_until_the_conversation_is_cleared(make_memory, msg):
+    memory = make_memory()
+    memory.observe(msg.system("You are an airline agent."))
+    memory.observe(msg.user("Book HAT107"))
+    memory.observe(msg.system([{"type": "text", "text": "You are a terse agent."}]))
+
+    assert memory.system_prompt == make_memory().system_prompt == "You are a terse agent."
+    memory.clear()
+    assert memory.system_prompt is None and make_memory().system_prompt is None
+
+
 def test_no_memory_section_when_there_is_nothing_to_remember(memory, msg):
     memory.observe(msg.user("Hello"))
 
