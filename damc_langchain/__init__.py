@@ -1,6 +1,7 @@
 """LangChain adapter for DAMC: translate LangChain messages, delegate to ``damc_core``."""
 
 from .callbacks import DamcCallbackHandler
+from .chat_history import DamcChatMessageHistory
 from .judge import ChatModelJudge
 from .langgraph import damc_post_model_hook, damc_pre_model_hook
 from .middleware import DamcMiddleware
@@ -10,6 +11,7 @@ __all__ = [
     "ChatModelJudge",
     "DAMCMemory",
     "DamcCallbackHandler",
+    "DamcChatMessageHistory",
     "DamcMiddleware",
     "damc_post_model_hook",
     "damc_pre_model_hook",
