@@ -47,7 +47,9 @@ class DamcCallbackHandler(BaseCallbackHandler):
     """Register with ``config={"callbacks": [handler]}`` or on the model.
 
     A handler records one conversation, ``memory``'s session; for an agent serving several
-    (checkpointer threads), give each its own handler on ``memory.for_session(thread_id)``."""
+    (checkpointer threads), give each its own handler on ``memory.for_session(thread_id)``. The
+    turns that memory holds already (a handler made per run, a reopened store) are known when a
+    prompt sends them again, not recorded a second time."""
 
     raise_error = False
 
@@ -75,6 +77,14 @@ class DamcCallbackHandler(BaseCallbackHandler):
         """Tool runs seen: a model called under one is a sub-agent's, not this conversation's."""
         self._side_calls: OrderedDict[UUID, None] = OrderedDict()
         """Model calls a middleware made for itself (a summarizer): their answers are not turns."""
+        self._held: Counter[tuple[str, str]] = Counter()
+        """(role, text) -> how many such turns the memory held when the handler was made: the
+        history a prompt resends is known by them, not by this handler's counts."""
+        for _, event in memory.history():
+            role, content = event.get("role"), event.get("content")
+            if role == "user" or (role == "assistant" and not event.get("tool_calls")):
+                self._held[(role, str(content))] += 1
+                self._open_request = str(content) if role == "user" else None
 
     def on_chain_start(
         self,
@@ -193,7 +203,8 @@ class DamcCallbackHandler(BaseCallbackHandler):
             for prompt in prompts:
                 if prompt and not self._turns[("user", prompt)]:
                     self._turns[("user", prompt)] += 1
-                    self.memory.observe({"role": "user", "content": prompt})
+                    if not self._was_held("user", prompt):
+                        self.memory.observe({"role": "user", "content": prompt})
         except Exception:
             logger.exception("damc: recording the prompt failed; the model call goes on unchanged")
 
@@ -228,10 +239,20 @@ class DamcCallbackHandler(BaseCallbackHandler):
             in_prompt[key] += 1
         if (again or in_prompt[key] > self._turns[key]) and message.content:
             self._turns[key] += 1
+            if not again and self._was_held(role, message.content):
+                return False
             self.memory.observe({"role": role, "content": message.content})
             self._open_request = str(message.content) if role == "user" else None
             return True
         return False
+
+    def _was_held(self, role: str, content: Any) -> bool:
+        """Whether this turn is one the memory held when the handler was made, counted off now."""
+        turn = (role, str(content))
+        if not self._held[turn]:
+            return False
+        self._held[turn] -= 1
+        return True
 
     def _lineage(self, run_id: UUID) -> Iterator[UUID]:
         """``run_id`` and the runs above it, as far as this handler saw their parents."""

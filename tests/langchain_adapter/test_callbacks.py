@@ -435,3 +435,66 @@ def test_a_run_given_an_earlier_runs_id_records_its_input_again(recording_model)
         agent.invoke({"input": "yes"}, config)
 
     assert [m["content"] for m in memory.messages() if m["role"] == "user"] == ["yes", "yes"]
+
+
+def test_a_handler_made_for_each_run_of_a_thread_records_each_turn_once(recording_model):
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    memory = DecisionMemory(store=InMemoryStore())
+    agent = create_agent(
+        recording_model(
+            call("get_user_details", {"user_id": "mia_li_3668"}, "c1"),
+            AIMessage("Mia pays by visa."),
+            AIMessage("Yes, visa."),
+            AIMessage("Still visa."),
+        ),
+        [get_user_details],
+        checkpointer=InMemorySaver(),
+    )
+    for question in ("How does mia_li_3668 pay?", "Sure?", "Sure?"):
+        # a server makes the thread's handler per request (or starts again after a restart)
+        handler = DamcCallbackHandler(memory.for_session("thread-7"))
+        agent.invoke(
+            {"messages": [HumanMessage(question)]},
+            {"configurable": {"thread_id": "thread-7"}, "callbacks": [handler]},
+        )
+
+    turns = [
+        (m["role"], m["content"])
+        for m in memory.for_session("thread-7").messages()
+        if m["role"] != "tool" and m["content"]
+    ]
+    assert turns == [
+        ("user", "How does mia_li_3668 pay?"),
+        ("assistant", "Mia pays by visa."),
+        ("user", "Sure?"),
+        ("assistant", "Yes, visa."),
+        ("user", "Sure?"),
+        ("assistant", "Still visa."),
+    ]
+
+
+def test_a_run_retried_with_a_new_handler_after_the_model_failed_records_its_input_once(recording_model):
+    class RateLimitedOnce(type(recording_model())):
+        limited: bool = True
+
+        def _generate(self, messages, stop=None, run_manager=None, **kwargs):
+            if self.limited:
+                self.limited = False
+                raise RuntimeError("429 rate limited")
+            return super()._generate(messages, stop, run_manager, **kwargs)
+
+    memory = DecisionMemory(store=InMemoryStore())
+    agent = executor(RateLimitedOnce(script=[AIMessage("Shipped."), AIMessage("Delivered.")]))
+
+    with pytest.raises(RuntimeError, match="429"):
+        agent.invoke({"input": "Where is order #W123?"}, {"callbacks": [DamcCallbackHandler(memory)]})
+    for _ in range(2):  # tried again, then (answered) asked again: a new turn
+        agent.invoke({"input": "Where is order #W123?"}, {"callbacks": [DamcCallbackHandler(memory)]})
+
+    assert [(c.kind, c.text) for c in memory.cards()] == [
+        (CardKind.USER_INSTRUCTION, "Where is order #W123?"),
+        (CardKind.ASSISTANT_CONCLUSION, "Shipped."),
+        (CardKind.USER_INSTRUCTION, "Where is order #W123?"),
+        (CardKind.ASSISTANT_CONCLUSION, "Delivered."),
+    ]
