@@ -58,20 +58,25 @@ class DamcMemoryBlock(BaseMemoryBlock[str]):
     sessions built the same text."""
     _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
 
-    def _memory_for(self, session_id: str | None) -> DecisionMemory:
+    def memory_for(self, session_id: str | None) -> DecisionMemory:
+        """The memory of one ``Memory`` session (``None``: ``memory``'s own). Give a
+        ``DamcSpanHandler`` or ``DamcEventRecorder`` for that session this one: a memory of its
+        own on the session (``memory.for_session``) records the tool results, and the block records
+        them again from the messages."""
         if session_id is None or session_id == self.memory.namespace.session:
             return self.memory
-        found = self._sessions.pop(session_id, None) or self.memory.for_session(session_id)
-        self._sessions[session_id] = found
-        if len(self._sessions) > KEPT_SESSIONS:
-            self._sessions.popitem(last=False)  # reopened from the store when it comes back
-        return found
+        with self._lock:  # two runs of a session starting at once share one memory
+            found = self._sessions.pop(session_id, None) or self.memory.for_session(session_id)
+            self._sessions[session_id] = found
+            if len(self._sessions) > KEPT_SESSIONS:
+                self._sessions.popitem(last=False)  # reopened from the store when it comes back
+            return found
 
     async def _aput(self, messages: list[ChatMessage]) -> None:
         """Messages flushed from the queue: recorded unless an earlier ``get`` recorded them."""
         session_id = next((m.additional_kwargs.get("session_id") for m in messages), None)
         try:
-            recorder_for(self._memory_for(session_id)).observe_view(_dialogue(messages), confirm=True)
+            recorder_for(self.memory_for(session_id)).observe_view(_dialogue(messages), confirm=True)
         except Exception:  # the messages stay in Memory's own store; the agent goes on
             logger.exception("damc: recording flushed messages failed")
 
@@ -108,7 +113,7 @@ class DamcMemoryBlock(BaseMemoryBlock[str]):
     def _section(self, session_id: str | None, view: list[ChatMessage], budget: int | None) -> str:
         """The fenced memory section for the decision after ``view``; "" on any failure."""
         try:
-            memory = self._memory_for(session_id)
+            memory = self.memory_for(session_id)
             recorder = recorder_for(memory)
             recorder.observe_view(view, confirm=True)
             # the running task's results reach the model as messages: never in the section too

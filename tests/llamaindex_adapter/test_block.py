@@ -464,3 +464,43 @@ def test_with_span_capture_a_users_turn_is_recorded_once_when_the_run_calls_a_to
 
     assert [m["content"] for m in damc.messages() if m["role"] == "user"] == ["Where is O1?", "Where is O2?"]
     assert [m["role"] for m in damc.messages()] == ["user", "assistant", "tool", "assistant"] * 2
+
+
+def test_each_session_of_a_shared_block_records_its_own_tool_data_once(recording_llm):
+    accounts = {name: {"user_id": name, "card": f"credit_card_{name}_77"} for name in ("alice", "bob")}
+
+    def get_account(user_id: str) -> dict:
+        """Look up a user's account."""
+        return accounts[user_id]
+
+    damc = DecisionMemory(store=InMemoryStore())
+    block = DamcMemoryBlock(memory=damc)
+    sessions = {}
+    for name in accounts:
+        llm = recording_llm(
+            call("get_account", {"user_id": name}, f"{name}-1"),
+            ChatMessage(role="assistant", content=f"Your card is on file, {name}."),
+            ChatMessage(role="assistant", content="Yes."),
+        )
+        agent = FunctionAgent(tools=[FunctionTool.from_defaults(get_account)], llm=llm, system_prompt="Help.")
+        DamcSpanHandler.attach(block.memory_for(name), agent)  # the tool's data, as it returns
+        sessions[name] = (llm, agent, memory_with(block, name, token_limit=300, chat_history_token_ratio=0.2))
+
+    async def both_users_at_once():
+        for question in ("Which card do I have?", "Is that all?"):
+            await asyncio.gather(
+                *(
+                    agent.run(f"{question} I am {name}.", memory=memory)
+                    for name, (_, agent, memory) in sessions.items()
+                )
+            )
+
+    asyncio.run(both_users_at_once())
+
+    for name, (llm, _, _) in sessions.items():
+        mine = block.memory_for(name)
+        (result,) = [c for c in mine.cards() if c.kind.value == "tool_result"]
+        assert json.loads(mine.recall(result.id)["content"]) == accounts[name]  # the dict, once
+        assert [c.kind.value for c in mine.cards()].count("tool_call") == 1
+        other = next(n for n in accounts if n != name)
+        assert all(f"credit_card_{other}_77" not in text(prompt) for prompt in llm.received)
