@@ -1251,7 +1251,12 @@ class _Trajectory:
                 self.error_lookup(group[0]["error"])
             if rng.random() < 0.25 and not getattr(self, "moved", False):
                 self.moved = True
-                new = path.replace(f"/{module['sub']}/", "/core/" if module["sub"] != "core" else "/common/")
+                seen = "\n".join([json.dumps(m) for m in self.messages] + [m["path"] for m in self.modules])
+                new = next(
+                    moved
+                    for folder in ("core", "common", "shared", "lib", "internal")
+                    if (moved := path.replace(f"/{module['sub']}/", f"/{folder}/")) not in seen
+                )
                 self.used.add(new)
                 step = self.tool(
                     "edit_file",
