@@ -73,6 +73,52 @@ def test_long_traces_are_long_noisy_and_readable(tmp_path: Path) -> None:
     assert built.total_tokens * 10 < built.raw_tokens  # system prompt included, a tenth of the history
 
 
+def test_research_traces_take_urls_and_paths_from_far_back(tmp_path: Path) -> None:
+    out = tmp_path / "research.json"
+    printed = run_benchmark("research_traces.py", "--out", out, "--n", "1", "--seed", "1")
+
+    assert "wrote 1 trajectories" in printed
+    (trajectory,) = load_trajectories(out)
+    raw = json.loads(out.read_text())[0]
+    assert set(raw) == {"traj", "conflicts", "info"} and raw["info"]["estimated_tokens"] > 10_000
+    calls = {
+        call["id"]: call for m in trajectory if m["role"] == "assistant" for call in m.get("tool_calls") or []
+    }
+    results = [m for m in trajectory if m["role"] == "tool"]
+    assert len(results) == len(calls)
+    assert all(calls[m["tool_call_id"]]["function"]["name"] == m["name"] for m in results)
+
+    # the judge's needed facts: call arguments found earlier in a tool result (and not said by the user)
+    needed: list[tuple[str, int]] = []
+    for t, message in enumerate(trajectory):
+        for call in message.get("tool_calls") or []:
+            if call["function"]["name"] == "web_search":
+                continue
+            tool_text = "\n".join(m["content"] for m in trajectory[:t] if m["role"] == "tool")
+            user_text = "\n".join(m["content"] for m in trajectory[:t] if m["role"] == "user")
+            arguments = json.loads(call["function"]["arguments"])
+            values = [v for v in arguments.values() if isinstance(v, str)]
+            values += [v for v in arguments.values() if isinstance(v, list) for v in v]
+            first = {
+                v: next(k for k, m in enumerate(trajectory) if m["role"] == "tool" and v in m["content"])
+                for v in values
+                if len(v) >= 3 and v in tool_text and v not in user_text
+            }
+            needed += [(v, t - k) for v, k in first.items()]
+    urls = [(v, gap) for v, gap in needed if v.startswith("https://")]
+    paths = [(v, gap) for v, gap in needed if v.startswith(("src/", "tests/")) and " " not in v]
+    assert len(urls) >= 2 and len(paths) >= 10
+    assert any("::" in v for v, _ in needed), "a test id from a test run"
+    assert max(gap for _, gap in needed) > 40, "some values are taken many steps after they appeared"
+
+    memory = DecisionMemory(store=InMemoryStore(), namespace=Namespace("bench", "research"))
+    for message in trajectory:
+        memory.observe(message)
+    built = memory.build(budget=1500)
+    assert 0 < built.memory_tokens < 1500
+    assert built.total_tokens * 8 < built.raw_tokens
+
+
 def test_huge_outputs_end_in_small_cards() -> None:
     printed = run_benchmark("huge_outputs.py", "--mb", "0.2")
 
