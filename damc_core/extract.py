@@ -70,9 +70,11 @@ AMOUNT_NUMBER = re.compile(_NUMBER)
 _LINK = re.compile(
     r"\b[A-Za-z][A-Za-z0-9+.-]{1,15}://[^\s<>\"'`|\\^{}\[\]]+"  # https://..., s3://bucket/key
     r"|(?<![\w/.~:\\-])(?:~|\.{1,2})?/?(?:[\w.-]+/)+[\w.-]*\w\.[A-Za-z]\w{0,7}\b"  # src/app/main.py
+    r"(?:::[\w.\[\]-]+)*"  # a test in it: tests/test_app.py::TestLogin::test_expired[utc]
     r"|\b[A-Za-z]:\\(?:[\w.-]+\\)*[\w.-]*\w\.[A-Za-z]\w{0,7}\b"  # C:\\data\\report.csv
 )
-"""A URL of any scheme, or a file path with a folder and an extension. A path starts only after a
+"""A URL of any scheme, or a file path with a folder and an extension (and a pytest node id in it,
+``tests/test_app.py::test_login``, is one value: a later run takes it whole). A path starts only after a
 character no path holds, so a long run of path characters is tried once, not from each position."""
 _LINK_TAIL = ".,;:!?'\""
 """Punctuation that ends the sentence around a link rather than the link."""
