@@ -622,6 +622,33 @@ def test_links_are_urls_and_file_paths_with_a_folder_and_an_extension(text, foun
     assert list(links(text)) == (text.split() if found is None else found)
 
 
+SEARCH_API_RESULTS = {  # a search API's answer, as LangChain's Tavily tool returns it
+    "query": "budget hotels lisbon",
+    "answer": None,
+    "images": [],
+    "results": [
+        {
+            "url": f"https://www.example{i}.com/lisbon/hotels?page={i}",
+            "title": f"Top {i} budget hotels in Lisbon",
+            "content": "Lisbon offers many affordable options near Rossio and Alfama. " * 3,
+            "score": round(0.9 - i / 20, 2),
+        }
+        for i in range(1, 7)
+    ],
+    "response_time": 1.43,
+}
+
+
+def test_the_url_of_every_search_result_is_kept_as_the_result_s_identifier(memory, msg):
+    card = observe_result(memory, msg, "tavily_search", SEARCH_API_RESULTS, {"query": "budget hotels lisbon"})
+
+    skeleton = memory.compressor.render(card, detail="skeleton")
+
+    for i in range(1, 7):  # the fifth result is as likely to be opened next as the first
+        assert f"https://www.example{i}.com/lisbon/hotels?page={i}" in skeleton
+    assert "Rossio" not in skeleton and "0.6" not in skeleton
+
+
 def test_a_link_in_a_record_is_an_identifier_whatever_its_key():
     from damc_core.extract import fact_kind
 
