@@ -649,6 +649,41 @@ def test_the_url_of_every_search_result_is_kept_as_the_result_s_identifier(memor
     assert "Rossio" not in skeleton and "0.6" not in skeleton
 
 
+@pytest.mark.parametrize(
+    ("page", "cursor"),
+    [
+        (
+            {
+                "files": [{"id": "1a2B", "name": "Q3 report.pdf"}],
+                "nextPageToken": "~!!~AI9FV7Tq_bbwDsUfA8CxX9AkREpjlkw",
+            },
+            "~!!~AI9FV7Tq_bbwDsUfA8CxX9AkREpjlkw",
+        ),
+        (
+            {
+                "ok": True,
+                "channels": [{"id": "C012AB3CD"}],
+                "response_metadata": {"next_cursor": "dGVhbTpDMDYxRkE1UEI="},
+            },
+            "dGVhbTpDMDYxRkE1UEI=",
+        ),
+        (
+            {
+                "nodes": [{"number": 12}],
+                "pageInfo": {"endCursor": "Y3Vyc29yOnYyOpHOAAAAAQ==", "hasNextPage": True},
+            },
+            "Y3Vyc29yOnYyOpHOAAAAAQ==",
+        ),
+    ],
+    ids=["page token", "cursor", "graphql end cursor"],
+)
+def test_the_cursor_of_the_next_page_is_kept_whatever_it_looks_like(memory, msg, page, cursor):
+    card = observe_result(memory, msg, "list_page", page)
+
+    assert cursor in memory.compressor.render(card, detail="key")
+    assert cursor in memory.compressor.render(card, detail="skeleton")  # the next page's call takes it
+
+
 def test_a_link_in_a_record_is_an_identifier_whatever_its_key():
     from damc_core.extract import fact_kind
 
