@@ -6,6 +6,7 @@ Patterns are deliberately conservative: a value is kept verbatim or not at all, 
 from __future__ import annotations
 
 import functools
+import heapq
 import itertools
 import operator
 import re
@@ -76,6 +77,9 @@ _LINK = re.compile(
 """A URL of any scheme, or a file path with a folder and an extension (and a pytest node id in it,
 ``tests/test_app.py::test_login``, is one value: a later run takes it whole). A path starts only after a
 character no path holds, so a long run of path characters is tried once, not from each position."""
+_FILE_LINE = re.compile(r"^[ \t│├└─*+•-]*(?:\[\w+\][ \t]+)?([\w.-]*\w\.[A-Za-z]\w{0,7})[ \t]*$", re.MULTILINE)
+"""A file name with an extension alone on its line, as a directory listing prints it (``README.md``,
+``├── main.py``, ``[FILE] app.py``)."""
 _LINK_TAIL = ".,;:!?'\""
 """Punctuation that ends the sentence around a link rather than the link."""
 
@@ -83,11 +87,16 @@ _LINK_TAIL = ".,;:!?'\""
 def links(text: str) -> Iterator[str]:
     """URLs and file paths in ``text``, in order: values a later call takes whole (``fetch(url)``,
     ``read_file(path)``), which identifiers would split into meaningless pieces. A path needs a
-    folder and an extension (``src/app/main.py``), so ``and/or`` and ``2026/03/14`` are none."""
-    if "/" not in text and "\\" not in text:  # every link has one: a text without is not scanned
-        return
-    for match in _LINK.finditer(text):
-        link = match.group(0).rstrip(_LINK_TAIL)
+    folder and an extension (``src/app/main.py``), so ``and/or`` and ``2026/03/14`` are none; a
+    file name needs a line of its own (a listing's ``setup.cfg``), so ``Node.js`` in a sentence is
+    none."""
+    found: list[Iterator[re.Match[str]]] = []
+    if "/" in text or "\\" in text:  # every URL and path has one: a text without is not scanned
+        found.append(_LINK.finditer(text))
+    if "." in text:
+        found.append(_FILE_LINE.finditer(text))  # (no line is both: a file name holds no slash)
+    for match in heapq.merge(*found, key=operator.methodcaller("start")):
+        link = match.group(match.lastindex or 0).rstrip(_LINK_TAIL)
         while link.endswith(")") and link.count(")") > link.count("("):  # [title](https://...)
             link = link[:-1].rstrip(_LINK_TAIL)
         if link:
@@ -95,9 +104,9 @@ def links(text: str) -> Iterator[str]:
 
 
 def is_link(value: str) -> bool:
-    """Whether ``value`` is one URL or file path (see :func:`links`); asked of every value of a
-    record, so a long text or one without a slash is no link without a scan."""
-    if len(value) > _LONGEST_LINK or ("/" not in value and "\\" not in value):
+    """Whether ``value`` is one URL, file path or file name (see :func:`links`); asked of every
+    value of a record, so a long text or one without a slash or a dot is no link without a scan."""
+    if len(value) > _LONGEST_LINK or ("/" not in value and "\\" not in value and "." not in value):
         return False
     return next(links(value), None) == value
 

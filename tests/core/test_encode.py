@@ -614,6 +614,11 @@ def test_a_fetch_of_a_searched_link_links_the_search_to_the_call(memory, msg):
         ("~/data/x.csv /etc/hosts.conf s3://bucket/part-0001.parquet", None),
         ("C:\\data\\report.csv", ["C:\\data\\report.csv"]),
         ("and/or 2026/03/14 1.5/2.0 TCP/IP km/h HAT028/HAT277", []),
+        (
+            "README.md\n├── src/main.py\n└── setup.cfg\n[FILE] app.py\n[DIR] tests",
+            ["README.md", "src/main.py", "setup.cfg", "app.py"],
+        ),
+        ("Built with Node.js.\nSee e.g.\nPrices rose 3.5 percent", []),
     ],
 )
 def test_links_are_urls_and_file_paths_with_a_folder_and_an_extension(text, found):
@@ -682,6 +687,20 @@ def test_the_cursor_of_the_next_page_is_kept_whatever_it_looks_like(memory, msg,
 
     assert cursor in memory.compressor.render(card, detail="key")
     assert cursor in memory.compressor.render(card, detail="skeleton")  # the next page's call takes it
+
+
+def test_the_files_of_a_directory_listing_are_values_a_skeleton_still_names(memory, msg):
+    words = ("alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa", "lambda")
+    files = ["README.md", *(f"pipeline_{word}_stage.py" for word in words), "pyproject.toml"]
+    listing = "\n".join(["docs", "tests", *files])  # one name a line, as a list_directory tool prints it
+
+    card = observe_result(memory, msg, "list_directory", listing, {"dir_path": "."})
+
+    assert [f.value for f in card.facts] == files
+    # a later read_file(file_path="pipeline_lambda_stage.py") is about this card
+    assert "pipeline_lambda_stage.py" in card.terms
+    _, _, also = memory.compressor.render(card, detail="skeleton").partition(" | also: ")
+    assert "pipeline_lambda_stage.py" in also
 
 
 def test_a_link_in_a_record_is_an_identifier_whatever_its_key():
