@@ -15,7 +15,7 @@ import json
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from collections.abc import Set as AbstractSet
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, TypeVar
 
 from .documents import parse_json, read_document
@@ -36,7 +36,7 @@ from .extract import (
     term_variants,
     unquoted,
 )
-from .tabular import positional_records, split_records
+from .tabular import positional_records, select_names, split_records
 from .tokens import call_function, content_text
 from .types import Card, CardKind, Fact, Message, RawRecord, Table
 
@@ -331,6 +331,7 @@ class DefaultEncoder:
             # the envelope after the payload: its ids name the entity
             for path, value in _envelope_paths(envelope, stated):
                 self._walk(value, path, 1, facts, tables)
+            tables = _named_by_query(tables, arguments)
             extract_scan = TextScan(around)
         else:
             read, unread = self._read(stripped, base["id"])
@@ -450,6 +451,22 @@ class DefaultEncoder:
                     return terms
         terms.update(extract.terms(self.max_terms))
         return terms
+
+
+def _named_by_query(tables: list[Table], arguments: Mapping[str, Any]) -> list[Table]:
+    """Tables of rows without column names (``column_1``...) named by the columns of the SQL query
+    the call ran (``[('USA', 523.06)]`` for ``SELECT Country, SUM(Total) AS Sales ...``), so a
+    row's id is known as one and the model reads what each value is."""
+    queries = [value for _, value in _argument_leaves(arguments) if isinstance(value, str)]
+    named = [names for names in map(select_names, queries) if names is not None]
+    if not named:
+        return tables
+    out = []
+    for table in tables:
+        numbered = tuple(f"column_{i}" for i in range(1, len(table.columns) + 1))
+        names = next((names for names in named if len(names) == len(numbered)), None)
+        out.append(replace(table, columns=tuple(names)) if table.columns == numbered and names else table)
+    return out
 
 
 ENVELOPE_KEYS = frozenset({"data", "result", "results", "response", "payload", "body", "output"})

@@ -2,8 +2,9 @@
 
 SQL and analytics APIs send a query's result as column names beside rows of values
 (``{"columns": [...], "rows": [[...], ...]}``, ``DataFrame.to_json(orient="split")``, ClickHouse's
-``meta`` and ``data``); an SQL tool prints the rows alone, as a list of tuples; a tool written for
-a spreadsheet prints CSV. Read as they come, each row is a list of values whose meaning sits in
+``meta`` and ``data``); an SQL tool prints the rows alone, as a list of tuples, whose names are
+those of the query's ``SELECT`` (:func:`select_names`); a tool written for a spreadsheet prints
+CSV. Read as they come, each row is a list of values whose meaning sits in
 another place, and the encoder could neither name a row's identifier nor keep the rows a decision
 needs. Each function here turns one of these shapes into records (one dict per row), which the
 encoder reads as it reads a JSON list of records.
@@ -102,3 +103,73 @@ def delimited_records(text: str) -> list[dict[str, str]] | None:
             continue
         return [dict(zip(header, (cell.strip() for cell in row), strict=True)) for row in rows]
     return None
+
+
+_SQL_NAME = r"""[A-Za-z_][\w$]*|"(?:[^"]|"")*"|`[^`]*`|\[[^\]]*\]"""
+"""A name in SQL: a word, or quoted as standard SQL, MySQL or SQL Server quote it."""
+_SQL_WORD = re.compile(rf"""{_SQL_NAME}|'(?:[^']|'')*'|[(),*]""")
+"""The parts of an SQL text that say where its select list is: names, strings (whose commas and
+parentheses are no syntax), parentheses, commas and stars."""
+_SELECT_PREFIX = re.compile(r"(?:(?:DISTINCT|ALL)\b|TOP\s+\d+(?:\s+PERCENT)?)\s*", re.I)
+_COLUMN_NAME_OF = re.compile(
+    rf"(?:(?:{_SQL_NAME})\s*\.\s*)*(?P<name>{_SQL_NAME})|.*?\sAS\s+(?P<alias>{_SQL_NAME})", re.I | re.S
+)
+"""A select item named by a database as written: a column (``c.Country``) or an alias (``... AS sales``)."""
+_QUERY = re.compile(r"\s*(?:SELECT|WITH)\b", re.I)
+_CLAUSES = frozenset({"FROM", "INTO", "WHERE", "UNION", "EXCEPT", "INTERSECT", "LIMIT", "ORDER"})
+"""Words that end a select list."""
+
+
+def select_names(sql: str) -> list[str] | None:
+    """The names of the columns an SQL query returns, as a database names them: an alias
+    (``SUM(total) AS sales`` -> ``sales``), a column's own name (``c.Country`` -> ``Country``), or
+    the expression's text (``COUNT(*)``); from its first ``SELECT`` outside parentheses (a ``WITH``
+    query's main one, a ``UNION``'s first). ``None`` when the text is no such query (it starts
+    with ``SELECT`` or ``WITH``), selects a star (whose columns the query does not name) or names
+    two columns alike."""
+    if _QUERY.match(sql) is None:
+        return None
+    depth = 0
+    start = end = -1
+    for match in _SQL_WORD.finditer(sql):
+        word = match.group()
+        if word in ("(", ")"):
+            depth += 1 if word == "(" else -1
+        elif depth == 0 and start < 0 and word.upper() == "SELECT":
+            start = match.end()
+        elif depth == 0 and start >= 0 and word.upper() in _CLAUSES:
+            end = match.start()
+            break
+    if start < 0:
+        return None
+    select_list = _SELECT_PREFIX.sub(
+        "", sql[start : end if end >= 0 else len(sql)].strip().rstrip(";"), count=1
+    )
+    names = [_column_name(item) for item in _top_level_items(select_list)]
+    if any(not name or name.endswith("*") for name in names) or len(set(names)) != len(names):
+        return None
+    return names
+
+
+def _top_level_items(select_list: str) -> list[str]:
+    """The items of a select list: its parts between commas outside parentheses and strings."""
+    items: list[str] = []
+    depth = last = 0
+    for match in _SQL_WORD.finditer(select_list):
+        word = match.group()
+        if word in ("(", ")"):
+            depth += 1 if word == "(" else -1
+        elif word == "," and depth == 0:
+            items.append(select_list[last : match.start()].strip())
+            last = match.end()
+    items.append(select_list[last:].strip())
+    return items
+
+
+def _column_name(item: str) -> str:
+    """The name a database gives the column of one select item (see :func:`select_names`)."""
+    named = _COLUMN_NAME_OF.fullmatch(item)
+    if named is None:
+        return " ".join(item.split())
+    name = named.group("alias") or named.group("name")
+    return name[1:-1] if name[:1] in ('"', "`", "[") else name

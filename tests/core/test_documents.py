@@ -16,6 +16,7 @@ import pytest
 
 from damc_core import CardKind, DecisionMemory, InMemoryStore, Namespace
 from damc_core.pyliteral import parse_python_literal
+from damc_core.tabular import select_names
 
 RESERVATION = {
     "reservation_id": "ZFA04Y",
@@ -117,8 +118,39 @@ def test_sql_rows_printed_as_tuples_keep_every_value(memory, msg):
     assert all(value in card.summary for value in ("1017", "Alice", "12.50", "1018", "Bob", "7.25"))
     assert "Decimal" not in card.summary
     (orders,) = card.tables  # rows, not one fact per tuple: a decision can keep the rows it needs
-    assert orders.columns == ("column_1", "column_2", "column_3")
+    assert orders.columns == ("id", "name", "total")  # named by the query
     assert orders.rows == (("1017", "Alice", "12.50"), ("1018", "Bob", "7.25"))
+
+
+def test_sql_rows_are_named_by_the_query_so_a_skeleton_keeps_each_row_s_id(memory, msg):
+    query = (
+        "SELECT t.TrackId, t.Name, SUM(il.Quantity) AS Sold "
+        "FROM Track t JOIN InvoiceLine il USING (TrackId) GROUP BY 1"
+    )
+    # LangChain's SQLDatabase.run prints the rows as tuples
+    memory.observe(msg.call("q", "sql_db_query", {"query": query}))
+    rows = "[(2850, 'The Fix', 5), (2868, 'Walkabout', 5), (3177, 'Hot Girl', 4)]"
+    card = memory.observe(msg.result("q", "sql_db_query", rows))
+
+    (sold,) = card.tables
+    assert sold.columns == ("TrackId", "Name", "Sold")
+    skeleton = memory.compressor.render(card, detail="skeleton")
+    assert all(track_id in skeleton for track_id in ("2850", "2868", "3177"))  # what a next query filters by
+
+
+@pytest.mark.parametrize(
+    ("sql", "names"),
+    [
+        ('select distinct "Album"."Title", count(*) from Album;', ["Title", "count(*)"]),
+        ("WITH top AS (SELECT x, y FROM t) SELECT top.x, 'a, b' AS label FROM top", ["x", "label"]),
+        ("SELECT TOP 5 [Name], coalesce(total, 0) FROM t", ["Name", "coalesce(total, 0)"]),
+        ("SELECT * FROM Track", None),  # the query does not say its columns
+        ("SELECT a.id, b.id FROM a JOIN b", None),  # two columns named alike
+        ("please select the cheapest one from the list", None),
+    ],
+)
+def test_the_names_of_the_columns_an_sql_query_returns(sql, names):
+    assert select_names(sql) == names
 
 
 ORDERS = [
