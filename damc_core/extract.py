@@ -161,11 +161,14 @@ CONSENT = re.compile(
 """A user turn that agrees to what the assistant proposed ("Yes, please go ahead")."""
 
 ID_KEY = re.compile(
-    r"(^|_|\.)(id|ids|number|code|no|num|key|ref|reference|sku|uuid|url|uri|link|href|cursor|token)$", re.I
+    r"(^|_|\.)(id|ids|number|code|no|num|key|ref|reference|sku|uuid|url|uri|link|href|cursor)$"
+    r"|(page|next|continuation)_?token$",
+    re.I,
 )
 """Keys of values that name something a later call takes: an id, a code, a URL (a search result's
 ``url`` or ``link`` column names its row, as a ``flight_number`` does), a page's cursor or token
-(``next_cursor``, ``nextPageToken``: the next page's call takes it whatever it looks like)."""
+(``next_cursor``, ``nextPageToken``: the next page's call takes it whatever it looks like; not an
+``access_token``, which no skeleton should spread)."""
 DATE_KEY = re.compile(r"(date|time|_at$|^at$|dob|day|deadline|until|since|expir)", re.I)
 AMOUNT_KEY = re.compile(r"(price|amount|cost|balance|total|fee|fare|paid|refund|budget|charge|rate)", re.I)
 STATUS_KEY = re.compile(r"(status|state|availability|available|result|outcome)", re.I)

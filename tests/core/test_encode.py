@@ -689,6 +689,13 @@ def test_the_cursor_of_the_next_page_is_kept_whatever_it_looks_like(memory, msg,
     assert cursor in memory.compressor.render(card, detail="skeleton")  # the next page's call takes it
 
 
+def test_an_access_token_is_no_identifier_a_skeleton_spreads():
+    from damc_core.extract import fact_kind
+
+    assert fact_kind("access_token", "ya29.a0AfH6SMBx") == "value"
+    assert fact_kind("nextPageToken", "ya29.a0AfH6SMBx") == "id"
+
+
 def test_the_files_of_a_directory_listing_are_values_a_skeleton_still_names(memory, msg):
     words = ("alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa", "lambda")
     files = ["README.md", *(f"pipeline_{word}_stage.py" for word in words), "pyproject.toml"]
