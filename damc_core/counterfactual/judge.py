@@ -33,6 +33,9 @@ Answer as: SCORE: <0-10> - <one short reason>"""
 _LABELLED = re.compile(r"\bscore\b\**[\"']?\s*[:=]\s*\**\s*[\"']?(-?\d+(?:\.\d+)?)", re.I)
 """``SCORE: 7``, ``**Score:** 7``, ``"score": 7``: the word, then a colon or ``=`` (not the
 ``score 720`` of a credit score, nor the ``underscore`` of a text)."""
+_UNSCORED = re.compile(r"\bscore\b\**[\"']?\s*[:=]\s*\**\s*[\"']?(?=[^\W\d_])", re.I)
+"""``SCORE: N/A``, ``"score": null``: the judge declined to rate, so a number in its reason is
+not a score."""
 _RATED = re.compile(r"(?<![\w.])(-?\d+(?:\.\d+)?)\s*(?:/\s*10\b|out of 10\b)", re.I)
 _NUMBER = re.compile(r"(?<![\w.])(-?\d+(?:\.\d+)?)(?![\w])")
 """A number on its own: not the ``3`` of the card id ``[c3]`` or of ``ZXQ987`` that judges echo."""
@@ -67,13 +70,17 @@ def parse_rating(reply: object) -> Rating:
     """The 0-10 score and reason in a reply; ``score=None`` (with why) when there is none.
 
     A labelled ``SCORE: 7`` wins over other numbers, then a rating (``9/10``, ``9 out of 10``),
-    then the first number on its own. A number outside 0-10 is not clamped: a judge that answers
-    70 did not use the scale, so it is unusable.
+    then the first number on its own; a label with a word after it (``SCORE: N/A``) is no score.
+    A number outside 0-10 is not clamped: a judge that answers 70 did not use the scale, so it
+    is unusable.
     """
     if not isinstance(reply, str) or not reply.strip():
         return Rating(None, f"empty or non-text reply ({type(reply).__name__})")
     text = reply.strip()
-    match = _LABELLED.search(text) or _RATED.search(text) or _NUMBER.search(text)
+    labelled = _LABELLED.search(text)
+    if labelled is None and _UNSCORED.search(text):
+        return Rating(None, f"no number after the score label in reply {_clip(text)!r}")
+    match = labelled or _RATED.search(text) or _NUMBER.search(text)
     if match is None:
         return Rating(None, f"no score in reply {_clip(text)!r}")
     score = float(match.group(1))

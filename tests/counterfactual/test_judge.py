@@ -84,6 +84,8 @@ def test_parse_rating_reads_scores_in_the_shapes_models_write(reply, score):
     [
         ("SCORE: 70 - very important", "outside 0-10"),
         ("This card is crucial.", "no score"),
+        ("SCORE: N/A - the card only lists 2 flights", "no number after the score label"),
+        ('{"score": null, "reason": "it repeats 3 earlier cards"}', "no number after the score label"),
         ("", "empty"),
         (None, "empty or non-text"),
     ],
