@@ -86,8 +86,7 @@ def parse_rating(reply: object) -> Rating:
     score = float(match.group(1))
     if not 0 <= score <= 10:
         return Rating(None, f"score {match.group(1)} is outside 0-10 in reply {_clip(text)!r}")
-    reason = text[match.end() :].strip(" \t\n-:.*/")
-    reason = re.sub(r"^(?:/\s*10|out of 10)\b", "", reason).strip(" \t\n-:.*")
+    reason = re.sub(r"^\s*(?:/\s*10|out of 10)\b", "", text[match.end() :]).strip(" \t\n-\u2013\u2014:.*")
     reason = reason or text[: match.start()].strip()
     return Rating(score, _clip(reason or "no reason given"))
 

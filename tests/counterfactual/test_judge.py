@@ -80,6 +80,19 @@ def test_parse_rating_reads_scores_in_the_shapes_models_write(reply, score):
 
 
 @pytest.mark.parametrize(
+    ("reply", "reason"),
+    [
+        ("SCORE: 7/10 - holds the payment id", "holds the payment id"),
+        ("**Score:** 7.5 / 10 because it lists the flights", "because it lists the flights"),
+        ("SCORE: 6 out of 10 — the user's id", "the user's id"),
+        ("SCORE: 10/10", "no reason given"),
+    ],
+)
+def test_the_reason_of_a_rating_on_the_scale_starts_after_the_scale(reply, reason):
+    assert parse_rating(reply).reason == reason
+
+
+@pytest.mark.parametrize(
     ("reply", "why"),
     [
         ("SCORE: 70 - very important", "outside 0-10"),
