@@ -232,7 +232,7 @@ def _likelihood(
 
 
 def cmd_value(args: argparse.Namespace, console: Console) -> int:
-    return value_command(args, console, _progress(console), _settings(args))
+    return value_command(args, console, _progress(console), MemorySettings(recent_messages=CLI_RECENT))
 
 
 def cmd_inspect(args: argparse.Namespace, console: Console) -> int:
@@ -256,12 +256,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="damc", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
-    def common(p: argparse.ArgumentParser, *, many_budgets: bool = False) -> None:
+    def trace(p: argparse.ArgumentParser) -> None:
         p.add_argument(
             "trace",
             help="JSON list of messages, JSONL of messages, or [{'traj': [...]}, ...] "
             "(or {'messages': [...]} items)",
         )
+
+    def common(p: argparse.ArgumentParser, *, many_budgets: bool = False) -> None:
+        trace(p)
         p.add_argument(
             "--budget",
             type=int,
@@ -327,13 +330,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="index of a tool-calling assistant message in the trajectory (the message list, from 0)",
     )
     p_inspect.set_defaults(run=cmd_inspect)
-    add_value_parser(sub, common, cmd_value)
+    add_value_parser(sub, trace, cmd_value)  # values are of every card: a budget would change nothing
     return parser
 
 
 def _check_options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     """Options that would be ignored, said so rather than silently dropped."""
     given = set(vars(args))
+    if "budget" not in given:  # `damc value`: every card, whatever a budget would keep
+        return
     if args.min_budget is not None and args.budget_ratio is None:
         parser.error("--min-budget needs --budget-ratio (it is where the growing budget starts)")
     if "embedder" in given and args.embedder is not None and not args.chroma:
@@ -351,7 +356,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     _check_options(parser, args)
-    if isinstance(args.budget, list):
+    if isinstance(getattr(args, "budget", None), list):
         args.budget = list(dict.fromkeys(args.budget))  # a budget named twice is one row, not two
     console = Console()
     errors = Console(stderr=True, soft_wrap=True)

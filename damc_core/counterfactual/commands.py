@@ -147,10 +147,10 @@ def value_command(
 
 
 def add_value_parser(
-    sub: Any, common: Callable[[argparse.ArgumentParser], None], run: Callable[..., int]
+    sub: Any, trace: Callable[[argparse.ArgumentParser], None], run: Callable[..., int]
 ) -> None:
     p = sub.add_parser("value", help="counterfactual value of every card at every decision point")
-    common(p)
+    trace(p)
     p.add_argument(
         "--estimator",
         choices=sorted(ESTIMATORS),

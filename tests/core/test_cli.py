@@ -311,6 +311,9 @@ def test_eval_checks_the_scorer_before_the_retention_run(trace, capsys):
         (["eval", "--min-budget", "300"], "--min-budget needs --budget-ratio"),
         (["replay", "--out", "x.jsonl", "--embedder", "hashing"], "--embedder needs --chroma"),
         (["eval", "--scorer", "llama.cpp"], "--scorer needs --likelihood"),
+        # values are measured on every card: what a budget would keep changes none of them
+        (["value", "--out", "v.jsonl", "--budget", "300"], "unrecognized arguments: --budget 300"),
+        (["value", "--out", "v.jsonl", "--recent", "4"], "unrecognized arguments: --recent 4"),
     ],
 )
 def test_an_option_that_would_be_ignored_is_a_usage_error(trace, tmp_path, command, needs, capsys):
