@@ -30,7 +30,6 @@ from .extract import (
     exact_terms,
     fact_kind,
     identifiers,
-    links,
     quoted_name,
     snake_case,
     term_variants,
@@ -785,7 +784,7 @@ def _unique(items: Iterable[_T], key: Callable[[_T], object] = lambda item: item
 def extractive_summary(text: str, limit: int) -> str:
     """Keep the sentences that carry exact values, in order, then list the values that did not fit.
 
-    Sentences are ranked by how many identifiers, dates, amounts and links they hold and whether they rule
+    Sentences are ranked by how many identifiers, dates and amounts they hold and whether they rule
     an option out; the first sentence gets a small bonus because it usually says what the text is
     about. Values from sentences left out follow verbatim after ``| also:``.
     """
@@ -804,17 +803,16 @@ def _extractive_summary(scan: TextScan, limit: int) -> str:
     amounts: list[str] = []
     for index, sentence in enumerate(sentences):
         negative = NEGATIVE_STATUS.search(sentence) is not None
-        if index and not negative and not DIGIT.search(sentence) and "/" not in sentence:
-            ids_by_sentence.append(None)  # no exact value, link or exclusion: not worth ranking
+        if index and not negative and not DIGIT.search(sentence):
+            ids_by_sentence.append(None)  # no exact value and nothing ruled out: not worth ranking
             continue
         ids = list(identifiers(sentence))
         sentence_dates = DATE.findall(sentence)
         sentence_amounts = AMOUNT.findall(sentence)
-        sentence_links = sum(1 for _ in links(sentence))
         ids_by_sentence.append(ids)
         dates += sentence_dates
         amounts += sentence_amounts
-        weight = len(ids) + 2 * (len(sentence_dates) + len(sentence_amounts) + sentence_links) + 3 * negative
+        weight = len(ids) + 2 * len(sentence_dates) + 2 * len(sentence_amounts) + 3 * negative
         scored.append((weight + (1.5 if index == 0 else 0), index, _clip(sentence, limit // 2)))
     # A sentence not ranked has no digit, so no date or amount, but may hold a code (``JFK``).
     scan.supply(

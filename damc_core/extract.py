@@ -160,10 +160,14 @@ CONSENT = re.compile(
 )
 """A user turn that agrees to what the assistant proposed ("Yes, please go ahead")."""
 
+_ENTITY_WORDS = "id|ids|number|code|no|num|key|ref|reference|sku|uuid"
+ENTITY_KEY = re.compile(rf"(^|_|\.)({_ENTITY_WORDS})$", re.I)
+"""Keys of arguments that name the entity a lookup is about (``reservation_id``): results about
+different entities are different records. Not a page's URL: of the pages an agent reads one after
+another, the newest is what it works from, and older pages fading leaves room for what it found
+them by (measured on research traces, see docs/measurements.md)."""
 ID_KEY = re.compile(
-    r"(^|_|\.)(id|ids|number|code|no|num|key|ref|reference|sku|uuid|url|uri|link|href|cursor)$"
-    r"|(page|next|continuation)_?token$",
-    re.I,
+    rf"(^|_|\.)({_ENTITY_WORDS}|url|uri|link|href|cursor)$|(page|next|continuation)_?token$", re.I
 )
 """Keys of values that name something a later call takes: an id, a code, a URL (a search result's
 ``url`` or ``link`` column names its row, as a ``flight_number`` does), a page's cursor or token

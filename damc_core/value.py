@@ -30,12 +30,11 @@ from .errors import ConfigError
 from .extract import (
     CONFIRMED,
     CONSENT,
+    ENTITY_KEY,
     FUNCTION_WORDS,
-    ID_KEY,
     NEGATIVE_STATUS,
     changes_state,
     is_handle,
-    is_link,
     snake_case,
 )
 from .select import in_unit
@@ -308,9 +307,9 @@ _SUBJECTS: dict[int, tuple[object, frozenset[str]]] = {}
 
 def subject_of(card: Card) -> frozenset[str]:
     """The entity a lookup was about: identifier arguments under id-like names (``reservation_id``,
-    ``order_id``), and a URL or file path under any name (``fetch_page(url)``, ``read_file(path)``).
-    Results of one tool about different entities are different records, not newer views of one
-    record; searches (no id argument) have no subject.
+    ``order_id``). Results of one tool about different entities are different records, not newer
+    views of one record; searches (no id argument) and pages read by their URL have no subject
+    (see ``ENTITY_KEY``).
 
     Asked for every candidate at every decision, so it is remembered per arguments object."""
     arguments = card.arguments
@@ -339,8 +338,9 @@ def _handles(arguments: Mapping[str, object]) -> frozenset[tuple[str, str]]:
     return frozenset(
         (snake_case(key), str(value).lower())
         for key, value in arguments.items()
-        if (ID_KEY.search(snake_case(key)) and isinstance(value, (str, int)) and not isinstance(value, bool))
-        or (isinstance(value, str) and is_link(value))  # fetch_page(url), read_file(path)
+        if ENTITY_KEY.search(snake_case(key))
+        and isinstance(value, (str, int))
+        and not isinstance(value, bool)
     )
 
 

@@ -228,6 +228,8 @@ def test_a_lookups_subject_is_its_id_arguments_and_follows_the_card(memory, msg)
     assert subject_of(lookup) is subject_of(memory.card(lookup.id))  # asked at every decision: kept
     assert subject_of(replace(lookup, arguments={"reservation_id": "2FBBAH"})) == {"2fbbah"}
     assert subject_of(replace(lookup, arguments={"query": "flights to LAX"})) == frozenset()
+    # pages read one after another are the agent's reading, the newest its current view
+    assert subject_of(replace(lookup, arguments={"url": "https://acme.io/pricing"})) == frozenset()
 
 
 def test_the_newest_user_turn_is_the_request_and_always_counts(memory, msg):
