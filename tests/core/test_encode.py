@@ -611,6 +611,10 @@ def test_a_fetch_of_a_searched_link_links_the_search_to_the_call(memory, msg):
             ["https://en.wikipedia.org/wiki/Python_(language)"],
         ),
         ("edit src/app/main.py, then ../shared/notes.txt", ["src/app/main.py", "../shared/notes.txt"]),
+        (
+            "FAILED tests/test_app.py::TestLogin::test_expired[utc] - AssertionError",
+            ["tests/test_app.py::TestLogin::test_expired[utc]"],  # a rerun takes the node id whole
+        ),
         ("~/data/x.csv /etc/hosts.conf s3://bucket/part-0001.parquet", None),
         ("C:\\data\\report.csv", ["C:\\data\\report.csv"]),
         ("and/or 2026/03/14 1.5/2.0 TCP/IP km/h HAT028/HAT277", []),
