@@ -1821,7 +1821,8 @@ def normalize_event(event: Mapping[str, Any] | Any) -> tuple[Message, str]:
 def _model_fields(value: object) -> object:
     """A pydantic model of a message or a tool call as the dict of its fields (the OpenAI SDK's
     ``response.choices[0].message`` and its tool calls, which its docs append to the messages as
-    they are), a message keeping its ``content`` when that is ``None``; anything else as it is."""
+    they are, and the call items of a Responses API ``response.output``, which have no role), a
+    message keeping its ``content`` when that is ``None``; anything else as it is."""
     dump = getattr(value, "model_dump", None)
     if isinstance(value, (Mapping, type)) or not callable(dump):
         return value
@@ -1829,11 +1830,24 @@ def _model_fields(value: object) -> object:
         fields = dump(exclude_none=True)
     except Exception:  # not pydantic's model_dump after all: the value is kept as its repr
         return value
-    if not isinstance(fields, dict) or not {"role", "function", "custom"} & fields.keys():
+    if not isinstance(fields, dict):
+        return value
+    if fields.get("type") in _RESPONSES_CALL_ITEMS and isinstance(fields.get("call_id"), str):
+        return fields
+    if not {"role", "function", "custom"} & fields.keys():
         return value  # not a message nor a tool call: kept as its repr, which the card reads
     if "role" in fields:
         fields.setdefault("content", None)
     return fields
+
+
+_RESPONSES_CALL_ITEMS = (
+    "function_call",
+    "function_call_output",
+    "custom_tool_call",
+    "custom_tool_call_output",
+)
+"""The kinds of Responses API item that are a tool call or its output (see :func:`_from_responses_item`)."""
 
 
 def _with_tool_calls(message: Message) -> Message:

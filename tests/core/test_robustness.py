@@ -352,6 +352,52 @@ def test_the_items_of_openais_responses_api_are_read_as_the_messages_they_stand_
     assert make_memory().build(recent_messages=4).messages == sent  # reopened: read the same way
 
 
+def test_the_openai_sdks_responses_output_items_are_read_as_the_calls_they_hold(
+    make_memory, assert_valid_context
+):
+    """``client.responses.create(...).output`` holds pydantic items; a function or custom tool
+    call among them has no role, and is still the assistant's call its output answers."""
+    responses = pytest.importorskip("openai.types.responses")
+    output = [
+        responses.ResponseFunctionToolCall(
+            type="function_call",
+            id="fc_1",
+            call_id="call_1",
+            name="get_order",
+            arguments=json.dumps({"order_id": "#W100"}),
+            status="completed",
+        ),
+        responses.ResponseCustomToolCall(
+            type="custom_tool_call", id="ctc_1", call_id="call_2", name="run_sql", input="SELECT 1"
+        ),
+    ]
+    memory = make_memory()
+    memory.observe({"role": "user", "content": "Where is order #W100?"})
+
+    call = memory.observe(output[0])
+    result = memory.observe(
+        {"type": "function_call_output", "call_id": "call_1", "output": json.dumps({"status": "delivered"})}
+    )
+    custom = memory.observe(output[1])
+    memory.observe({"type": "custom_tool_call_output", "call_id": "call_2", "output": "1"})
+
+    assert call.summary == "[c1] assistant called get_order(order_id=#W100)"
+    assert result.summary == "[c2] get_order(order_id=#W100) -> status=delivered"
+    assert custom.summary == "[c3] assistant called run_sql(_raw=SELECT 1)"
+    assert memory.recall("c1") == {**output[0].model_dump(exclude_none=True), "role": "unknown"}
+    sent = memory.build(recent_messages=5).messages
+    assert_valid_context(sent)
+    assert sent[2]["tool_calls"] == [
+        {
+            "id": "call_1",
+            "type": "function",
+            "function": {"name": "get_order", "arguments": '{"order_id": "#W100"}'},
+        }
+    ]
+    assert [m["role"] for m in sent[1:]] == ["user", "assistant", "tool"]
+    assert "run_sql(_raw=SELECT 1) -> 1" in sent[0]["content"]
+
+
 def test_a_pydantic_object_that_is_no_message_is_kept_as_its_repr(memory):
     """Only a message or a tool call is read as its fields; a record of the user's own with an
     ``id`` is an unknown event whose text is its repr, as any object is."""
