@@ -37,7 +37,8 @@ class DamcChatMessageHistory(BaseChatMessageHistory):
     ``session_id``: a session of ``memory``'s user (``memory.for_session(session_id)``, kept open
     in this process from one run to the next, as ``DamcMiddleware`` keeps a thread's); ``None``,
     ``""`` or the memory's own session is ``memory``. ``recall_tool``: the chain's model has DAMC's
-    recall tool (``recall_tool(memory)``); the section then tells it that a card can be recalled.
+    recall tool, answered from this session (``recall_tool(memory.for_session(session_id))``: a
+    card id is a position in its own session); the section then tells it that a card can be recalled.
     """
 
     def __init__(

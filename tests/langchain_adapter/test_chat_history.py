@@ -16,7 +16,7 @@ from langchain_core.messages import (
 from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
 
 from damc_core import ConfigError, DecisionMemory, InMemoryStore, SQLiteStore
-from damc_langchain import DamcChatMessageHistory
+from damc_langchain import DamcChatMessageHistory, recall_tool
 
 from .scenario import SCRIPT, book, get_user_details, search_flights, text
 
@@ -30,14 +30,16 @@ TOOL_LOOP_PROMPT = ChatPromptTemplate.from_messages(
 TOOLS = {t.name: t for t in (get_user_details, search_flights, book)}
 
 
-def with_history(runnable, memory, **keys):
+def with_history(runnable, memory, *, recall=False, **keys):
     """``runnable`` keeping each session's history in ``memory`` (sessions by ``session_id``)."""
     from langchain_core.runnables.history import RunnableWithMessageHistory
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # deprecated in favour of langgraph's persistence
         return RunnableWithMessageHistory(
-            runnable, lambda session_id: DamcChatMessageHistory(memory, session_id, budget=300), **keys
+            runnable,
+            lambda session_id: DamcChatMessageHistory(memory, session_id, budget=300, recall_tool=recall),
+            **keys,
         )
 
 
@@ -134,6 +136,31 @@ def test_two_sessions_are_kept_apart_and_reopen_after_a_restart(recording_model,
     bob, alice = text(model.received[2]), text(model.received[3])
     assert "#W2222222" in bob and "#W1111111" not in bob
     assert "#W1111111" in alice and "#W2222222" not in alice and "Cancel it." not in alice
+
+
+def test_the_recall_tool_of_a_session_answers_with_that_sessions_records(recording_model):
+    """A card id is a position in its own session: the caller that runs the chain's tools answers
+    ``recall`` from ``memory.for_session(session_id)``, not from another conversation's ``c0``."""
+    memory = memory_in_ram()
+    memory.observe({"role": "user", "content": "My order is #W1111111."})  # the memory's own session
+    recall = recall_tool(memory.for_session("bob"))
+    model = recording_model(*SCRIPT, AIMessage("Noted."))
+    chain = with_history(
+        TOOL_LOOP_PROMPT | model,
+        memory,
+        input_messages_key="input",
+        history_messages_key="history",
+        recall=True,
+    )
+
+    booking = HumanMessage("Book HAT107 for mia_li_3668")
+    run_tools(chain, chain.invoke({"input": [booking]}, session("bob")), session("bob"))
+    chain.invoke({"input": [HumanMessage("Thanks")]}, session("bob"))
+
+    assert "recall" in text(model.received[-1])  # the section offers it
+    assert recall.invoke({"card_id": "c0"}) == "Book HAT107 for mia_li_3668"
+    assert "4WQ150" in recall.invoke({"card_id": "c6"})
+    assert recall_tool(memory).invoke({"card_id": "c0"}) == "My order is #W1111111."  # another session's
 
 
 def test_a_chat_model_wrapped_directly_gets_its_system_message_back_and_records_only_new_messages(
