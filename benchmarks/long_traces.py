@@ -24,15 +24,13 @@ Usage::
 
 from __future__ import annotations
 
-import argparse
 import datetime as dt
 import json
 import random
 import sys
-from pathlib import Path
 from typing import Any
 
-from common import FIRST, LAST, call_message, result_message
+from common import FIRST, LAST, TrajectoryBuilder, generator_main
 
 CHARS_PER_TOKEN = 3.4
 """Rough cl100k characters per token for this JSON-heavy text (measured: 3.2-3.6)."""
@@ -164,36 +162,22 @@ and manage existing reservations and orders.
 """
 
 
-class _Trajectory:
+class _Trajectory(TrajectoryBuilder):
     """Builds one trajectory step by step, keeping track of the values later steps must reuse."""
 
     def __init__(self, rng: random.Random, target_tokens: int) -> None:
-        self.rng = rng
-        self.target_chars = int(target_tokens * CHARS_PER_TOKEN)
-        self.messages: list[dict[str, Any]] = []
-        self.conflicts: list[dict[str, Any]] = []
-        self.chars = 0
-        self.calls = 0
-        self.used: set[str] = set()
+        super().__init__(rng, target_tokens, CHARS_PER_TOKEN)
         self.today = dt.date(2024, 6, 1) + dt.timedelta(days=rng.randint(0, 60))
         self.legs: list[dict[str, Any]] = []
         self.orders: list[str] = []
 
     # -- value factories (unique within the trajectory) ---------------------------------------------
-    def _unique(self, make: Any) -> str:
-        for _ in range(1000):
-            value = str(make())
-            if value not in self.used:
-                self.used.add(value)
-                return value
-        raise RuntimeError("could not draw a unique value")
-
     def code(self, prefix: str = "", n: int = 6) -> str:
         alphabet = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"
-        return self._unique(lambda: prefix + "".join(self.rng.choice(alphabet) for _ in range(n)))
+        return self.unique(lambda: prefix + "".join(self.rng.choice(alphabet) for _ in range(n)))
 
     def digits(self, n: int, prefix: str = "") -> str:
-        return self._unique(lambda: prefix + str(self.rng.randint(10 ** (n - 1), 10**n - 1)))
+        return self.unique(lambda: prefix + str(self.rng.randint(10 ** (n - 1), 10**n - 1)))
 
     def price(self, lo: float, hi: float) -> float:
         """A price with two decimals whose last digit is not 0, unique in the trajectory."""
@@ -204,7 +188,7 @@ class _Trajectory:
                 cents += self.rng.randint(1, 9)
             return f"{cents / 100:.2f}"
 
-        return float(self._unique(draw))
+        return float(self.unique(draw))
 
     def changed_price(self, old: float) -> float:
         factor = self.rng.choice([self.rng.uniform(0.86, 0.97), self.rng.uniform(1.04, 1.22)])
@@ -212,32 +196,6 @@ class _Trajectory:
 
     def date(self, after: dt.date, lo: int = 1, hi: int = 6) -> dt.date:
         return after + dt.timedelta(days=self.rng.randint(lo, hi))
-
-    # -- messages -----------------------------------------------------------------------------------
-    def add(self, message: dict[str, Any]) -> int:
-        self.messages.append(message)
-        self.chars += len(json.dumps(message))
-        return len(self.messages) - 1
-
-    def user(self, text: str) -> int:
-        return self.add({"role": "user", "content": text})
-
-    def say(self, text: str) -> int:
-        return self.add({"role": "assistant", "content": text})
-
-    def tool(self, name: str, arguments: dict[str, Any], result: object) -> int:
-        """An assistant call and its tool result; returns the index of the result message."""
-        self.calls += 1
-        call_id = f"call_{self.rng.getrandbits(64):016x}"
-        self.add(call_message(call_id, name, arguments))
-        return self.add(result_message(call_id, name, result))
-
-    def conflict(self, step: int, old: object, new: object, what: str) -> None:
-        self.conflicts.append({"from_step": step, "old": str(old), "new": str(new), "what": what})
-
-    @property
-    def tokens(self) -> int:
-        return int(self.chars / CHARS_PER_TOKEN)
 
     # -- noise ------------------------------------------------------------------------------------
     def web_search(self, query: str, a: str, b: str) -> None:
@@ -547,7 +505,7 @@ class _Trajectory:
             sold_out = all(v == 0 for v in seats.values()) or rng.random() < 0.1
             rows.append(
                 {
-                    "flight_number": self._unique(lambda code=code: f"{code}{rng.randint(100, 2999)}"),
+                    "flight_number": self.unique(lambda code=code: f"{code}{rng.randint(100, 2999)}"),
                     "airline": airline,
                     "origin": origin,
                     "destination": destination,
@@ -986,49 +944,19 @@ def make_long_traces(n_traj: int = 6, seed: int = 0, target_tokens: int = 40_000
     return out
 
 
-def check(trajectories: list[dict[str, Any]]) -> list[str]:
-    """Problems with the conflict records (empty when every old value precedes its new one)."""
-    problems = []
-    for i, item in enumerate(trajectories):
-        texts = [json.dumps(m) for m in item["traj"]]
-        for c in item["conflicts"]:
-            before = "\n".join(texts[: c["from_step"]])
-            if c["old"] not in before:
-                problems.append(f"traj {i}: old value {c['old']} not seen before step {c['from_step']}")
-            if c["new"] in before:
-                problems.append(f"traj {i}: new value {c['new']} already seen before step {c['from_step']}")
-            if c["new"] not in texts[c["from_step"]]:
-                problems.append(f"traj {i}: new value {c['new']} not in step {c['from_step']}")
-    return problems
-
-
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    return generator_main(
+        argv,
+        doc=__doc__,
+        make=lambda n, seed, tokens: make_long_traces(n_traj=n, seed=seed, target_tokens=tokens),
+        n=6,
+        target_tokens=40_000,
+        spread="+-25%%",
+        describe=lambda item: (
+            f"{len(item['traj'])} messages, {item['info']['tool_calls']} tool calls, {item['info']['legs']} "
+            f"legs, ~{item['info']['estimated_tokens']} tokens, {len(item['conflicts'])} conflicts"
+        ),
     )
-    parser.add_argument("--out", required=True, help="output JSON path")
-    parser.add_argument("--n", type=int, default=6, help="trajectories (default %(default)s)")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument(
-        "--target-tokens",
-        type=int,
-        default=40_000,
-        help="approximate tokens per trajectory (default %(default)s, +-25%%)",
-    )
-    args = parser.parse_args(argv)
-    trajectories = make_long_traces(n_traj=args.n, seed=args.seed, target_tokens=args.target_tokens)
-    for problem in check(trajectories):
-        print(f"warning: {problem}", file=sys.stderr)
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(trajectories, ensure_ascii=False))
-    for i, item in enumerate(trajectories):
-        info = item["info"]
-        print(
-            f"traj {i}: {len(item['traj'])} messages, {info['tool_calls']} tool calls, {info['legs']} legs, "
-            f"~{info['estimated_tokens']} tokens, {len(item['conflicts'])} conflicts"
-        )
-    print(f"wrote {len(trajectories)} trajectories to {args.out}")
-    return 0
 
 
 if __name__ == "__main__":

@@ -40,15 +40,13 @@ Usage::
 
 from __future__ import annotations
 
-import argparse
 import datetime as dt
 import json
 import random
 import sys
-from pathlib import Path
 from typing import Any
 
-from common import FIRST, LAST, call_message, result_message
+from common import FIRST, LAST, TrajectoryBuilder, generator_main
 
 CHARS_PER_TOKEN = 3.9
 """Rough cl100k characters per token for this prose, code and URL text."""
@@ -250,30 +248,16 @@ repository-relative paths. Make one tool call at a time.
 """
 
 
-class _Trajectory:
+class _Trajectory(TrajectoryBuilder):
     """Builds one trajectory step by step, keeping the values later steps must reuse."""
 
     def __init__(self, rng: random.Random, target_tokens: int) -> None:
-        self.rng = rng
-        self.target_chars = int(target_tokens * CHARS_PER_TOKEN)
-        self.messages: list[dict[str, Any]] = []
-        self.conflicts: list[dict[str, Any]] = []
-        self.chars = 0
-        self.calls = 0
-        self.used: set[str] = set()
+        super().__init__(rng, target_tokens, CHARS_PER_TOKEN)
         self.today = dt.date(2024, 6, 1) + dt.timedelta(days=rng.randint(0, 120))
         self.first, self.last = rng.choice(FIRST), rng.choice(LAST)
         self.email = f"{self.first.lower()}.{self.last.lower()}@{rng.choice(['example.com', 'example.org'])}"
 
     # -- values -----------------------------------------------------------------------------------
-    def unique(self, make: Any) -> str:
-        for _ in range(1000):
-            value = str(make())
-            if value not in self.used:
-                self.used.add(value)
-                return value
-        raise RuntimeError("could not draw a unique value")
-
     def day(self, lo: int = -900, hi: int = -5) -> dt.date:
         return self.today + dt.timedelta(days=self.rng.randint(lo, hi))
 
@@ -332,32 +316,6 @@ class _Trajectory:
             return f"https://{rng.choice(FORUMS)}/t/{self.slug(words, 2)}/{rng.randint(1000, 99999)}"
 
         return self.unique(make)
-
-    # -- messages ---------------------------------------------------------------------------------
-    def add(self, message: dict[str, Any]) -> int:
-        self.messages.append(message)
-        self.chars += len(json.dumps(message))
-        return len(self.messages) - 1
-
-    def user(self, text: str) -> int:
-        return self.add({"role": "user", "content": text})
-
-    def say(self, text: str) -> int:
-        return self.add({"role": "assistant", "content": text})
-
-    def tool(self, name: str, arguments: dict[str, Any], result: object) -> int:
-        """An assistant call and its tool result; returns the index of the result message."""
-        self.calls += 1
-        call_id = f"call_{self.rng.getrandbits(64):016x}"
-        self.add(call_message(call_id, name, arguments))
-        return self.add(result_message(call_id, name, result))
-
-    def conflict(self, step: int, old: object, new: object, what: str) -> None:
-        self.conflicts.append({"from_step": step, "old": str(old), "new": str(new), "what": what})
-
-    @property
-    def tokens(self) -> int:
-        return int(self.chars / CHARS_PER_TOKEN)
 
     # -- web ----------------------------------------------------------------------------------------
     def sentence(self, topic: tuple[str, str, str, tuple[int, int]], links: list[str] | None = None) -> str:
@@ -1350,49 +1308,19 @@ def make_research_traces(n_traj: int = 8, seed: int = 0, target_tokens: int = 25
     return out
 
 
-def check(trajectories: list[dict[str, Any]]) -> list[str]:
-    """Problems with the conflict records (empty when every old value precedes its new one)."""
-    problems = []
-    for i, item in enumerate(trajectories):
-        texts = [json.dumps(m) for m in item["traj"]]
-        for c in item["conflicts"]:
-            before = "\n".join(texts[: c["from_step"]])
-            if c["old"] not in before:
-                problems.append(f"traj {i}: old value {c['old']} not seen before step {c['from_step']}")
-            if c["new"] in before:
-                problems.append(f"traj {i}: new value {c['new']} already seen before step {c['from_step']}")
-            if c["new"] not in texts[c["from_step"]]:
-                problems.append(f"traj {i}: new value {c['new']} not in step {c['from_step']}")
-    return problems
-
-
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    return generator_main(
+        argv,
+        doc=__doc__,
+        make=lambda n, seed, tokens: make_research_traces(n_traj=n, seed=seed, target_tokens=tokens),
+        n=8,
+        target_tokens=25_000,
+        spread="+-50%%",
+        describe=lambda item: (
+            f"{item['info']['kind']}, {len(item['traj'])} messages, {item['info']['tool_calls']} tool "
+            f"calls, ~{item['info']['estimated_tokens']} tokens, {len(item['conflicts'])} conflicts"
+        ),
     )
-    parser.add_argument("--out", required=True, help="output JSON path")
-    parser.add_argument("--n", type=int, default=8, help="trajectories (default %(default)s)")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument(
-        "--target-tokens",
-        type=int,
-        default=25_000,
-        help="approximate tokens per trajectory (default %(default)s, +-50%%)",
-    )
-    args = parser.parse_args(argv)
-    trajectories = make_research_traces(n_traj=args.n, seed=args.seed, target_tokens=args.target_tokens)
-    for problem in check(trajectories):
-        print(f"warning: {problem}", file=sys.stderr)
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(trajectories, ensure_ascii=False))
-    for i, item in enumerate(trajectories):
-        info = item["info"]
-        print(
-            f"traj {i}: {info['kind']}, {len(item['traj'])} messages, {info['tool_calls']} tool calls, "
-            f"~{info['estimated_tokens']} tokens, {len(item['conflicts'])} conflicts"
-        )
-    print(f"wrote {len(trajectories)} trajectories to {args.out}")
-    return 0
 
 
 if __name__ == "__main__":
