@@ -211,7 +211,9 @@ def test_a_new_run_with_the_same_input_as_an_earlier_one_is_recorded_again(recor
     ]
 
 
-def test_a_run_retried_after_the_model_failed_records_its_input_once(recording_model):
+def rate_limited_once(recording_model, *replies):
+    """A recording model whose first call fails as a provider's rate limit does."""
+
     class RateLimitedOnce(type(recording_model())):
         limited: bool = True
 
@@ -221,9 +223,13 @@ def test_a_run_retried_after_the_model_failed_records_its_input_once(recording_m
                 raise RuntimeError("429 rate limited")
             return super()._generate(messages, stop, run_manager, **kwargs)
 
+    return RateLimitedOnce(script=list(replies))
+
+
+def test_a_run_retried_after_the_model_failed_records_its_input_once(recording_model):
     memory = DecisionMemory(store=InMemoryStore())
     config = {"callbacks": [DamcCallbackHandler(memory)]}
-    agent = executor(RateLimitedOnce(script=[AIMessage("Shipped."), AIMessage("Delivered.")]))
+    agent = executor(rate_limited_once(recording_model, AIMessage("Shipped."), AIMessage("Delivered.")))
 
     with pytest.raises(RuntimeError, match="429"):
         agent.invoke({"input": "Where is order #W123?"}, config)
@@ -475,17 +481,8 @@ def test_a_handler_made_for_each_run_of_a_thread_records_each_turn_once(recordin
 
 
 def test_a_run_retried_with_a_new_handler_after_the_model_failed_records_its_input_once(recording_model):
-    class RateLimitedOnce(type(recording_model())):
-        limited: bool = True
-
-        def _generate(self, messages, stop=None, run_manager=None, **kwargs):
-            if self.limited:
-                self.limited = False
-                raise RuntimeError("429 rate limited")
-            return super()._generate(messages, stop, run_manager, **kwargs)
-
     memory = DecisionMemory(store=InMemoryStore())
-    agent = executor(RateLimitedOnce(script=[AIMessage("Shipped."), AIMessage("Delivered.")]))
+    agent = executor(rate_limited_once(recording_model, AIMessage("Shipped."), AIMessage("Delivered.")))
 
     with pytest.raises(RuntimeError, match="429"):
         agent.invoke({"input": "Where is order #W123?"}, {"callbacks": [DamcCallbackHandler(memory)]})
