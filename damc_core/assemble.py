@@ -172,11 +172,25 @@ def valid_sequence(messages: Sequence[Message]) -> list[Message]:
 
 def sendable_call(call: object) -> bool:
     """Whether a chat API takes the tool call and can pair it with its result: it has a non-empty
-    string id and a function with a name."""
+    string id and a function with a name, or is a call of a custom tool with a name and its input
+    text (``{"type": "custom", "custom": {"name", "input"}}``, which Chat Completions takes back)."""
     if not isinstance(call, dict) or not isinstance(call.get("id"), str) or not call["id"]:
         return False
     function = call.get("function")
-    return isinstance(function, dict) and isinstance(function.get("name"), str) and bool(function["name"])
+    if isinstance(function, dict):
+        return _named(function)
+    custom = call.get("custom")
+    return (
+        call.get("type") == "custom"
+        and isinstance(custom, dict)
+        and _named(custom)
+        and isinstance(custom.get("input"), str)
+    )
+
+
+def _named(spec: dict[str, object]) -> bool:
+    name = spec.get("name")
+    return isinstance(name, str) and bool(name)
 
 
 def _with_text(message: Message) -> Message:

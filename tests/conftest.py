@@ -317,7 +317,7 @@ def check_context(messages: Sequence[dict[str, Any]], *, content: bool = True) -
         if role == "assistant" and calls:
             for call in calls:
                 assert isinstance(call, dict) and call.get("id"), f"{where}: malformed tool call {call!r}"
-                function = call.get("function")
+                function = call.get("function") if call.get("type") != "custom" else call.get("custom")
                 assert isinstance(function, dict) and function.get("name"), f"{where}: call without a name"
                 open_calls.append(call["id"])
             in_tool_block = True

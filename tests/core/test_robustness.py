@@ -387,15 +387,18 @@ def test_the_openai_sdks_responses_output_items_are_read_as_the_calls_they_hold(
     assert memory.recall("c1") == {**output[0].model_dump(exclude_none=True), "role": "unknown"}
     sent = memory.build(recent_messages=5).messages
     assert_valid_context(sent)
-    assert sent[2]["tool_calls"] == [
+    assert [m["role"] for m in sent] == ["user", "assistant", "tool", "assistant", "tool"]
+    assert sent[1]["tool_calls"] == [
         {
             "id": "call_1",
             "type": "function",
             "function": {"name": "get_order", "arguments": '{"order_id": "#W100"}'},
         }
     ]
-    assert [m["role"] for m in sent[1:]] == ["user", "assistant", "tool"]
-    assert "run_sql(_raw=SELECT 1) -> 1" in sent[0]["content"]
+    assert sent[3]["tool_calls"] == [
+        {"id": "call_2", "type": "custom", "custom": {"name": "run_sql", "input": "SELECT 1"}}
+    ]
+    assert sent[4]["tool_call_id"] == "call_2"
 
 
 def test_a_pydantic_object_that_is_no_message_is_kept_as_its_repr(memory):
@@ -525,6 +528,38 @@ def test_a_custom_tool_call_is_read_by_its_name_and_input(memory, msg, assert_va
     assert result.tool_name == "run_sql"
     assert result.summary == f"[{result.id}] run_sql(_raw={query}) -> 17"
     assert_valid_context(memory.build().messages)
+
+
+def test_the_newest_custom_tool_call_goes_with_its_result_as_chat_completions_takes_it(
+    memory, msg, assert_valid_context
+):
+    """Chat Completions takes a custom tool's call back in an assistant message, so the newest one
+    stays in the recent dialogue with its result, as a function call would; one without its input
+    text, which the API would reject, goes as cards."""
+    patch = "*** Begin Patch\n*** Update File: app.py\n-retries = 1\n+retries = 3\n*** End Patch"
+    memory.observe(msg.user("Raise the retries in app.py to 3"))
+    made = {"id": "call_9", "type": "custom", "custom": {"name": "apply_patch", "input": patch}}
+    memory.observe({"role": "assistant", "content": None, "tool_calls": [made]})
+    memory.observe({"role": "tool", "tool_call_id": "call_9", "content": "Done: app.py, 1 hunk"})
+
+    sent = memory.build().messages
+
+    assert_valid_context(sent)
+    assert sent[-2]["tool_calls"] == [made]
+    assert sent[-1]["tool_call_id"] == "call_9" and "Done: app.py, 1 hunk" in sent[-1]["content"]
+
+    memory.observe(msg.user("And in worker.py"))
+    memory.observe(
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{**made, "id": "call_10", "custom": {"name": "apply_patch"}}],
+        }
+    )
+    memory.observe({"role": "tool", "tool_call_id": "call_10", "content": "Error: no input"})
+    sent = memory.build().messages
+    assert_valid_context(sent)
+    assert not any(m.get("tool_calls") for m in sent[1:]) and "Error: no input" in sent[0]["content"]
 
 
 def test_tool_calls_that_are_not_a_list_are_kept_in_the_record_only(memory, assert_valid_context):
