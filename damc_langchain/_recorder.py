@@ -21,6 +21,7 @@ from langchain_core.messages import (
 from langchain_core.messages.tool import invalid_tool_call
 
 from damc_core import DecisionMemory
+from damc_core.tokens import call_function
 
 logger = logging.getLogger("damc.langchain")
 _FAILED_GROUPS_KEPT = 64
@@ -530,7 +531,7 @@ def to_messages(events: Sequence[dict[str, Any]]) -> list[BaseMessage]:
             continue
         parsed, broken = [], []
         for call in calls:
-            function = call.get("function") or {}
+            function = call_function(call)  # a custom tool's call: its input as the arguments
             arguments = _arguments(function.get("arguments"))
             if arguments is None:
                 broken.append(

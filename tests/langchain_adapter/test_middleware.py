@@ -1141,3 +1141,30 @@ def test_a_tool_of_the_agents_own_named_recall_is_pointed_out_once(recording_mod
 
     said = [r.getMessage() for r in caplog.records if "named 'recall'" in r.getMessage()]
     assert len(said) == 1 and "recall=False" in said[0]
+
+
+def test_a_custom_tool_call_the_memory_holds_reaches_the_model_with_its_result(recording_model, caplog):
+    damc = DecisionMemory(store=InMemoryStore(), settings=MemorySettings(budget=600, recent_messages=4))
+    patch = "*** Begin Patch\n*** Update File: app.py\n-retries = 1\n+retries = 3\n*** End Patch"
+    damc.observe({"role": "user", "content": "Raise the retries in app.py to 3"})  # an OpenAI SDK step
+    damc.observe(
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "call_9", "type": "custom", "custom": {"name": "apply_patch", "input": patch}}
+            ],
+        }
+    )
+    damc.observe({"role": "tool", "tool_call_id": "call_9", "content": "Done: app.py, 1 hunk"})
+    model = recording_model(AIMessage("Patched app.py."))
+
+    create_agent(model, [], middleware=[DamcMiddleware(damc)]).invoke({"messages": [HumanMessage("Done?")]})
+
+    assert "building the context failed" not in caplog.text
+    (prompt,) = model.received
+    made, result = prompt[-3], prompt[-2]
+    assert [(c["name"], c["args"], c["id"]) for c in made.invalid_tool_calls] == [
+        ("apply_patch", patch, "call_9")
+    ]
+    assert result.tool_call_id == "call_9" and "Done: app.py, 1 hunk" in result.content
