@@ -38,7 +38,7 @@ from llama_index.core.schema import BaseComponent
 from llama_index.core.tools import ToolOutput
 
 from damc_core import Card, DecisionMemory
-from damc_core.tokens import content_text
+from damc_core.tokens import call_function, content_text
 
 logger = logging.getLogger("damc.llamaindex")
 
@@ -788,7 +788,7 @@ class Recorder:
         if calls:
             first = calls[0]["id"]
             if first in self._react_ids:
-                function = calls[0]["function"]
+                function = call_function(calls[0])
                 return ChatMessage(
                     role=MessageRole.ASSISTANT,
                     content=react_call_text(text, function["name"], function["arguments"]),
@@ -799,11 +799,12 @@ class Recorder:
             thinking = [b for b in _blocks_of(event) if isinstance(b, ThinkingBlock)]
             blocks: list[Any] = [*thinking, *([TextBlock(text=text)] if text else [])]
             for call in calls:
+                function = call_function(call)  # a custom tool's call: its input as the arguments
                 blocks.append(
                     ToolCallBlock(
                         tool_call_id=call["id"],
-                        tool_name=call["function"]["name"],
-                        tool_kwargs=_sent_arguments(call["function"]["arguments"]),
+                        tool_name=function["name"],
+                        tool_kwargs=_sent_arguments(function["arguments"]),
                     )
                 )
             return ChatMessage(role=MessageRole.ASSISTANT, blocks=blocks)
