@@ -666,7 +666,7 @@ def test_a_custom_tool_call_the_memory_holds_reaches_the_model_with_its_result(r
 
     run(FunctionAgent(tools=[], llm=DamcLLM(llm=llm, memory=memory), system_prompt="Help."), "Done?")
 
-    assert "building the context failed" not in caplog.text
+    assert "assembling the context failed" not in caplog.text
     sent = llm.received[0]
     (call,) = [b for m in sent for b in m.blocks if isinstance(b, ToolCallBlock)]
     assert (call.tool_call_id, call.tool_name, call.tool_kwargs) == ("call_9", "apply_patch", patch)
