@@ -307,7 +307,7 @@ class CardIndex:
         key = namespace.key
         live = self.collection(namespace)
         documents = [card_document(c) for c in cards]
-        vectors = _unit_rows(self.embedder.embed(documents))
+        vectors = _unit_rows(self._embed(documents))
         for start in range(0, len(cards), _WRITE_ROWS):
             chunk = slice(start, start + _WRITE_ROWS)
             live.upsert(
@@ -320,6 +320,31 @@ class CardIndex:
                 ],
             )
         _post(self.terms(namespace), _postings_of([c.id for c in cards], documents))
+
+    def _embed(self, texts: list[str]) -> np.ndarray:
+        """The embedder's vectors of the texts, checked: a row per text, of its ``dimension``,
+        finite. The collection is named by that dimension, so an embedder whose vectors have
+        another (a model changed, its ``dimension`` not) is a ``ConfigError`` saying so, not
+        Chroma's error on the collection's dimension, NumPy's on a flat array or a mismatch of
+        fields in the write."""
+        embedder = self.embedder
+        vectors = np.asarray(embedder.embed(texts), dtype=np.float32)
+        dimension = getattr(embedder, "dimension", None)
+        if not isinstance(dimension, int):  # an embedder without one: its own rows' length
+            dimension = vectors.shape[-1] if vectors.ndim else 0
+        if vectors.ndim != 2 or len(vectors) != len(texts):
+            got = f"an array of shape {vectors.shape}"
+        elif vectors.shape[1] != dimension:
+            got = f"rows of {vectors.shape[1]} numbers"
+        elif not np.isfinite(vectors).all():
+            got = "NaN or infinite values"
+        else:
+            return vectors
+        raise ConfigError(
+            f"embedder {embedder.name!r} ({type(embedder).__name__}) returned {got} for {len(texts)} texts; "
+            f"embed(texts) must return a row of {dimension} finite numbers (its dimension) per text: set "
+            "dimension to the length of the model's vectors"
+        )
 
     @staticmethod
     def _metadata(key: str, card: Card, document: str) -> dict[str, str | int | float | bool]:
@@ -413,7 +438,7 @@ class CardIndex:
         collection = self.collection(namespace, cold=cold)
         found: dict[str, tuple[float, tuple[str, ...], tuple[str, ...]]] = {}
         # DAMC's embedders read half an emoji as U+FFFD themselves; an embedder of one's own need not
-        query_vectors = _unit_rows(self.embedder.embed([utf8_text(query)]))
+        query_vectors = _unit_rows(self._embed([utf8_text(query)]))
         result = collection.query(
             query_embeddings=query_vectors, n_results=k, include=["metadatas", "distances"]
         )

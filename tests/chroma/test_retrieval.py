@@ -983,3 +983,58 @@ def test_an_embedding_function_given_for_an_embedder_says_how_to_wrap_it(
 ) -> None:
     with pytest.raises(ConfigError, match="wrap"):
         CardIndex(ChromaConfig(path=tmp_path / "index"), embedder=function)  # type: ignore[arg-type]
+
+
+class _Resized:
+    """An embedder of one's own whose model was swapped for a larger one, ``dimension`` left as it was."""
+
+    name, dimension = "company-embeddings", 64
+
+    def __init__(self, length: int) -> None:
+        self.length = length
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        return HashingEmbedder(dimension=self.length).embed(texts)
+
+
+def test_an_embedder_whose_vectors_are_not_its_dimension_is_a_config_error_naming_it(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    config = ChromaConfig(path=tmp_path / "index")
+    CardIndex(config, embedder=_Resized(64)).add(ALICE, [_card(0, "[c0] hotel check-in 2024-05-03")])
+    reopened = CardIndex(config, embedder=_Resized(128))  # the same collection: the same name and dimension
+    with pytest.raises(
+        ConfigError, match=r"'company-embeddings' \(_Resized\) returned rows of 128 numbers.*64"
+    ):
+        reopened.search(ALICE, "when is check-in")
+    with pytest.raises(ConfigError, match="rows of 128 numbers"):
+        reopened.add(ALICE, [_card(1, "[c1] king room 210 USD")])
+    assert reopened.ids(ALICE) == {"c0"}  # nothing half written
+
+    memory = DecisionMemory(namespace=ALICE, store=InMemoryStore(), valuator=RetrievalValuator(reopened))
+    memory.observe({"role": "user", "content": "Book HAT069"})
+    with caplog.at_level(logging.WARNING, logger="damc"):
+        assert "HAT069" in str(memory.build(budget=300).messages)  # the agent carries on
+    assert "retrieval unavailable" in caplog.text and "set dimension to the length" in caplog.text
+
+
+@pytest.mark.parametrize(
+    ("vectors", "said"),
+    [
+        (lambda texts: np.ones(64, dtype=np.float32), r"an array of shape \(64,\) for 2 texts"),
+        (lambda texts: np.ones((1, 64), dtype=np.float32), r"an array of shape \(1, 64\) for 2 texts"),
+        (lambda texts: np.full((len(texts), 64), np.nan), "NaN or infinite values for 2 texts"),
+    ],
+    ids=["flat", "one-row-for-two-texts", "nan"],
+)
+def test_an_embedder_returning_rows_chroma_cannot_hold_is_a_config_error(
+    tmp_path: Path, vectors: object, said: str
+) -> None:
+    class Broken:
+        name, dimension = "broken", 64
+        embed = staticmethod(vectors)
+
+    index = CardIndex(ChromaConfig(path=tmp_path / "index"), embedder=Broken())  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=said):
+        index.add(ALICE, [_card(0, "[c0] hotel"), _card(1, "[c1] flight")])
+    assert index.ids(ALICE) == set()
