@@ -435,6 +435,7 @@ class CardIndex:
             raise ConfigError(f"k must be > 0, got {k}")
         if not isinstance(query, str):
             raise ConfigError(f"the query must be text, got {type(query).__name__}")
+        terms = _not_text(terms, "terms")
         collection = self.collection(namespace, cold=cold)
         found: dict[str, tuple[float, tuple[str, ...], tuple[str, ...]]] = {}
         # DAMC's embedders read half an emoji as U+FFFD themselves; an embedder of one's own need not
@@ -623,12 +624,20 @@ def _namespace_key(namespace: Namespace) -> str:
 
 def _card_ids(ids: Iterable[str]) -> list[str]:
     """The ids, each one Chroma can hold; an empty one, or one with half an emoji (not UTF-8), is
-    a ``ConfigError`` naming it rather than Chroma's error."""
-    checked = list(ids)
+    a ``ConfigError`` naming it rather than Chroma's error. One id given as it is (``"c12"``) is
+    one too: read as ids ``c``, ``1`` and ``2``, it would retire or delete nothing, silently."""
+    checked = list(_not_text(ids, "card ids"))
     for card_id in checked:
         if not isinstance(card_id, str) or not card_id or SURROGATE.search(card_id):
             raise ConfigError(f"a card id must be non-empty UTF-8 text, got {card_id!r}")
     return checked
+
+
+def _not_text(items: Iterable[str], what: str) -> Iterable[str]:
+    """``items``, unless it is one string: its characters are no ids or identifiers."""
+    if isinstance(items, str):
+        raise ConfigError(f"{what} must be a list of them, got the text {items!r}: pass [{items!r}]")
+    return items
 
 
 def _unit_rows(vectors: Any) -> np.ndarray:

@@ -1038,3 +1038,20 @@ def test_an_embedder_returning_rows_chroma_cannot_hold_is_a_config_error(
     with pytest.raises(ConfigError, match=said):
         index.add(ALICE, [_card(0, "[c0] hotel"), _card(1, "[c1] flight")])
     assert index.ids(ALICE) == set()
+
+
+def test_one_id_or_identifier_given_as_text_is_a_config_error_not_its_characters(tmp_path: Path) -> None:
+    index = CardIndex(ChromaConfig(path=tmp_path / "index"), embedder=HashingEmbedder())
+    index.add(ALICE, [_card(12, "[c12] get_order_details(order_id=#W4923227) -> status=pending")])
+
+    with pytest.raises(
+        ConfigError, match=r"terms must be a list of them, got the text '#W4923227': pass \['#W4923227'\]"
+    ):
+        index.search(ALICE, "the order", terms="#W4923227")
+    with pytest.raises(ConfigError, match=r"card ids must be a list of them, got the text 'c12'"):
+        index.retire(ALICE, "c12")
+    with pytest.raises(ConfigError, match="card ids must be a list"):
+        index.delete(ALICE, "c12")
+    assert index.ids(ALICE) == {"c12"} and index.ids(ALICE, cold=True) == set()
+    assert index.search(ALICE, "the order", terms=["#W4923227"], k=1)[0].exact == ("#w4923227",)
+    assert index.retire(ALICE, ["c12"]) == 1
