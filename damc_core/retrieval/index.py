@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import math
+import numbers
 import re
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -431,8 +433,9 @@ class CardIndex:
         cold: bool = False,
     ) -> list[Hit]:
         """The best ``k`` cards for the query, best first; ``terms`` are matched verbatim too."""
-        if k <= 0:
-            raise ConfigError(f"k must be > 0, got {k}")
+        if not whole_number(k) or k <= 0:
+            raise ConfigError(f"k must be a whole number > 0, got {k!r}")
+        k = int(k)  # Chroma takes no NumPy int
         if not isinstance(query, str):
             raise ConfigError(f"the query must be text, got {type(query).__name__}")
         terms = _not_text(terms, "terms")
@@ -528,8 +531,8 @@ class CardIndex:
     def merge_near_duplicates(self, namespace: Namespace, *, threshold: float = 0.97) -> list[Merged]:
         """Fold live cards whose embeddings are within ``threshold`` cosine similarity of an older
         card into one summary entry that names every member; the members go cold."""
-        if not 0 < threshold <= 1:
-            raise ConfigError(f"threshold must be in (0, 1], got {threshold}")
+        if not finite_number(threshold) or not 0 < threshold <= 1:
+            raise ConfigError(f"threshold must be a number in (0, 1], got {threshold!r}")
         key = namespace.key
         live = self.collection(namespace)
         got = live.get(include=["embeddings", "documents", "metadatas"])
@@ -631,6 +634,21 @@ def _card_ids(ids: Iterable[str]) -> list[str]:
         if not isinstance(card_id, str) or not card_id or SURROGATE.search(card_id):
             raise ConfigError(f"a card id must be non-empty UTF-8 text, got {card_id!r}")
     return checked
+
+
+def whole_number(value: object) -> bool:
+    """Whether ``value`` is an int (NumPy's too), not a bool: Chroma takes no other count of
+    results, and ``k=2.5`` or ``k="16"`` would fail every search, not the line that set it."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def finite_number(value: object) -> bool:
+    """Whether ``value`` is a finite number, not a bool: ``"0.3"`` from a config file would fail
+    every decision's comparison rather than the setting, and NaN would pass every range check."""
+    try:
+        return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
+    except OverflowError:  # an int past a float's range
+        return False
 
 
 def _not_text(items: Iterable[str], what: str) -> Iterable[str]:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from ..errors import ConfigError
 from ..types import Card, CardKind, DecisionFocus, Namespace, Score, ScoredCard
 from ..value import HeuristicValuator, ValuationContext, Valuator
-from .index import CardIndex, Hit, card_document, document_digest, focus_query
+from .index import CardIndex, Hit, card_document, document_digest, finite_number, focus_query, whole_number
 
 logger = logging.getLogger("damc")
 
@@ -49,9 +49,12 @@ class Lifecycle:
     """Decisions between lifecycle passes (each pass reads the namespace's live vectors)."""
 
     def __post_init__(self) -> None:
-        if self.cold_after <= 0 or self.every <= 0:
-            raise ConfigError("Lifecycle.cold_after and Lifecycle.every must be > 0")
-        if not 0 < self.merge_threshold <= 1:
+        for name in ("cold_after", "every"):
+            if not whole_number(value := getattr(self, name)) or value <= 0:
+                raise ConfigError(f"Lifecycle.{name} must be a whole number > 0, got {value!r}")
+        if not finite_number(self.cold_below):
+            raise ConfigError(f"Lifecycle.cold_below must be a finite number, got {self.cold_below!r}")
+        if not finite_number(self.merge_threshold) or not 0 < self.merge_threshold <= 1:
             raise ConfigError(f"Lifecycle.merge_threshold must be in (0, 1], got {self.merge_threshold}")
 
 
@@ -92,10 +95,10 @@ class RetrievalValuator:
         graph: float = 0.6,
         lifecycle: Lifecycle | None = None,
     ) -> None:
-        if not 0 < weight <= 1 or not 0 <= graph <= 1:
-            raise ConfigError(f"weight must be in (0, 1] and graph in [0, 1], got {weight}, {graph}")
-        if k <= 0:
-            raise ConfigError(f"k must be > 0, got {k}")
+        if not (finite_number(weight) and finite_number(graph) and 0 < weight <= 1 and 0 <= graph <= 1):
+            raise ConfigError(f"weight must be in (0, 1] and graph in [0, 1], got {weight!r}, {graph!r}")
+        if not whole_number(k) or k <= 0:
+            raise ConfigError(f"k must be a whole number > 0, got {k!r}")
         self.index = index
         self.base: Valuator = base or HeuristicValuator()
         self.weight = weight

@@ -1055,3 +1055,31 @@ def test_one_id_or_identifier_given_as_text_is_a_config_error_not_its_characters
     assert index.ids(ALICE) == {"c12"} and index.ids(ALICE, cold=True) == set()
     assert index.search(ALICE, "the order", terms=["#W4923227"], k=1)[0].exact == ("#w4923227",)
     assert index.retire(ALICE, ["c12"]) == 1
+
+
+@pytest.mark.parametrize(
+    ("make", "said"),
+    [
+        (lambda index: RetrievalValuator(index, k=16.0), "k must be a whole number > 0, got 16.0"),
+        (lambda index: RetrievalValuator(index, k="16"), "k must be a whole number > 0, got '16'"),
+        (lambda index: RetrievalValuator(index, weight="0.3"), r"weight must be in \(0, 1\].*got '0.3'"),
+        (lambda index: RetrievalValuator(index, graph=float("nan")), r"graph in \[0, 1\], got 0.3, nan"),
+        (lambda index: index.search(ALICE, "hotel", k=2.5), "k must be a whole number > 0, got 2.5"),
+        (lambda index: index.search(ALICE, "hotel", k=True), "k must be a whole number > 0, got True"),
+        (lambda index: index.merge_near_duplicates(ALICE, threshold="0.9"), r"in \(0, 1\], got '0.9'"),
+        (lambda index: Lifecycle(cold_after=400.5), "cold_after must be a whole number > 0, got 400.5"),
+        (lambda index: Lifecycle(every="50"), "every must be a whole number > 0, got '50'"),
+        (lambda index: Lifecycle(cold_below=float("nan")), "cold_below must be a finite number, got nan"),
+    ],
+)
+def test_retrieval_settings_of_the_wrong_kind_are_config_errors_where_they_are_set(
+    tmp_path: Path, make: object, said: str
+) -> None:
+    """A ``k`` of 16.0 (a number read from a config file) would fail every search, each failure
+    a warning that retrieval is unavailable; a ``weight`` of ``"0.3"`` a TypeError."""
+    index = CardIndex(ChromaConfig(path=tmp_path / "index"), embedder=HashingEmbedder())
+    index.add(ALICE, [_card(0, "[c0] hotel check-in 2024-05-03")])
+    with pytest.raises(ConfigError, match=said):
+        make(index)  # type: ignore[operator]
+    valuator = RetrievalValuator(index, k=np.int64(4))  # a whole number of NumPy's is one
+    assert [hit.card_id for hit in index.search(ALICE, "hotel", k=valuator.k)] == ["c0"]
