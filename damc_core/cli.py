@@ -239,7 +239,10 @@ def cmd_inspect(args: argparse.Namespace, console: Console) -> int:
     trajectories = load_trajectories(args.trace)
     if not 0 <= args.traj < len(trajectories):
         raise DamcError(f"--traj {args.traj} is out of range: the trace has {len(trajectories)} trajectories")
-    for point in replay([trajectories[args.traj]], settings=_settings(args), counter=TiktokenCounter()):
+    stages = _stages(args, trajectories)
+    for point in replay(
+        [trajectories[args.traj]], settings=_settings(args), counter=TiktokenCounter(), stages=stages
+    ):
         if point.step == args.step:
             console.print(explain(point.built), markup=False, highlight=False, soft_wrap=True)
             return 0
@@ -261,6 +264,16 @@ def build_parser() -> argparse.ArgumentParser:
             "trace",
             help="JSON list of messages, JSONL of messages, or [{'traj': [...]}, ...] "
             "(or {'messages': [...]} items)",
+        )
+
+    def retrieval(p: argparse.ArgumentParser) -> None:
+        p.add_argument(
+            "--chroma",
+            metavar="DIR",
+            help="also rank cards by retrieval from a Chroma index in DIR (needs the chroma extra)",
+        )
+        p.add_argument(
+            "--embedder", help=f"embedder of --chroma: minilm-int8 or hashing (default {DEFAULT_EMBEDDER})"
         )
 
     def common(p: argparse.ArgumentParser, *, many_budgets: bool = False) -> None:
@@ -297,18 +310,12 @@ def build_parser() -> argparse.ArgumentParser:
     p_replay = sub.add_parser("replay", help="write the context DAMC would send before every tool call")
     common(p_replay)
     p_replay.add_argument("--out", required=True, help="output JSONL: {traj, step, messages} per line")
-    p_replay.add_argument(
-        "--chroma",
-        metavar="DIR",
-        help="also rank cards by retrieval from a Chroma index in DIR (needs the chroma extra)",
-    )
-    p_replay.add_argument(
-        "--embedder", help=f"embedder of --chroma: minilm-int8 or hashing (default {DEFAULT_EMBEDDER})"
-    )
+    retrieval(p_replay)
     add_values_option(p_replay)
     p_replay.set_defaults(run=cmd_replay)
     p_eval = sub.add_parser("eval", help="retention of decision facts beside baselines")
     common(p_eval, many_budgets=True)
+    retrieval(p_eval)
     add_values_option(p_eval)
     p_eval.add_argument(
         "--likelihood", action="store_true", help="also score log P(gold action | context) with --scorer"
@@ -322,6 +329,7 @@ def build_parser() -> argparse.ArgumentParser:
     p_eval.set_defaults(run=cmd_eval)
     p_inspect = sub.add_parser("inspect", help="cards, scores and assembled context at one decision")
     common(p_inspect)
+    retrieval(p_inspect)
     p_inspect.add_argument("--traj", type=int, default=0, help="trajectory index, from 0 (default 0)")
     p_inspect.add_argument(
         "--step",
