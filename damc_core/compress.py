@@ -11,13 +11,13 @@ import functools
 import itertools
 import logging
 import math
-import numbers
 import re
 import reprlib
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Literal, Protocol
 
+from .checks import whole_number
 from .encode import argument_values, changes_over_time, field_name, list_items
 from .errors import ConfigError
 from .extract import (
@@ -630,7 +630,7 @@ class SummarizingCompressor:
                 "SummarizingCompressor needs an object with summarize(text, *, instructions) -> str, "
                 f"got {reprlib.repr(self.summarizer)}"
             )
-        if isinstance(self.min_chars, bool) or not isinstance(self.min_chars, numbers.Integral):
+        if not whole_number(self.min_chars):
             raise ConfigError(
                 f"SummarizingCompressor.min_chars must be a whole number, got {self.min_chars!r}"
             )

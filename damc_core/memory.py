@@ -14,7 +14,6 @@ import inspect
 import itertools
 import json
 import logging
-import math
 import numbers
 import re
 import reprlib
@@ -29,6 +28,7 @@ from typing import Any, Literal, ParamSpec, TypeVar
 import numpy as np
 
 from .assemble import Assembler, DefaultAssembler, fence_memory, sendable_call
+from .checks import finite_number, whole_number
 from .compress import (
     Compressor,
     Detail,
@@ -251,14 +251,11 @@ _KIND_NAMES = {numbers.Integral: "a whole number", numbers.Real: "a finite numbe
 def _is_a(value: object, kind: type) -> bool:
     """Whether ``value`` is a ``kind`` a setting can hold: a bool is not a number, and a number
     must be finite (``nan`` passes every comparison a range check makes)."""
-    if kind is bool or isinstance(value, bool):
-        return kind is bool and isinstance(value, bool)
     if kind is numbers.Real:
-        try:
-            return isinstance(value, numbers.Real) and math.isfinite(value)
-        except OverflowError:  # an int past a float's range
-            return False
-    return isinstance(value, kind)
+        return finite_number(value)
+    if kind is numbers.Integral:
+        return whole_number(value)
+    return isinstance(value, kind) and (kind is bool) == isinstance(value, bool)
 
 
 @dataclass(slots=True)
@@ -1574,7 +1571,7 @@ def checked_budget(budget: object) -> int | None:
     at the agent's first model call would only be logged, and the model sent the whole history."""
     if budget is None:
         return None
-    if isinstance(budget, bool) or not isinstance(budget, numbers.Integral) or budget <= 0:
+    if not whole_number(budget) or budget <= 0:
         raise ConfigError(f"budget must be a whole number of tokens > 0, got {budget!r}")
     return int(budget)
 

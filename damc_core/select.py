@@ -8,11 +8,11 @@ source trust breaks ties between cards of the same moment, and the loser is mark
 
 from __future__ import annotations
 
-import numbers
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from .checks import in_unit, whole_number
 from .errors import ConfigError
 from .types import Card, ScoredCard
 
@@ -79,12 +79,6 @@ def _fill(
     return Selection(kept, dropped)
 
 
-def in_unit(value: object) -> bool:
-    """Whether a setting is a number in [0, 1]: not text or ``None`` (which a range check cannot
-    compare), not a bool, not NaN (which passes no comparison, so no check would catch it)."""
-    return not isinstance(value, bool) and isinstance(value, numbers.Real) and 0 <= float(value) <= 1
-
-
 @dataclass(frozen=True, slots=True)
 class TopKSelector:
     """The ``k`` most valuable cards that fit the budget."""
@@ -92,7 +86,7 @@ class TopKSelector:
     k: int = 20
 
     def __post_init__(self) -> None:
-        if isinstance(self.k, bool) or not isinstance(self.k, numbers.Integral) or self.k <= 0:
+        if not whole_number(self.k) or self.k <= 0:
             raise ConfigError(f"TopKSelector.k must be a whole number > 0, got {self.k!r}")
 
     def select(self, scored: Sequence[ScoredCard], *, budget: int, leaner: Leaner | None = None) -> Selection:

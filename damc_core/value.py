@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import functools
 import math
-import numbers
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Protocol, TypeVar, runtime_checkable
 
+from .checks import finite_number, in_unit
 from .compress import identity_columns, row_identifiers
 from .encode import list_items
 from .errors import ConfigError
@@ -37,7 +37,6 @@ from .extract import (
     is_handle,
     snake_case,
 )
-from .select import in_unit
 from .types import BuiltContext, Card, CardKind, DecisionFocus, Message, Namespace, Score, ScoredCard
 
 
@@ -167,7 +166,7 @@ class Decay:
     """Lowest multiplier: an old card that an open decision still needs must stay selectable."""
 
     def __post_init__(self) -> None:
-        if isinstance(self.lam, bool) or not isinstance(self.lam, numbers.Real) or not self.lam >= 0:
+        if not finite_number(self.lam) or self.lam < 0:
             raise ConfigError(f"Decay.lam must be a number >= 0, got {self.lam!r}")  # (NaN is not)
         if self.unit not in ("turns", "seconds"):
             raise ConfigError(f"Decay.unit must be 'turns' or 'seconds', got {self.unit!r}")

@@ -25,8 +25,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import math
-import numbers
 import re
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -35,6 +33,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import numpy as np
 
+from ..checks import finite_number, whole_number
 from ..documents import SURROGATE
 from ..errors import ConfigError, StoreClosedError
 from ..extract import IDENTIFIER_TERM
@@ -634,21 +633,6 @@ def _card_ids(ids: Iterable[str]) -> list[str]:
         if not isinstance(card_id, str) or not card_id or SURROGATE.search(card_id):
             raise ConfigError(f"a card id must be non-empty UTF-8 text, got {card_id!r}")
     return checked
-
-
-def whole_number(value: object) -> bool:
-    """Whether ``value`` is an int (NumPy's too), not a bool: Chroma takes no other count of
-    results, and ``k=2.5`` or ``k="16"`` would fail every search, not the line that set it."""
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
-
-
-def finite_number(value: object) -> bool:
-    """Whether ``value`` is a finite number, not a bool: ``"0.3"`` from a config file would fail
-    every decision's comparison rather than the setting, and NaN would pass every range check."""
-    try:
-        return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
-    except OverflowError:  # an int past a float's range
-        return False
 
 
 def _not_text(items: Iterable[str], what: str) -> Iterable[str]:

@@ -18,10 +18,11 @@ from collections import OrderedDict, defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from ..checks import finite_number, whole_number
 from ..errors import ConfigError
 from ..types import Card, CardKind, DecisionFocus, Namespace, Score, ScoredCard
 from ..value import HeuristicValuator, ValuationContext, Valuator
-from .index import CardIndex, Hit, card_document, document_digest, finite_number, focus_query, whole_number
+from .index import CardIndex, Hit, card_document, document_digest, focus_query
 
 logger = logging.getLogger("damc")
 
