@@ -261,6 +261,26 @@ def memory_in_ram(*, recent_messages: int = 2) -> DecisionMemory:
     )
 
 
+PATCH = "*** Begin Patch\n*** Update File: app.py\n-retries = 1\n+retries = 3\n*** End Patch"
+"""The input of an OpenAI custom tool call (``apply_patch``) that :func:`observe_custom_tool_step` records."""
+
+
+def observe_custom_tool_step(memory: DecisionMemory) -> None:
+    """A step an agent made through the OpenAI SDK: a request, a custom tool's call (``call_9``,
+    ``apply_patch`` with :data:`PATCH` as its input) and its result."""
+    memory.observe({"role": "user", "content": "Raise the retries in app.py to 3"})
+    memory.observe(
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "call_9", "type": "custom", "custom": {"name": "apply_patch", "input": PATCH}}
+            ],
+        }
+    )
+    memory.observe({"role": "tool", "tool_call_id": "call_9", "content": "Done: app.py, 1 hunk"})
+
+
 def openai_tool_calls(
     ids: Sequence[str | None], names: Sequence[str], arguments: st.SearchStrategy[str]
 ) -> st.SearchStrategy[dict[str, Any]]:

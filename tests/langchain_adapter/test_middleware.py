@@ -9,6 +9,7 @@ import pytest
 
 pytest.importorskip("langchain")
 
+from conftest import PATCH, observe_custom_tool_step
 from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.tools import tool
@@ -1145,18 +1146,7 @@ def test_a_tool_of_the_agents_own_named_recall_is_pointed_out_once(recording_mod
 
 def test_a_custom_tool_call_the_memory_holds_reaches_the_model_with_its_result(recording_model, caplog):
     damc = DecisionMemory(store=InMemoryStore(), settings=MemorySettings(budget=600, recent_messages=4))
-    patch = "*** Begin Patch\n*** Update File: app.py\n-retries = 1\n+retries = 3\n*** End Patch"
-    damc.observe({"role": "user", "content": "Raise the retries in app.py to 3"})  # an OpenAI SDK step
-    damc.observe(
-        {
-            "role": "assistant",
-            "content": None,
-            "tool_calls": [
-                {"id": "call_9", "type": "custom", "custom": {"name": "apply_patch", "input": patch}}
-            ],
-        }
-    )
-    damc.observe({"role": "tool", "tool_call_id": "call_9", "content": "Done: app.py, 1 hunk"})
+    observe_custom_tool_step(damc)
     model = recording_model(AIMessage("Patched app.py."))
 
     create_agent(model, [], middleware=[DamcMiddleware(damc)]).invoke({"messages": [HumanMessage("Done?")]})
@@ -1165,6 +1155,6 @@ def test_a_custom_tool_call_the_memory_holds_reaches_the_model_with_its_result(r
     (prompt,) = model.received
     made, result = prompt[-3], prompt[-2]
     assert [(c["name"], c["args"], c["id"]) for c in made.invalid_tool_calls] == [
-        ("apply_patch", patch, "call_9")
+        ("apply_patch", PATCH, "call_9")
     ]
     assert result.tool_call_id == "call_9" and "Done: app.py, 1 hunk" in result.content

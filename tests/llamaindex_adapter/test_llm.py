@@ -6,6 +6,7 @@ import asyncio
 import json
 
 import pytest
+from conftest import PATCH, observe_custom_tool_step
 from llama_index.core.agent.workflow import AgentWorkflow, FunctionAgent, ReActAgent
 from llama_index.core.base.llms.types import ChatMessage, ToolCallBlock
 from llama_index.core.llms.llm import ToolSelection
@@ -650,18 +651,7 @@ def test_agents_with_memories_of_their_own_record_each_others_same_words(recordi
 
 def test_a_custom_tool_call_the_memory_holds_reaches_the_model_with_its_result(recording_llm, caplog):
     memory = damc()
-    patch = "*** Begin Patch\n*** Update File: app.py\n-retries = 1\n+retries = 3\n*** End Patch"
-    memory.observe({"role": "user", "content": "Raise the retries in app.py to 3"})  # an OpenAI SDK step
-    memory.observe(
-        {
-            "role": "assistant",
-            "content": None,
-            "tool_calls": [
-                {"id": "call_9", "type": "custom", "custom": {"name": "apply_patch", "input": patch}}
-            ],
-        }
-    )
-    memory.observe({"role": "tool", "tool_call_id": "call_9", "content": "Done: app.py, 1 hunk"})
+    observe_custom_tool_step(memory)
     llm = recording_llm(ChatMessage(role="assistant", content="Patched app.py."))
 
     run(FunctionAgent(tools=[], llm=DamcLLM(llm=llm, memory=memory), system_prompt="Help."), "Done?")
@@ -669,5 +659,5 @@ def test_a_custom_tool_call_the_memory_holds_reaches_the_model_with_its_result(r
     assert "assembling the context failed" not in caplog.text
     sent = llm.received[0]
     (call,) = [b for m in sent for b in m.blocks if isinstance(b, ToolCallBlock)]
-    assert (call.tool_call_id, call.tool_name, call.tool_kwargs) == ("call_9", "apply_patch", patch)
+    assert (call.tool_call_id, call.tool_name, call.tool_kwargs) == ("call_9", "apply_patch", PATCH)
     assert any(m.role.value == "tool" and "1 hunk" in str(m.content) for m in sent)
