@@ -167,8 +167,9 @@ def text_handles(card: Card) -> Iterator[str]:
     values = dict.fromkeys(f.value for f in card.facts)
     position = {value: card.text.find(value) % (len(card.text) + 1) for value in values}  # absent: last
     found = sorted(values, key=position.__getitem__)
-    yield from (value for value in found if is_link(value))
-    yield from (value for value in found if is_handle(value) and not is_link(value))
+    linked = [value for value in found if is_link(value)]
+    yield from linked
+    yield from (value for value in found if is_handle(value) and value not in linked)
 
 
 def _text_skeleton(card: Card) -> str:
