@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from typing import Any
 from uuid import UUID
 
@@ -18,6 +19,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.prompt_values import PromptValue
 from langchain_core.runnables import RunnableBinding, RunnableLambda, RunnableSequence
+from langchain_core.tools import BaseTool
 from pydantic import BaseModel
 
 from damc_core import DecisionMemory, checked_budget
@@ -46,6 +48,8 @@ def wrap(executor: AgentExecutor, memory: DecisionMemory, *, budget: int | None 
     A step's tool calls are recorded as the model makes them and its results as the tools return
     (the copy's tools are copies that report their runs); a tool that raises, or an interrupt,
     leaves the step in memory up to there, the call it stopped at with its error as the result.
+    An error a tool's ``handle_tool_error`` or ``handle_validation_error`` turns into its output is
+    recorded as the call's error result.
     """
     checked_budget(budget)
     agent = executor.agent
@@ -68,10 +72,7 @@ def wrap(executor: AgentExecutor, memory: DecisionMemory, *, budget: int | None 
     damc = RunnableLambda(context, name="damc_context")
     calls = RunnableLambda(context.record_calls, name="damc_calls")
     sequence: RunnableSequence[Any, Any] = RunnableSequence(*steps[:index], damc, *steps[index:], calls)
-    tools = [
-        tool.model_copy(update={"callbacks": _with_handler(tool.callbacks, context.tool_runs)})
-        for tool in executor.tools
-    ]
+    tools = [_reporting_copy(tool, context.tool_runs) for tool in executor.tools]
     return executor.model_copy(
         update={
             "agent": agent.model_copy(update={"runnable": sequence}),
@@ -79,6 +80,23 @@ def wrap(executor: AgentExecutor, memory: DecisionMemory, *, budget: int | None 
             "callbacks": _with_handler(executor.callbacks, _Answers(memory)),
         }
     )
+
+
+def _reporting_copy(tool: BaseTool, runs: _ToolRuns) -> BaseTool:
+    """A copy of ``tool`` that reports its runs to ``runs``, the errors it turns into its output
+    (``handle_tool_error``, ``handle_validation_error``) included: the executor passes no call id,
+    so the tool reports such an error as an ordinary output."""
+    update: dict[str, Any] = {"callbacks": _with_handler(tool.callbacks, runs)}
+    if tool.handle_tool_error:
+        update["handle_tool_error"] = runs.handling(
+            tool.handle_tool_error, lambda e: e.args[0] if e.args else "Tool execution error"
+        )
+    if tool.handle_validation_error:
+        update["handle_validation_error"] = runs.handling(
+            tool.handle_validation_error, lambda e: "Tool input validation error"
+        )
+    copy: BaseTool = tool.model_copy(update=update)
+    return copy
 
 
 def _with_handler(callbacks: Callbacks, handler: BaseCallbackHandler) -> Callbacks:
@@ -104,6 +122,8 @@ def _is_chat_model(step: Any) -> bool:
     )
 
 
+_HANDLED_KEPT = 64
+"""Handled errors' outputs awaiting their runs' end; one a run never reported is forgotten."""
 _RETRY_LOOKBACK = 64
 """Events looked back through for the request a failed run left unanswered."""
 
@@ -221,8 +241,28 @@ class _ToolRuns(BaseCallbackHandler):
         """The ids of the step's calls, in order."""
         self._running: dict[UUID, tuple[MessageRecorder, ToolAgentAction, list[str], int]] = {}
         """Tool run -> the recorder of its agent run, its call, the step's call ids, its place."""
+        self._handled: list[object] = []
+        """Outputs a tool made of an error it handled, until its run ends (see ``handling``)."""
         self._lock = threading.Lock()
         """An async executor starts a step's tools at once (sync handlers run in threads then)."""
+
+    def handling(
+        self, flag: bool | str | Callable[[Any], Any], plain: Callable[[Any], Any]
+    ) -> Callable[[Any], Any]:
+        """A tool's ``handle_tool_error`` or ``handle_validation_error`` ``flag`` as a function
+        giving the same output (``plain`` for ``True``), which is noted as a failed run's: the run
+        reports it as its output, known by identity, right after."""
+
+        def handle(error: Any) -> Any:
+            output = (
+                plain(error) if isinstance(flag, bool) else flag if isinstance(flag, str) else flag(error)
+            )
+            with self._lock:
+                self._handled.append(output)
+                del self._handled[:-_HANDLED_KEPT]
+            return output
+
+        return handle
 
     def expect(self, calls: list[ToolAgentAction]) -> None:
         """Record the message that made ``calls``, so their results can follow it as they come (a
@@ -262,10 +302,16 @@ class _ToolRuns(BaseCallbackHandler):
                 self._running[run_id] = (self.step.recorder, call, self._calls, place)
 
     def on_tool_end(self, output: Any, *, run_id: UUID, **kwargs: Any) -> None:
+        with self._lock:
+            handled = next((i for i, made in enumerate(self._handled) if made is output), None)
+            if handled is not None:
+                del self._handled[handled]
         running = self._running.pop(run_id, None)
         if running is not None:
             recorder, call, calls, place = running
             result = format_to_tool_messages([(call, output)])[-1]  # as the next prompt would hold it
+            if handled is not None and isinstance(result, ToolMessage):
+                result.status = "error"
             recorder.record_tool_result(result, calls=calls, place=place)
 
     def on_tool_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:

@@ -11,7 +11,7 @@ pytest.importorskip("langchain_classic")
 
 from langchain_core.messages import AIMessage, SystemMessage, ToolMessage
 
-from damc_core import DecisionMemory, InMemoryStore, MemorySettings
+from damc_core import CardKind, DecisionMemory, InMemoryStore, MemorySettings
 from damc_langchain import recall_tool, wrap
 
 from .scenario import FLIGHTS, HISTORY_PROMPT, SCRIPT, book, executor, get_user_details, search_flights, text
@@ -526,3 +526,84 @@ def test_a_call_that_raised_after_the_call_beside_it_returned_is_recorded_in_the
 
     results = [(m["tool_call_id"], m.get("status")) for m in damc.messages() if m["role"] == "tool"]
     assert results == [("c1", "error"), ("c2", None)]
+
+
+def seat_check(handle_tool_error):
+    """A tool that reports a sold-out flight as a ``ToolException`` its ``handle_tool_error``
+    turns into its output, and finds seats on any other flight."""
+    from langchain_core.tools import ToolException, tool
+
+    @tool
+    def check_seats(flight: str) -> str:
+        """Check a flight's seats."""
+        if flight == "HAT107":
+            raise ToolException("HAT107 has no seats left on 2024-05-20")
+        return f"{flight}: 4 seats"
+
+    check_seats.handle_tool_error = handle_tool_error
+    return check_seats
+
+
+@pytest.mark.parametrize(
+    ("handle_tool_error", "output"),
+    [
+        (True, "HAT107 has no seats left on 2024-05-20"),
+        ("Seat check unavailable, try another flight.", "Seat check unavailable, try another flight."),
+        (lambda e: f"Could not check: {e}", "Could not check: HAT107 has no seats left on 2024-05-20"),
+    ],
+)
+def test_an_error_the_tool_turns_into_its_output_is_recorded_as_an_error(
+    recording_model, handle_tool_error, output
+):
+    check_seats = seat_check(handle_tool_error)
+    calls = [{"name": "check_seats", "args": {"flight": "HAT107"}, "id": "c1"}]
+    model = recording_model(AIMessage("", tool_calls=calls), AIMessage("HAT107 is full."))
+    damc = memory()
+
+    wrap(executor(model, tools=[check_seats]), damc).invoke({"input": "Any seats on HAT107?"})
+
+    (result,) = [m for m in model.received[1] if isinstance(m, ToolMessage)]
+    assert "FAILED" in result.content and output in result.content  # the handler's words, as a failure
+    (card,) = [c for c in damc.cards() if c.tool_name == "check_seats" and c.kind is not CardKind.TOOL_CALL]
+    assert card.kind is CardKind.TOOL_ERROR
+    assert card.constraints[0] == f"check_seats failed: {output}"
+    assert check_seats.handle_tool_error is handle_tool_error  # the executor's own tool is unchanged
+
+
+def test_parallel_runs_of_one_tool_record_only_the_failed_one_as_an_error(recording_model):
+    calls = [
+        {"name": "check_seats", "args": {"flight": "HAT107"}, "id": "c1"},
+        {"name": "check_seats", "args": {"flight": "HAT215"}, "id": "c2"},
+    ]
+    model = recording_model(AIMessage("", tool_calls=calls), AIMessage("Only HAT215 has seats."))
+    damc = memory()
+    wrapped = wrap(executor(model, tools=[seat_check(True)]), damc)
+
+    asyncio.run(wrapped.ainvoke({"input": "Seats on HAT107 or HAT215?"}))
+
+    results = [
+        (m["tool_call_id"], m["content"], m.get("status")) for m in damc.messages() if m["role"] == "tool"
+    ]
+    assert results == [
+        ("c1", "HAT107 has no seats left on 2024-05-20", "error"),
+        ("c2", "HAT215: 4 seats", None),
+    ]
+
+
+def test_arguments_the_tool_handles_as_invalid_are_recorded_as_an_error(recording_model):
+    from langchain_core.tools import tool
+
+    @tool
+    def check_seats(flight: str, passengers: int) -> str:
+        """Check a flight's seats for a party."""
+        return f"{flight}: seats for {passengers}"
+
+    check_seats.handle_validation_error = True
+    calls = [{"name": "check_seats", "args": {"flight": "HAT107", "passengers": "a few"}, "id": "c1"}]
+    model = recording_model(AIMessage("", tool_calls=calls), AIMessage("How many of you travel?"))
+    damc = memory()
+
+    wrap(executor(model, tools=[check_seats]), damc).invoke({"input": "Seats on HAT107?"})
+
+    (card,) = [c for c in damc.cards() if c.tool_name == "check_seats" and c.kind is not CardKind.TOOL_CALL]
+    assert card.kind is CardKind.TOOL_ERROR and card.text == "Tool input validation error"
