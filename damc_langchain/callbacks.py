@@ -31,6 +31,9 @@ from ._recorder import announcement, bubbles_up, error_result, tool_messages
 logger = logging.getLogger("damc.langchain")
 _RUNS_KEPT = 4096
 """Runs remembered for finding a model call's top-level run; the oldest are forgotten."""
+_INVALID_TOOL = "invalid_tool"
+"""The tool a langchain-classic ``AgentExecutor`` runs (``InvalidTool``) to answer a call of a tool
+it lacks, named as ``requested_tool_name``."""
 _T = TypeVar("_T")
 _MIDDLEWARE_HOOK = re.compile(r"\.(before|after)_(model|agent)$")
 """A graph node of ``create_agent`` middleware (``SummarizationMiddleware.before_model``)."""
@@ -56,8 +59,9 @@ class DamcCallbackHandler(BaseCallbackHandler):
     def __init__(self, memory: DecisionMemory, *, compress_rebuilt_tool_messages: bool = True) -> None:
         self.memory = memory
         self.compress_rebuilt_tool_messages = compress_rebuilt_tool_messages
-        self._running: dict[UUID, tuple[str, Any, str | None, bool]] = {}
-        """run id -> (tool, arguments, call id, whether an AgentExecutor announced the run)."""
+        self._running: dict[UUID, tuple[str, Any, str | None, bool, bool]] = {}
+        """run id -> (tool, arguments, call id, whether an AgentExecutor announced the run, whether
+        the run answers the call with an error whatever it returns)."""
         self._cards: dict[str, list[str]] = {}
         """call id -> cards of the announced runs with that id, oldest first (ids may be reused)."""
         self._turns: Counter[tuple[str, str]] = Counter()
@@ -118,14 +122,18 @@ class DamcCallbackHandler(BaseCallbackHandler):
         _remember(self._parents, run_id, kwargs.get("parent_run_id"))
         _remember(self._tool_runs, run_id, None)
         name = str((serialized or {}).get("name") or kwargs.get("name") or "unknown_tool")
+        arguments: Any = inputs if inputs is not None else input_str
+        requested = (inputs or {}).get("requested_tool_name") if name == _INVALID_TOOL else None
+        if requested:  # the executor's answer to a call of a tool it lacks: that call, failed
+            name, arguments = str(requested), None
         announced = None
         if tool_call_id is None:
             with self._announced_lock:
                 announced = announcement(self._announced, name, inputs, input_str)
                 if announced is not None:
-                    tool_call_id = self._announced.pop(announced)[1]
-        arguments = inputs if inputs is not None else input_str
-        self._running[run_id] = (name, arguments, tool_call_id, announced is not None)
+                    _, tool_call_id, called_with = self._announced.pop(announced)
+                    arguments = called_with if requested else arguments
+        self._running[run_id] = (name, arguments, tool_call_id, announced is not None, bool(requested))
 
     def on_tool_end(self, output: Any, *, run_id: UUID, **kwargs: Any) -> None:
         answers = tool_messages(output)
@@ -209,9 +217,11 @@ class DamcCallbackHandler(BaseCallbackHandler):
             logger.exception("damc: recording the prompt failed; the model call goes on unchanged")
 
     def _record(self, run_id: UUID, content: Any, *, error: bool) -> None:
-        name, arguments, call_id, announced = self._running.pop(run_id, ("unknown_tool", None, None, False))
+        name, arguments, call_id, announced, failed = self._running.pop(
+            run_id, ("unknown_tool", None, None, False, False)
+        )
         try:
-            card = self.memory.observe_tool(name, arguments, content, call_id=call_id, error=error)
+            card = self.memory.observe_tool(name, arguments, content, call_id=call_id, error=error or failed)
         except Exception:
             logger.exception("damc: recording the %s result failed; the agent goes on", name)
             return

@@ -95,14 +95,20 @@ class DAMCMemory(BaseMemory):
     def _record_step(self, action: Any, observation: Any, calls_seen: set[int]) -> None:
         log = [m for m in getattr(action, "message_log", ()) if isinstance(m, AIMessage) and m.tool_calls]
         call_id = getattr(action, "tool_call_id", None)
+        failed = _answers_a_missing_tool(str(action.tool), observation)
         if log and call_id:  # a tool-calling agent: keep the model's own call and its id
             if id(log[-1]) not in calls_seen:  # parallel calls share one assistant message
                 calls_seen.add(id(log[-1]))
                 self.memory.observe(to_event(log[-1]))
-            result = ToolMessage(content=_stored(observation), tool_call_id=call_id, name=action.tool)
+            result = ToolMessage(
+                content=_stored(observation),
+                tool_call_id=call_id,
+                name=action.tool,
+                status="error" if failed else "success",
+            )
             self.memory.observe(to_event(result))
         else:
-            self.memory.observe_tool(action.tool, action.tool_input, observation)
+            self.memory.observe_tool(action.tool, action.tool_input, observation, error=failed)
 
     def _input_key(self, inputs: dict[str, Any]) -> str:
         if self.input_key:
@@ -111,6 +117,16 @@ class DAMCMemory(BaseMemory):
         if len(candidates) != 1:
             raise ValueError(f"DAMCMemory cannot tell the input among {candidates}; set input_key=...")
         return candidates[0]
+
+
+def _answers_a_missing_tool(tool: str, observation: Any) -> bool:
+    """Whether ``observation`` is the executor's answer to a call of a tool it lacks
+    (``InvalidTool``'s): a failed call, which the steps return as an ordinary observation."""
+    return (
+        isinstance(observation, str)
+        and observation.startswith(f"{tool} is not a valid tool, try one of [")
+        and observation.endswith("].")
+    )
 
 
 def _identity(event: dict[str, Any]) -> tuple[str, str, str]:

@@ -282,6 +282,8 @@ class _ToolRuns(BaseCallbackHandler):
             if call.tool not in self.tools:
                 answer = InvalidTool()._run(call.tool, self.tools)  # as the executor answers it
                 result = format_to_tool_messages([(call, answer)])[-1]
+                if isinstance(result, ToolMessage):
+                    result.status = "error"
                 self.step.recorder.record_tool_result(result, calls=ids, place=place)
 
     def on_tool_start(

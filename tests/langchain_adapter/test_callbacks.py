@@ -102,6 +102,18 @@ def test_a_failing_tool_is_recorded_as_an_error_card_before_the_error_propagates
     assert errors[0].tool_call_id == "e1"
 
 
+def test_a_call_of_a_tool_the_executor_lacks_is_recorded_as_that_calls_error(recording_model):
+    memory = DecisionMemory(store=InMemoryStore())
+    model = recording_model(call("notify", {"to": "mia"}, "n1"), AIMessage("I cannot notify you."))
+
+    executor(model).invoke({"input": "Notify me"}, config={"callbacks": [DamcCallbackHandler(memory)]})
+
+    (answer,) = [c for c in memory.cards() if c.kind is CardKind.TOOL_ERROR]
+    assert (answer.tool_name, answer.tool_call_id, answer.arguments) == ("notify", "n1", {"to": "mia"})
+    assert answer.text == "notify is not a valid tool, try one of [get_user_details, search_flights, book]."
+    assert not [c for c in memory.cards() if c.kind is CardKind.TOOL_RESULT]
+
+
 def test_async_runs_are_recorded_too(recording_model):
     memory = DecisionMemory(store=InMemoryStore())
     handler = DamcCallbackHandler(memory)

@@ -217,3 +217,21 @@ def test_odd_outputs_and_a_block_answer_are_recorded_once_as_the_memory_keeps_th
 def _identity(event):
     calls = tuple(c["id"] for c in event.get("tool_calls") or ())
     return event["role"], calls or event.get("tool_call_id") or event["content"]
+
+
+@pytest.mark.parametrize("with_handler", [False, True], ids=["alone", "with the callback handler"])
+def test_a_call_of_a_tool_the_executor_lacks_is_recorded_as_that_calls_error(recording_model, with_handler):
+    from damc_langchain import DamcCallbackHandler
+
+    from .scenario import call
+
+    model = recording_model(call("notify", {"to": "mia"}, "n1"), AIMessage("I cannot notify you."))
+    memory = damc_memory()
+    callbacks = [DamcCallbackHandler(memory.memory)] if with_handler else []
+
+    executor(model, memory).invoke({"input": "Notify me"}, config={"callbacks": callbacks})
+
+    (call_card, answer) = [c for c in memory.memory.cards() if c.tool_name]
+    assert (call_card.kind.value, call_card.tool_call_id) == ("tool_call", "n1")
+    assert (answer.kind.value, answer.tool_name, answer.tool_call_id) == ("tool_error", "notify", "n1")
+    assert answer.constraints[0].startswith("notify failed: notify is not a valid tool")

@@ -297,11 +297,11 @@ def test_a_step_calling_a_tool_the_executor_lacks_keeps_every_result_when_the_ru
     wrapped.invoke({"input": "What is my confirmation?"})
 
     assert "confirmation ZX9" in text(model.received[-1])
-    step = [(m["role"], m.get("tool_call_id"), m["content"]) for m in damc.messages()[1:4]]
+    step = [(m["role"], m.get("tool_call_id"), m["content"], m.get("status")) for m in damc.messages()[1:4]]
     assert step == [
-        ("assistant", None, ""),
-        ("tool", "c1", "booked HAT1, confirmation ZX9"),
-        ("tool", "c2", "notify is not a valid tool, try one of [book]."),
+        ("assistant", None, "", None),
+        ("tool", "c1", "booked HAT1, confirmation ZX9", None),
+        ("tool", "c2", "notify is not a valid tool, try one of [book].", "error"),
     ]
 
 
