@@ -34,6 +34,9 @@ _RUNS_KEPT = 4096
 _INVALID_TOOL = "invalid_tool"
 """The tool a langchain-classic ``AgentExecutor`` runs (``InvalidTool``) to answer a call of a tool
 it lacks, named as ``requested_tool_name``."""
+_PARSE_ERROR_TOOL = "_Exception"
+"""The tool it runs (``ExceptionTool``, ``handle_parsing_errors``) to answer a reply it could not
+parse with the error's text."""
 _T = TypeVar("_T")
 _MIDDLEWARE_HOOK = re.compile(r"\.(before|after)_(model|agent)$")
 """A graph node of ``create_agent`` middleware (``SummarizationMiddleware.before_model``)."""
@@ -133,7 +136,8 @@ class DamcCallbackHandler(BaseCallbackHandler):
                 if announced is not None:
                     _, tool_call_id, called_with = self._announced.pop(announced)
                     arguments = called_with if requested else arguments
-        self._running[run_id] = (name, arguments, tool_call_id, announced is not None, bool(requested))
+        failed = bool(requested) or name == _PARSE_ERROR_TOOL
+        self._running[run_id] = (name, arguments, tool_call_id, announced is not None, failed)
 
     def on_tool_end(self, output: Any, *, run_id: UUID, **kwargs: Any) -> None:
         answers = tool_messages(output)

@@ -46,3 +46,19 @@ def executor(model, prompt=SCRATCHPAD_PROMPT, tools=(get_user_details, search_fl
     tools = list(tools)
     agent = create_tool_calling_agent(model, tools, prompt)
     return AgentExecutor(agent=agent, tools=tools, return_intermediate_steps=True)
+
+
+def unparsable_call(name, arguments, call_id):
+    """A call whose arguments are not JSON, as LangChain's OpenAI model returns it (a reply cut off
+    at ``max_tokens``): a langchain-classic tools agent cannot parse it."""
+    return AIMessage(
+        "",
+        additional_kwargs={
+            "tool_calls": [
+                {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+            ]
+        },
+        invalid_tool_calls=[
+            {"id": call_id, "name": name, "args": arguments, "error": None, "type": "invalid_tool_call"}
+        ],
+    )

@@ -114,6 +114,21 @@ def test_a_call_of_a_tool_the_executor_lacks_is_recorded_as_that_calls_error(rec
     assert not [c for c in memory.cards() if c.kind is CardKind.TOOL_RESULT]
 
 
+def test_a_reply_the_executor_could_not_parse_is_recorded_as_an_error(recording_model):
+    from .scenario import unparsable_call
+
+    memory = DecisionMemory(store=InMemoryStore())
+    model = recording_model(unparsable_call("book", '{"flight": "HAT1', "b1"), AIMessage("Please retry."))
+    agent = executor(model).model_copy(update={"handle_parsing_errors": "Your call did not parse."})
+
+    agent.invoke({"input": "Book HAT1"}, config={"callbacks": [DamcCallbackHandler(memory)]})
+
+    (failed,) = [
+        c for c in memory.cards() if c.tool_name == "_Exception" and c.kind is not CardKind.TOOL_CALL
+    ]
+    assert failed.kind is CardKind.TOOL_ERROR and failed.text == "Your call did not parse."
+
+
 def test_async_runs_are_recorded_too(recording_model):
     memory = DecisionMemory(store=InMemoryStore())
     handler = DamcCallbackHandler(memory)

@@ -235,3 +235,18 @@ def test_a_call_of_a_tool_the_executor_lacks_is_recorded_as_that_calls_error(rec
     assert (call_card.kind.value, call_card.tool_call_id) == ("tool_call", "n1")
     assert (answer.kind.value, answer.tool_name, answer.tool_call_id) == ("tool_error", "notify", "n1")
     assert answer.constraints[0].startswith("notify failed: notify is not a valid tool")
+
+
+def test_a_reply_the_executor_could_not_parse_is_recorded_as_an_error(recording_model):
+    from .scenario import unparsable_call
+
+    model = recording_model(unparsable_call("book", '{"flight": "HAT1', "b1"), AIMessage("Please retry."))
+    memory = damc_memory()
+    agent = executor(model, memory)
+    agent.handle_parsing_errors = True
+
+    agent.invoke({"input": "Book HAT1"})
+
+    (failed,) = [c for c in memory.memory.cards() if c.tool_name and c.kind.value != "tool_call"]
+    assert (failed.kind.value, failed.tool_name) == ("tool_error", "_Exception")
+    assert failed.text == "Invalid or incomplete response"
