@@ -55,7 +55,11 @@ class DamcCallbackHandler(BaseCallbackHandler):
     A handler records one conversation, ``memory``'s session; for an agent serving several
     (checkpointer threads), give each its own handler on ``memory.for_session(thread_id)``. The
     turns that memory holds already (a handler made per run, a reopened store) are known when a
-    prompt sends them again, not recorded a second time."""
+    prompt sends them again, not recorded a second time.
+
+    A ``ToolException`` a tool's ``handle_tool_error`` turns into its output reaches callbacks as
+    that output when the tool runs without a call id (under an ``AgentExecutor``): it becomes an
+    error card only when its text reads as one (``"Error: ..."``)."""
 
     raise_error = False
 

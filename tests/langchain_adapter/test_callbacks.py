@@ -129,6 +129,25 @@ def test_a_reply_the_executor_could_not_parse_is_recorded_as_an_error(recording_
     assert failed.kind is CardKind.TOOL_ERROR and failed.text == "Your call did not parse."
 
 
+def test_an_error_a_tool_turns_into_its_output_is_recorded_as_an_error_when_its_text_says_so(recording_model):
+    @tool
+    def check_seats(flight: str) -> str:
+        """Check a flight's seats."""
+        raise ToolException(f"{flight} has no seats left")
+
+    # the executor runs tools without a call id: the handled error reaches the handler as output
+    check_seats.handle_tool_error = lambda e: f"Error: {e}"
+    memory = DecisionMemory(store=InMemoryStore())
+    model = recording_model(call("check_seats", {"flight": "HAT107"}, "s1"), AIMessage("HAT107 is full."))
+
+    executor(model, tools=[check_seats]).invoke(
+        {"input": "Seats on HAT107?"}, config={"callbacks": [DamcCallbackHandler(memory)]}
+    )
+
+    (failed,) = [c for c in memory.cards() if c.tool_call_id == "s1" and c.kind is not CardKind.TOOL_CALL]
+    assert failed.kind is CardKind.TOOL_ERROR and failed.text == "Error: HAT107 has no seats left"
+
+
 def test_async_runs_are_recorded_too(recording_model):
     memory = DecisionMemory(store=InMemoryStore())
     handler = DamcCallbackHandler(memory)
