@@ -342,8 +342,10 @@ class TemplateCompressor:
         for table in card.tables:
             if card.stale_rows or card.stale_cells:
                 table = _point_stale_rows(table, card.stale_rows, card.stale_cells)
-            # a skeleton keeps every row of a short table that has columns to keep
-            short_kept = detail != "skeleton" or bool(_skeleton_columns(table, frozenset()))
+            # a skeleton keeps every row of a short table that has columns to keep, or is all the card holds
+            short_kept = (
+                detail != "skeleton" or _tables_only(card) or bool(_skeleton_columns(table, frozenset()))
+            )
             if len(table.rows) > self.focus_min_rows or not short_kept:
                 terms.update(*(_cell_terms(cell) for row in table.rows for cell in row))
         return frozenset(terms)
@@ -407,7 +409,7 @@ class TemplateCompressor:
             if card.stale_rows or card.stale_cells:
                 table = _point_stale_rows(table, card.stale_rows, card.stale_cells)
             if detail == "skeleton":
-                cut = self._skeleton_table(table, wanted, fields)
+                cut = self._skeleton_table(table, wanted, fields, whole_result=_tables_only(card))
                 omitted = omitted or cut != table
                 if not cut.rows:
                     continue
@@ -417,17 +419,18 @@ class TemplateCompressor:
             body += " (more)"
         return body or "(empty)"
 
-    def _skeleton_table(self, table: Table, wanted: frozenset[str], fields: frozenset[str]) -> Table:
+    def _skeleton_table(
+        self, table: Table, wanted: frozenset[str], fields: frozenset[str], *, whole_result: bool = False
+    ) -> Table:
         """Of a short table, every row; of a long one, the rows holding a wanted value. Only the
         identity columns, the fields that calls take, a status column that rules rows out
         (``sold out``) and a date every row shares (one value: ``all date=2024-05-22``) are kept,
-        when the table has any."""
+        when the table has any. A short table with none of these keeps only the rows wanted
+        (a booking's passengers), unless it is the ``whole_result``: an aggregate's
+        ``Country, TotalSales`` rows are all a query answered, and cut to none they say nothing."""
         keep = _skeleton_columns(table, fields)
-        rows = (
-            list(table.rows)
-            if keep and len(table.rows) <= self.focus_min_rows
-            else self.matching_rows(table, wanted)
-        )
+        short = len(table.rows) <= self.focus_min_rows
+        rows = list(table.rows) if short and (keep or whole_result) else self.matching_rows(table, wanted)
         left_out = table.size - len(rows)  # the header still tells the list's size
         if not keep:
             return Table(table.path, table.columns, tuple(rows), left_out)
@@ -496,6 +499,11 @@ class TemplateCompressor:
         if len(rows) < table.size and detail != "skeleton":  # a skeleton says "(more)" at its end
             lines.append(f" (+{table.size - len(rows)} more rows)")
         return "\n".join(lines)
+
+
+def _tables_only(card: Card) -> bool:
+    """Whether the card's tables are all it holds (no fact, no text): a query's rows."""
+    return bool(card.tables) and not card.facts and not card.text
 
 
 def _skeleton_columns(table: Table, fields: frozenset[str]) -> list[int]:

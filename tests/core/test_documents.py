@@ -138,6 +138,24 @@ def test_sql_rows_are_named_by_the_query_so_a_skeleton_keeps_each_row_s_id(memor
     assert all(track_id in skeleton for track_id in ("2850", "2868", "3177"))  # what a next query filters by
 
 
+def test_an_aggregate_s_rows_stay_in_its_skeleton(memory, msg):
+    """A query's rows with no identifier column (one total per country) are all it answered: a
+    skeleton keeps them whole rather than show an empty result."""
+    query = (
+        "SELECT c.Country, SUM(i.Total) AS TotalSales FROM Invoice i "
+        "JOIN Customer c ON i.CustomerId = c.CustomerId GROUP BY c.Country ORDER BY TotalSales DESC LIMIT 3;"
+    )
+    memory.observe(msg.call("q", "sql_db_query", {"query": query}))
+    card = memory.observe(
+        msg.result("q", "sql_db_query", "[('USA', 523.06), ('Canada', 303.96), ('France', 195.1)]")
+    )
+
+    skeleton = memory.compressor.render(card, detail="skeleton")
+
+    assert skeleton.endswith(" rows (3): Country TotalSales\n USA 523.06\n Canada 303.96\n France 195.1")
+    assert memory.compressor.terms_read(card, detail="skeleton") == frozenset()  # whatever the focus
+
+
 @pytest.mark.parametrize(
     ("sql", "names"),
     [
