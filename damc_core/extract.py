@@ -24,13 +24,31 @@ _THOUSANDS = re.compile(r"\d{1,3}(?:,\d{3})+(?:\.\d+)?")
 @functools.lru_cache(maxsize=65536)
 def is_identifier(token: str) -> bool:
     """Identifiers and codes: anything with a digit (``HAT136``, ``#W4923227``, ``credit_card_44``,
-    ``7447``) or an upper-case code of three or more letters (``JFK``).
+    ``7447``), an upper-case code of three or more letters (``JFK``) that is no SQL word
+    (``CREATE``, ``NOT NULL``, ``NVARCHAR``), or a name in camel case (``CustomerId``,
+    ``InvoiceLine``: a column, table or class a later call names).
 
     Cached: long prose repeats its words, and a 10 MB text has a million tokens to check."""
     core = token.lstrip("#")
     if len(core) < 2:
         return False
-    return DIGIT.search(core) is not None or (len(core) >= 3 and core.isalpha() and core.isupper())
+    if DIGIT.search(core) is not None or _CAMEL_CASE.fullmatch(core) is not None:
+        return True
+    return len(core) >= 3 and core.isalpha() and core.isupper() and core not in SQL_WORDS
+
+
+_CAMEL_CASE = re.compile(r"[A-Z][a-z]+(?:[A-Z][a-z]*)+")
+_SQL_WORDS = """
+ALL ALTER AND ASC AUTOINCREMENT BETWEEN BIGINT BLOB BOOLEAN BY CASE CAST CHAR CHECK COLLATE
+COLUMN CONSTRAINT COUNT CREATE CROSS DATE DATETIME DECIMAL DEFAULT DELETE DESC DISTINCT DOUBLE
+DROP ELSE END EXISTS FALSE FLOAT FOREIGN FROM FULL GROUP HAVING INDEX INNER INSERT INT INTEGER
+INTO JOIN KEY LEFT LIKE LIMIT NCHAR NOT NULL NUMERIC NVARCHAR OFFSET OUTER ORDER PRIMARY REAL
+REFERENCES RIGHT ROWID SELECT SERIAL SET SMALLINT SQL TABLE TEXT THEN TIME TIMESTAMP TINYINT TRUE
+UNION UNIQUE UPDATE USING VALUES VARCHAR VIEW WHEN WHERE WITH
+"""
+SQL_WORDS = frozenset(_SQL_WORDS.split())
+"""Upper-case words of SQL (keywords and column types): a schema or a query is full of them, and
+they name nothing a later call takes."""
 
 
 DIGIT = re.compile(r"\d")

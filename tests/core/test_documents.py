@@ -504,3 +504,41 @@ def test_prose_that_holds_a_colon_a_bracket_or_a_small_example_stays_text(memory
 
     assert not card.tables and not any(f.path == "note" for f in card.facts)
     assert card.text == text
+
+
+# LangChain's SQLDatabaseToolkit: sql_db_schema prints each table's CREATE TABLE statement and three
+# sample rows (SQLDatabase.get_table_info), sql_db_list_tables the table names joined by ", ".
+SCHEMA = (
+    '\nCREATE TABLE "Album" (\n\t"AlbumId" INTEGER NOT NULL, \n\t"Title" NVARCHAR(160) NOT NULL, \n'
+    '\t"ArtistId" INTEGER NOT NULL, \n\tPRIMARY KEY ("AlbumId"), \n'
+    '\tFOREIGN KEY("ArtistId") REFERENCES "Artist" ("ArtistId")\n)\n\n/*\n3 rows from Album table:\n'
+    "AlbumId\tTitle\tArtistId\n1\tFor Those About To Rock We Salute You\t1\n2\tBalls to the Wall\t2\n"
+    '3\tRestless and Wild\t2\n*/\n\n\nCREATE TABLE "Invoice" (\n\t"InvoiceId" INTEGER NOT NULL, \n'
+    '\t"CustomerId" INTEGER NOT NULL, \n\t"InvoiceDate" DATETIME NOT NULL, \n'
+    '\t"BillingCountry" NVARCHAR(40), \n\t"Total" NUMERIC(10, 2) NOT NULL, \n'
+    '\tPRIMARY KEY ("InvoiceId"), \n\tFOREIGN KEY("CustomerId") REFERENCES "Customer" ("CustomerId")\n'
+    ")\n\n/*\n3 rows from Invoice table:\nInvoiceId\tCustomerId\tInvoiceDate\tBillingCountry\tTotal\n"
+    "1\t2\t2021-01-01 00:00:00\tGermany\t1.98\n2\t1\t2021-01-02 00:00:00\tBrazil\t3.96\n"
+    "3\t3\t2021-01-03 00:00:00\tCanada\t5.94\n*/"
+)
+
+
+def test_a_schema_s_column_names_are_its_facts_not_its_sql_words(memory, msg):
+    memory.observe(msg.call("s", "sql_db_schema", {"table_names": "Album, Invoice"}))
+    card = memory.observe(msg.result("s", "sql_db_schema", SCHEMA))
+
+    stated = {fact.value for fact in card.facts}
+    assert {"AlbumId", "ArtistId", "InvoiceId", "CustomerId", "BillingCountry"} <= stated  # a query's names
+    assert stated.isdisjoint({"CREATE", "TABLE", "NOT", "NULL", "NVARCHAR", "INTEGER", "PRIMARY", "KEY"})
+    assert {"albumid", "customerid", "invoicedate"} <= card.terms  # found by a focus that names them
+    summary = memory.compressor.render(card)
+    assert all(name in summary for name in ("AlbumId", "ArtistId", "CustomerId", "InvoiceId"))
+
+
+def test_every_listed_table_is_a_search_term(memory, msg):
+    memory.observe(msg.call("t", "sql_db_list_tables", {"tool_input": ""}))
+    listed = "Album, Artist, Customer, Genre, Invoice, InvoiceLine, MediaType, PlaylistTrack, Track"
+    card = memory.observe(msg.result("t", "sql_db_list_tables", listed))
+
+    assert {name.lower() for name in listed.split(", ")} <= card.terms
+    assert memory.compressor.render(card, detail="skeleton").endswith(f"-> {listed}")
