@@ -228,7 +228,8 @@ _FRESH_WHY = "fades with each newer card from the same tool"
 PENDING_IN_SERIES = 0.9
 """Score of a lookup whose entity an action going through a series has not reached yet: the
 reservations looked up one by one and then changed one by one, the next to change is one whose
-lookup the action has not taken."""
+lookup the action has not taken. Not when the user has just agreed to a proposal: that names the
+next action, which may leave the series (a return after a run of cancellations)."""
 _PENDING_WHY = "looked up like the entities an action has gone through; not acted on yet"
 _REQUEST_SCORE = Score("request", 1.0, _REQUEST_WHY)
 _PROPOSAL_SCORE = Score("proposal", PROPOSAL, _PROPOSAL_WHY)
@@ -480,7 +481,7 @@ class HeuristicValuator:
             if card.seq == proposal_seq and card.kind is CardKind.ASSISTANT_CONCLUSION and card.facts:
                 next_up = PROPOSAL
                 scores += (_PROPOSAL_SCORE,)
-            elif card.id in pending:
+            elif card.id in pending and proposal_seq < 0:
                 next_up = PENDING_IN_SERIES
                 scores += (_PENDING_SCORE,)
             aged = card.prior * decay * freshness

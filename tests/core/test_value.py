@@ -460,3 +460,37 @@ def test_the_next_entity_of_a_series_of_changes_outranks_the_changes_already_mad
     assert any(s.name == "pending" for s in next_up.scores)
     changed_lookups = [d for d in built.decisions if d.card_id in ("c2", "c4", "c6")]
     assert not any(s.name == "pending" for d in changed_lookups for s in d.scores)
+
+
+def test_an_agreed_proposal_outranks_the_series_it_leaves(make_memory, msg, memory_text):
+    memory = make_memory(settings=MemorySettings(budget=260, recent_messages=0))
+    memory.observe(msg.user("Cancel my pending orders, then return the lamp I got."))
+    orders = ["#W9373487", "#W5481803", "#W2692684", "#W7449508"]
+    for i, order in enumerate(orders):  # looked up one by one
+        memory.observe(msg.call(f"o{i}", "get_order_details", {"order_id": order}))
+        items = [
+            {"name": name, "item_id": f"64779155{i}{k}", "price": 120 + k} for k, name in enumerate("ABC")
+        ]
+        details = {"order_id": order, "status": "pending" if i < 3 else "delivered", "items": items}
+        memory.observe(msg.result(f"o{i}", "get_order_details", details))
+    for i, order in enumerate(orders[:2]):  # two cancelled; #W2692684's turn would be next
+        memory.observe(
+            msg.call(f"c{i}", "cancel_pending_order", {"order_id": order, "reason": "no longer needed"})
+        )
+        memory.observe(
+            msg.result(f"c{i}", "cancel_pending_order", {"order_id": order, "status": "cancelled"})
+        )
+    proposal = memory.observe(
+        msg.assistant(
+            "To confirm, I will return item 6477915530 of order #W7449508 to gift_card_7711863. "
+            "Shall I proceed?"
+        )
+    )
+    memory.observe(msg.user("Yes, please go ahead."))
+
+    built = memory.build()
+
+    agreed = next(d for d in built.decisions if d.card_id == proposal.id)
+    assert agreed.kept and "gift_card_7711863" in memory_text(built.messages)
+    lookup = next(d for d in built.decisions if d.card_id == "c6")  # #W2692684's, still not acted on
+    assert not any(s.name == "pending" for s in lookup.scores)
