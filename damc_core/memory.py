@@ -662,19 +662,28 @@ class DecisionMemory:
     def _link_sources(self, call_card_id: str, calls: list[ToolCall]) -> None:
         """Link each call to the newest earlier cards holding one of its argument values. A word
         value (``economy``, not an identifier) that the user said links to that user turn only:
-        a result that merely shows the word (another booking's cabin) was not where it came from."""
+        a result that merely shows the word (another booking's cabin) was not where it came from.
+        Of the results holding a value, those holding the most of the call's values are where it
+        came from: a search for a flight's route and date took them from that flight's booking,
+        not from another booking through the same airports."""
         session = self._session
         call_seq = _seq_of(call_card_id)
         for call in calls:
             values = {v.lower().lstrip("#") for v in argument_values(call.arguments)}
             used: set[str] = set()
+            held: dict[str, int] = {}  # card id -> how many of the call's values it holds
             for value in values:
                 newest = itertools.islice(reversed(session.by_term.get(value, ())), MENTION_FANOUT)
                 earlier = [i for i in newest if _seq_of(i) < call_seq]
                 if not IDENTIFIER_TERM.fullmatch(value):
                     said = [i for i in earlier if session.cards[i].kind is CardKind.USER_INSTRUCTION]
                     earlier = said[:1] or earlier
-                used.update(earlier[:LINK_FANOUT])
+                results = [i for i in earlier if session.cards[i].kind is CardKind.TOOL_RESULT]
+                for i in results:
+                    if i not in held:
+                        held[i] = len(session.cards[i].terms & values)
+                most = max((held[i] for i in results), default=0)
+                used.update([i for i in earlier if held.get(i, most) == most][:LINK_FANOUT])
             fields = argument_fields(call.arguments)
             for source_id in used:
                 source = session.cards[source_id]

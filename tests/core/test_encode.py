@@ -408,6 +408,32 @@ def test_a_value_reused_by_a_later_call_links_the_cards(memory, airline_messages
     assert any(s.name == "causal" for s in memory.card(user_details.id).scores)
 
 
+def test_a_call_links_to_the_card_holding_its_values_together_not_to_one_sharing_a_few(memory, msg):
+    def booking(reservation, legs):
+        flights = [{"origin": a, "destination": b, "flight_number": n, "date": d} for a, b, n, d in legs]
+        return {"reservation_id": reservation, "cabin": "business", "flights": flights}
+
+    memory.observe(msg.call("r1", "get_reservation_details", {"reservation_id": "JG7FMM"}))
+    downgrading = memory.observe(
+        msg.result(
+            "r1", "get_reservation_details", booking("JG7FMM", [("MCO", "BOS", "HAT028", "2024-05-21")])
+        )
+    )
+    memory.observe(msg.call("r2", "get_reservation_details", {"reservation_id": "LQ940Q"}))
+    same_airports = memory.observe(
+        msg.result(
+            "r2", "get_reservation_details", booking("LQ940Q", [("MCO", "BOS", "HAT013", "2024-05-16")])
+        )
+    )
+
+    search = memory.observe(
+        msg.call("s1", "search_direct_flight", {"origin": "MCO", "destination": "BOS", "date": "2024-05-21"})
+    )
+
+    assert search.id in memory.card(downgrading.id).decision_links
+    assert search.id not in memory.card(same_airports.id).decision_links
+
+
 def test_a_timestamp_matches_its_day_but_not_every_date_of_its_year():
     from damc_core.extract import term_variants
 
