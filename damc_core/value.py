@@ -215,6 +215,11 @@ PROPOSAL = 0.9
 6117189161 to credit_card_3124723?" - "Yes, go ahead"): the action it proposed comes next, with
 its values. Only when that agreement is the newest event and the turn holds exact values."""
 
+RECORD_AGING = 0.5
+"""Exponent on the time decay of a lookup by id (a reservation, an order, a profile): the record
+of an entity the task works on stays true and in use for the whole conversation, while a search
+or a step's output is soon replaced by the next; its decay is the square root of theirs."""
+
 SHARED_TERMS_CAP = 0.9
 """Highest focus from shared terms alone: a lookup of the entity the dialogue is on (its id in the
 focus) outranks one that shares names and dates with it (another reservation of the same user)."""
@@ -454,6 +459,8 @@ class HeuristicValuator:
             if focus_tools and card.tool_name in focus_tools:
                 focus = max(focus, 0.3 * focus_weight)
             decay = decay_of(card, context)
+            if subject and viewed:  # the record of an entity ages at half the rate (see RECORD_AGING)
+                decay **= RECORD_AGING
             scores = standing.get((decay, rank))
             if scores is None:
                 freshness = max(self.rank_floor, self.rank_decay**rank)

@@ -494,3 +494,23 @@ def test_an_agreed_proposal_outranks_the_series_it_leaves(make_memory, msg, memo
     assert agreed.kept and "gift_card_7711863" in memory_text(built.messages)
     lookup = next(d for d in built.decisions if d.card_id == "c6")  # #W2692684's, still not acted on
     assert not any(s.name == "pending" for s in lookup.scores)
+
+
+def test_the_record_of_an_entity_ages_slower_than_a_search(memory, msg):
+    memory.observe(msg.call("r1", "get_reservation_details", {"reservation_id": "4NQLHD"}))
+    reservation = memory.observe(
+        msg.result("r1", "get_reservation_details", {"reservation_id": "4NQLHD", "flight_number": "HAT021"})
+    )
+    memory.observe(msg.call("s1", "search_direct_flight", {"origin": "IAH", "destination": "LAS"}))
+    search = memory.observe(msg.result("s1", "search_direct_flight", [{"flight_number": "HAT112"}]))
+    for turn in range(12):  # the dialogue goes on about the price
+        memory.observe(msg.user(f"Would it fit under $1,00{turn}?"))
+        memory.observe(msg.assistant("Let me work that out."))
+
+    decisions = {d.card_id: d for d in memory.build().decisions}
+    decay = {
+        card.id: next(s.value for s in decisions[card.id].scores if s.name == "decay")
+        for card in (reservation, search)
+    }
+
+    assert decay[reservation.id] > decay[search.id]  # though the older of the two
