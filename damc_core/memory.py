@@ -1882,8 +1882,8 @@ def _from_responses_item(message: Message) -> Message:
     other items with a role are messages, whose text and image parts (``input_text``,
     ``output_text``, ``input_image``) are read as chat parts."""
     content = message.get("content")
-    if message.get("type") == "message":  # the item's own fields are no chat message's
-        message = {key: value for key, value in message.items() if key not in ("type", "id", "status")}
+    if message.get("type") == "message":  # its other fields (id, status, phase) are no chat message's
+        message = {key: message[key] for key in ("role", "content") if key in message}
     if isinstance(content, list) and _are_parts(content):  # chat parts are kept as they are
         message = {**message, "content": [_chat_part(part) for part in content]}
     kind, call_id = message.get("type"), message.get("call_id")

@@ -401,6 +401,38 @@ def test_the_openai_sdks_responses_output_items_are_read_as_the_calls_they_hold(
     assert sent[4]["tool_call_id"] == "call_2"
 
 
+def test_a_responses_api_message_is_sent_with_the_fields_of_a_chat_message_only(
+    make_memory, assert_valid_context
+):
+    """A Responses API message item has fields no chat message has (``phase``, which newer models
+    set, ``id``, ``status``); Chat Completions rejects a message with fields it does not know."""
+    responses = pytest.importorskip("openai.types.responses")
+    chat = pytest.importorskip("openai.types.chat")
+    answer = responses.ResponseOutputMessage.model_validate(
+        {
+            "type": "message",
+            "id": "msg_1",
+            "status": "completed",
+            "role": "assistant",
+            "phase": "final_answer",
+            "content": [{"type": "output_text", "text": "Order #W100 has shipped.", "annotations": []}],
+        }
+    )
+    memory = make_memory()
+    memory.observe({"role": "user", "content": "Where is order #W100?"})
+    memory.observe(answer)
+    memory.observe(answer.model_dump())  # with its unset fields as None
+    memory.observe({"role": "user", "content": "Thanks!"})
+
+    sent = memory.build(recent_messages=4).messages
+
+    assert_valid_context(sent)
+    answered = {"role": "assistant", "content": [{"type": "text", "text": "Order #W100 has shipped."}]}
+    assert sent[1:3] == [answered, answered]
+    assert set(sent[1]) <= chat.ChatCompletionAssistantMessageParam.__annotations__.keys()
+    assert memory.recall("c1") == answer.model_dump(exclude_none=True)  # the record keeps it as it came
+
+
 def test_a_pydantic_object_that_is_no_message_is_kept_as_its_repr(memory):
     """Only a message or a tool call is read as its fields; a record of the user's own with an
     ``id`` is an unknown event whose text is its repr, as any object is."""
