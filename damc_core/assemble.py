@@ -130,7 +130,8 @@ def valid_sequence(messages: Sequence[Message]) -> list[Message]:
     Tool results without a matching call in the assistant message just before them are dropped, as
     are calls without an id or a name (see ``sendable_call``);
     tool calls that got no result are removed from their assistant message (the message is dropped
-    if nothing else is left in it). Repeated call ids are matched in order. A null content on a
+    if nothing else is left in it); the calls of one step given as messages of their own (see
+    ``more_calls``) are one message. Repeated call ids are matched in order. A null content on a
     message without tool calls, or on a tool result, becomes an empty string.
     """
     out: list[Message] = []
@@ -146,8 +147,12 @@ def valid_sequence(messages: Sequence[Message]) -> list[Message]:
             out.append(_with_text(message))
             index += 1
             continue
-        results: list[Message] = []
         index += 1
+        while index < len(messages) and more_calls(message, messages[index]):
+            message = {**message, "tool_calls": [*calls, *messages[index]["tool_calls"]]}
+            calls = message["tool_calls"]
+            index += 1
+        results: list[Message] = []
         while index < len(messages) and messages[index].get("role") == "tool":
             results.append(messages[index])
             index += 1
@@ -168,6 +173,19 @@ def valid_sequence(messages: Sequence[Message]) -> list[Message]:
         elif message.get("content"):
             out.append({k: v for k, v in message.items() if k != "tool_calls"})
     return out
+
+
+def more_calls(before: Message, message: Message) -> bool:
+    """Whether ``message`` holds more calls of the step whose calls ``before`` holds: both are the
+    assistant's calls, ``message`` without text of its own (the Responses API gives each of a
+    step's parallel calls as an item of its own, which Chat Completions takes as one message)."""
+    return (
+        before.get("role") == message.get("role") == "assistant"
+        and bool(before.get("tool_calls"))
+        and isinstance(message.get("tool_calls"), list)
+        and bool(message["tool_calls"])
+        and not message.get("content")
+    )
 
 
 def sendable_call(call: object) -> bool:

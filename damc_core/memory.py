@@ -27,7 +27,7 @@ from typing import Any, Literal, ParamSpec, TypeVar
 
 import numpy as np
 
-from .assemble import Assembler, DefaultAssembler, fence_memory, sendable_call
+from .assemble import Assembler, DefaultAssembler, fence_memory, more_calls, sendable_call
 from .checks import finite_number, whole_number
 from .compress import (
     Compressor,
@@ -1305,9 +1305,11 @@ class DecisionMemory:
                 if not isinstance(answered, str) or answered not in calls:
                     continue
             elif message.get("role") == "assistant":
-                calls = {c["id"] for c in message.get("tool_calls") or () if sendable_call(c)}
-                if message.get("tool_calls") and not calls:
+                sendable = {c["id"] for c in message.get("tool_calls") or () if sendable_call(c)}
+                if message.get("tool_calls") and not sendable:
                     continue  # no call a chat API would take: its card tells what was asked
+                more = bool(window) and more_calls(window[-1].message, message)
+                calls = calls | sendable if more else sendable
             else:
                 calls = set()
             window.append(entry)
@@ -1339,14 +1341,17 @@ class DecisionMemory:
             return frozenset()
         shown: set[str] = set()
         ids: Counter[str] = Counter()
+        before: Message = {}
         for entry in entries:
             message = entry.message
             if message.get("role") == "assistant":
-                ids = Counter(
+                step = Counter(
                     str(c.get("id")) for c in message.get("tool_calls") or () if isinstance(c, dict)
                 )
+                ids = ids + step if more_calls(before, message) else step
             elif message.get("role") == "tool" and ids[str(message.get("tool_call_id"))] == 1:
                 shown.add(entry.card_id)
+            before = message
         return frozenset(shown)
 
     def _recent_message(

@@ -401,6 +401,37 @@ def test_the_openai_sdks_responses_output_items_are_read_as_the_calls_they_hold(
     assert sent[4]["tool_call_id"] == "call_2"
 
 
+def test_parallel_calls_of_the_responses_api_go_back_as_one_assistant_message_with_their_results(
+    make_memory, assert_valid_context
+):
+    """The Responses API gives each of a step's parallel calls as an item of its own, then their
+    outputs: the calls are one assistant message in Chat Completions, each output after them."""
+    memory = make_memory()
+    memory.observe({"role": "user", "content": "Where are orders #W100 and #W200?"})
+    for n, order in ((1, "#W100"), (2, "#W200")):
+        memory.observe(
+            {
+                "type": "function_call",
+                "id": f"fc_{n}",
+                "call_id": f"call_{n}",
+                "name": "get_order",
+                "arguments": json.dumps({"order_id": order}),
+            }
+        )
+    for n, status in ((1, "shipped"), (2, "delivered")):
+        memory.observe({"type": "function_call_output", "call_id": f"call_{n}", "output": status})
+
+    sent = memory.build(recent_messages=5).messages
+
+    assert_valid_context(sent)
+    assert [m["role"] for m in sent] == ["user", "assistant", "tool", "tool"]
+    assert [call["id"] for call in sent[1]["tool_calls"]] == ["call_1", "call_2"]
+    assert [(m["tool_call_id"], m["content"]) for m in sent[2:]] == [
+        ("call_1", "[c3] -> shipped"),  # its call is in the message before: not repeated
+        ("call_2", "[c4] -> delivered"),
+    ]
+
+
 def test_a_responses_api_message_is_sent_with_the_fields_of_a_chat_message_only(
     make_memory, assert_valid_context
 ):
