@@ -97,6 +97,9 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 KNOWN_ROLES = frozenset({"system", "developer", "user", "assistant", "tool"})
+REASONING = "reasoning"
+"""The role a reasoning item of the Responses API is read as: its summary is a card, but no turn
+of the dialogue, since no chat API takes one."""
 OPEN_DECISIONS_KEPT = 64
 """Tool calls awaiting their result to be learnt from; the oldest give way (a call whose result
 never came would hold its context, the history up to it, for good)."""
@@ -1077,6 +1080,10 @@ class DecisionMemory:
                 decisions.append(
                     Decision(card.id, False, "its arguments head the result card", 0.0, 0, card.raw_tokens)
                 )
+            elif card.source == REASONING and not card.text:
+                decisions.append(
+                    Decision(card.id, False, "reasoning without a summary", 0.0, 0, card.raw_tokens)
+                )
             else:
                 candidates.append(card)
         return candidates, decisions
@@ -1300,6 +1307,8 @@ class DecisionMemory:
         calls: set[str] = set()
         for entry in history[start:]:
             message = entry.message
+            if message.get("role") == REASONING:
+                continue
             if message.get("role") == "tool":
                 answered = message.get("tool_call_id")
                 if not isinstance(answered, str) or answered not in calls:
@@ -1832,8 +1841,8 @@ def normalize_event(event: Mapping[str, Any] | Any) -> tuple[Message, str]:
 def _model_fields(value: object) -> object:
     """A pydantic model of a message or a tool call as the dict of its fields (the OpenAI SDK's
     ``response.choices[0].message`` and its tool calls, which its docs append to the messages as
-    they are, and the call items of a Responses API ``response.output``, which have no role), a
-    message keeping its ``content`` when that is ``None``; anything else as it is."""
+    they are, and the call and reasoning items of a Responses API ``response.output``, which have
+    no role), a message keeping its ``content`` when that is ``None``; anything else as it is."""
     dump = getattr(value, "model_dump", None)
     if isinstance(value, (Mapping, type)) or not callable(dump):
         return value
@@ -1844,6 +1853,8 @@ def _model_fields(value: object) -> object:
     if not isinstance(fields, dict):
         return value
     if fields.get("type") in _RESPONSES_CALL_ITEMS and isinstance(fields.get("call_id"), str):
+        return fields
+    if _is_reasoning_item(fields):
         return fields
     if not {"role", "function", "custom"} & fields.keys():
         return value  # not a message nor a tool call: kept as its repr, which the card reads
@@ -1883,15 +1894,18 @@ def _with_tool_calls(message: Message) -> Message:
 def _from_responses_item(message: Message) -> Message:
     """A call or a call's output of OpenAI's Responses API (``{"type": "function_call", "call_id",
     "name", "arguments"}``, ``{"type": "function_call_output", "call_id", "output"}`` and their
-    custom-tool kinds), which has no role, as the assistant tool call or tool result it is. Its
-    other items with a role are messages, whose text and image parts (``input_text``,
-    ``output_text``, ``input_image``) are read as chat parts."""
+    custom-tool kinds), which has no role, as the assistant tool call or tool result it is; a
+    reasoning item as the text of its summary (see :data:`REASONING`). Its other items with a
+    role are messages, whose text and image parts (``input_text``, ``output_text``,
+    ``input_image``) are read as chat parts."""
     content = message.get("content")
     if message.get("type") == "message":  # its other fields (id, status, phase) are no chat message's
         message = {key: message[key] for key in ("role", "content") if key in message}
     if isinstance(content, list) and _are_parts(content):  # chat parts are kept as they are
         message = {**message, "content": [_chat_part(part) for part in content]}
     kind, call_id = message.get("type"), message.get("call_id")
+    if message["role"] == "unknown" and _is_reasoning_item(message):
+        return {"role": REASONING, "content": "\n".join(_reasoning_texts(message))}
     if message["role"] != "unknown" or not isinstance(call_id, str):
         return message
     if kind in ("function_call_output", "custom_tool_call_output"):
@@ -1913,6 +1927,16 @@ def _from_responses_item(message: Message) -> Message:
     else:
         return message
     return {"role": "assistant", "content": None, "tool_calls": [call]}
+
+
+def _is_reasoning_item(item: Mapping[str, Any]) -> bool:
+    return item.get("type") == "reasoning" and isinstance(item.get("summary"), list)
+
+
+def _reasoning_texts(item: Mapping[str, Any]) -> list[str]:
+    """The text of a reasoning item's summary; its encrypted reasoning is for the API that made it."""
+    parts = item["summary"]
+    return [part["text"] for part in parts if isinstance(part, Mapping) and isinstance(part.get("text"), str)]
 
 
 def _are_parts(content: object) -> bool:

@@ -432,6 +432,62 @@ def test_parallel_calls_of_the_responses_api_go_back_as_one_assistant_message_wi
     ]
 
 
+def test_a_reasoning_item_of_the_responses_api_is_its_summary_and_no_turn_of_the_dialogue(
+    make_memory, assert_valid_context, memory_text
+):
+    """A reasoning model's ``response.output`` opens with a reasoning item (its summary, and the
+    encrypted reasoning when asked for), which Chat Completions has no message for."""
+    responses = pytest.importorskip("openai.types.responses")
+    thought, call = responses.Response.model_validate(
+        {
+            "id": "resp_1",
+            "object": "response",
+            "created_at": 1_715_785_200,
+            "model": "o4-mini",
+            "parallel_tool_calls": True,
+            "tool_choice": "auto",
+            "tools": [],
+            "output": [
+                {
+                    "type": "reasoning",
+                    "id": "rs_1",
+                    "summary": [{"type": "summary_text", "text": "I should look up order #W100."}],
+                    "encrypted_content": "gAAAAB" + "Qk9PSw" * 200,
+                },
+                {
+                    "type": "function_call",
+                    "id": "fc_1",
+                    "call_id": "call_1",
+                    "name": "get_order",
+                    "arguments": json.dumps({"order_id": "#W100"}),
+                },
+            ],
+        }
+    ).output
+    unsummarized = responses.ResponseReasoningItem(type="reasoning", id="rs_2", summary=[])
+    memory = make_memory()
+    memory.observe({"role": "user", "content": "Where is order #W100?"})
+
+    cards = [
+        memory.observe(thought),
+        memory.observe(call),
+        memory.observe({"type": "function_call_output", "call_id": "call_1", "output": "shipped"}),
+        memory.observe(unsummarized.model_dump()),
+        memory.observe({"role": "assistant", "content": "Order #W100 has shipped."}),
+    ]
+    memory.observe({"role": "user", "content": "Thanks!"})
+
+    assert cards[0].summary == "[c1] reasoning: I should look up order #W100."
+    assert cards[3].summary == "[c4] reasoning: "
+    assert memory.recall("c1") == {**thought.model_dump(exclude_none=True), "role": "unknown"}
+    sent = memory.build(recent_messages=7).messages
+    assert_valid_context(sent)
+    assert [m["role"] for m in sent] == ["system", "user", "assistant", "tool", "assistant", "user"]
+    assert "Qk9PSw" not in json.dumps(sent)
+    assert "[c1] reasoning: I should look up order #W100." in memory_text(sent)
+    assert "[c4]" not in memory_text(sent)  # nothing to show
+
+
 def test_a_responses_api_message_is_sent_with_the_fields_of_a_chat_message_only(
     make_memory, assert_valid_context
 ):
