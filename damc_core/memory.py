@@ -1896,8 +1896,8 @@ def _from_responses_item(message: Message) -> Message:
     "name", "arguments"}``, ``{"type": "function_call_output", "call_id", "output"}`` and their
     custom-tool kinds), which has no role, as the assistant tool call or tool result it is; a
     reasoning item as the text of its summary (see :data:`REASONING`). Its other items with a
-    role are messages, whose text and image parts (``input_text``, ``output_text``,
-    ``input_image``) are read as chat parts."""
+    role are messages, whose text, image and file parts (``input_text``, ``output_text``,
+    ``input_image``, ``input_file``) are read as chat parts."""
     content = message.get("content")
     if message.get("type") == "message":  # its other fields (id, status, phase) are no chat message's
         message = {key: message[key] for key in ("role", "content") if key in message}
@@ -1949,13 +1949,20 @@ def _are_parts(content: object) -> bool:
 
 
 def _chat_part(part: Any) -> Any:
-    """A Responses API content part as the chat part it stands for (others as they are)."""
+    """A Responses API content part as the chat part it stands for (others, and a file by URL,
+    which Chat Completions does not take, as they are)."""
     if not isinstance(part, dict):
         return part
     if part.get("type") in ("input_text", "output_text") and isinstance(part.get("text"), str):
         return {"type": "text", "text": part["text"]}
     if part.get("type") == "input_image" and isinstance(part.get("image_url"), str):
-        return {"type": "image_url", "image_url": {"url": part["image_url"]}}
+        detail = {"detail": part["detail"]} if part.get("detail") in ("auto", "low", "high") else {}
+        return {"type": "image_url", "image_url": {"url": part["image_url"], **detail}}
+    if part.get("type") == "input_file" and not part.get("file_url"):  # chat has no file by URL
+        file = {
+            key: part[key] for key in ("file_id", "file_data", "filename") if isinstance(part.get(key), str)
+        }
+        return {"type": "file", "file": file} if file.keys() - {"filename"} else part
     return part
 
 

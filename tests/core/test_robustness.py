@@ -488,6 +488,34 @@ def test_a_reasoning_item_of_the_responses_api_is_its_summary_and_no_turn_of_the
     assert "[c4]" not in memory_text(sent)  # nothing to show
 
 
+def test_a_responses_api_file_or_image_part_is_the_chat_part_it_stands_for(make_memory, assert_valid_context):
+    """A user turn of ``input_text`` with an ``input_file`` (a PDF by its file id or inline) or an
+    ``input_image`` at low detail goes back as Chat Completions' ``file`` and ``image_url`` parts."""
+    memory = make_memory()
+    pdf = "data:application/pdf;base64,JVBERi0xLjQK"
+    card = memory.observe(
+        {
+            "role": "user",
+            "content": [
+                {"type": "input_text", "text": "Refund invoice INV-88 of order #W100."},
+                {"type": "input_file", "file_id": "file-abc123", "filename": "invoice.pdf"},
+                {"type": "input_file", "file_data": pdf, "filename": "receipt.pdf"},
+                {"type": "input_image", "image_url": "https://example.com/parcel.png", "detail": "low"},
+            ],
+        }
+    )
+
+    assert card.summary.startswith("[c0] user: Refund invoice INV-88 of order #W100.")
+    sent = memory.build(budget=4000).messages  # room for the media (765 tokens each)
+    assert_valid_context(sent)
+    assert sent[-1]["content"] == [
+        {"type": "text", "text": "Refund invoice INV-88 of order #W100."},
+        {"type": "file", "file": {"file_id": "file-abc123", "filename": "invoice.pdf"}},
+        {"type": "file", "file": {"file_data": pdf, "filename": "receipt.pdf"}},
+        {"type": "image_url", "image_url": {"url": "https://example.com/parcel.png", "detail": "low"}},
+    ]
+
+
 def test_a_responses_api_message_is_sent_with_the_fields_of_a_chat_message_only(
     make_memory, assert_valid_context
 ):
