@@ -1457,9 +1457,10 @@ class DecisionMemory:
             return f"Could not recall {card_id!r}: {type(exc).__name__}: {exc}"
         if raw is None:
             return f"No memory card {card_id!r} in this session."
-        content = raw.get("content")
-        if not content and raw.get("tool_calls"):  # a call's card: the calls it made
-            content = [call_function(call) for call in raw["tool_calls"] if isinstance(call, Mapping)]
+        message = _with_tool_calls(raw)  # a Responses API item or a legacy call as the message it is
+        content = message.get("content")
+        if not content and message.get("tool_calls"):  # a call's card: the calls it made
+            content = [call_function(call) for call in message["tool_calls"] if isinstance(call, Mapping)]
         text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False, default=str)
         if not isinstance(match, (str, int, float)) or isinstance(match, bool):
             return text  # no match asked for (or not a text): the whole record

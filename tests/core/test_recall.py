@@ -86,6 +86,37 @@ def test_recall_of_a_calls_card_gives_the_calls(remembered):
     assert function["name"] == call.tool_name and json.loads(function["arguments"]) == call.arguments
 
 
+def test_recall_of_a_responses_api_call_or_output_gives_what_it_holds(make_memory, msg):
+    """A Responses API output item holds its result in ``output`` and a call item its arguments
+    beside its name, not in a chat message's ``content`` or ``tool_calls``; a legacy function
+    call likewise in ``function_call``."""
+    rows = [{"flight_number": f"HAT{100 + i}", "price": 100 + i} for i in range(40)]
+    memory = make_memory(settings=MemorySettings(budget=600))
+    memory.observe(msg.user("Find flights from JFK, the one at 133 dollars."))
+    call = memory.observe(
+        {"type": "function_call", "call_id": "call_1", "name": "search", "arguments": '{"origin": "JFK"}'}
+    )
+    result = memory.observe({"type": "function_call_output", "call_id": "call_1", "output": json.dumps(rows)})
+    legacy = memory.observe(
+        {
+            "role": "assistant",
+            "content": None,
+            "function_call": {"name": "book", "arguments": '{"f": "HAT133"}'},
+        }
+    )
+
+    assert json.loads(memory.handle_recall({"card_id": result.id})) == rows
+    assert json.loads(memory.handle_recall({"card_id": result.id, "match": "HAT133"})) == [
+        {"flight_number": "HAT133", "price": 133}
+    ]
+    assert json.loads(memory.handle_recall({"card_id": call.id})) == [
+        {"name": "search", "arguments": '{"origin": "JFK"}'}
+    ]
+    assert json.loads(memory.handle_recall({"card_id": legacy.id})) == [
+        {"name": "book", "arguments": '{"f": "HAT133"}'}
+    ]
+
+
 def test_recall_returns_the_whole_message(remembered, airline_messages):
     for card in remembered.cards():
         assert remembered.recall(card.id) == airline_messages[int(card.id[1:])]
