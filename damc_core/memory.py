@@ -911,9 +911,11 @@ class DecisionMemory:
 
         recent = [send(e) for e in entries]
         while recent and self._renderer.count_messages(recent) > budget * self.settings.recent_share:
-            rest = entries[1:]
-            while rest and rest[0].message.get("role") == "tool":
-                rest = rest[1:]
+            cut, rest = entries[0], entries[1:]  # with the rest of its step: its calls and results
+            while rest and (
+                rest[0].message.get("role") == "tool" or more_calls(cut.message, rest[0].message)
+            ):
+                cut, rest = rest[0], rest[1:]
             if not rest:
                 break
             entries = rest
@@ -1301,7 +1303,10 @@ class DecisionMemory:
         if not size:
             return []
         start = max(0, len(history) - size)
-        while 0 < start < len(history) and history[start].message.get("role") == "tool":
+        while 0 < start < len(history) and (  # from the step's first call
+            history[start].message.get("role") == "tool"
+            or more_calls(history[start - 1].message, history[start].message)
+        ):
             start -= 1
         window: list[_Entry] = []
         calls: set[str] = set()

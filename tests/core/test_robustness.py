@@ -432,6 +432,30 @@ def test_parallel_calls_of_the_responses_api_go_back_as_one_assistant_message_wi
     ]
 
 
+def test_a_step_of_parallel_responses_api_calls_enters_the_recent_window_or_leaves_it_whole(make_memory):
+    """The window opens at the step's first call, not at its last one; cut from the oldest end to
+    fit, it loses the whole step (its results go to the memory section), never a call of it alone,
+    which would leave that call's result in neither."""
+    memory = make_memory()
+    memory.observe({"role": "user", "content": "Where are orders #W100 and #W200?"})
+    for n in (1, 2):
+        arguments = json.dumps({"order_id": f"#W{n}00"})
+        memory.observe(
+            {"type": "function_call", "call_id": f"call_{n}", "name": "get_order", "arguments": arguments}
+        )
+    notes = " ".join(f"word{i}" for i in range(150))
+    for n in (1, 2):
+        output = json.dumps({"status": "shipped", "tracking": f"1Z{n}99", "notes": notes})
+        memory.observe({"type": "function_call_output", "call_id": f"call_{n}", "output": output})
+
+    sent = memory.build().messages  # the newest two messages: both results
+    assert [m.get("tool_call_id") for m in sent if m["role"] == "tool"] == ["call_1", "call_2"]
+    memory.observe({"role": "assistant", "content": "Both have shipped."})
+    for budget in range(300, 1500, 20):
+        sent = json.dumps(memory.build(budget=budget, recent_messages=5).messages)
+        assert "1Z199" in sent and "1Z299" in sent, budget
+
+
 def test_a_reasoning_item_of_the_responses_api_is_its_summary_and_no_turn_of_the_dialogue(
     make_memory, assert_valid_context, memory_text
 ):
