@@ -1810,7 +1810,7 @@ def normalize_event(event: Mapping[str, Any] | Any) -> tuple[Message, str]:
     ``None`` content stays ``None``; bytes become text (or base64 when not UTF-8); content that is
     not JSON-serializable is kept as its ``repr``; a non-mapping event becomes an ``unknown`` note.
     """
-    event = _model_fields(event)
+    event = _model_fields(_first_choice(event))
     message = dict(event) if isinstance(event, Mapping) else {"role": "unknown", "content": event}
     calls = message.get("tool_calls")
     if isinstance(calls, (list, tuple)) and not all(isinstance(call, Mapping) for call in calls):
@@ -1842,6 +1842,20 @@ def normalize_event(event: Mapping[str, Any] | Any) -> tuple[Message, str]:
         message = json.loads(SURROGATE.sub("\ufffd", body))
         body = SURROGATE.sub(lambda half: f"\\u{ord(half.group()):04x}", body)  # escaped: still verbatim
     return _with_tool_calls(message), body
+
+
+def _first_choice(event: object) -> object:
+    """A whole Chat Completions response (the SDK's ``ChatCompletion`` or its dict) as the message
+    of its first choice, the reply it brings; anything else as it is."""
+    kind = event.get("object") if isinstance(event, Mapping) else getattr(event, "object", None)
+    if kind != "chat.completion":
+        return event
+    choices = event.get("choices") if isinstance(event, Mapping) else getattr(event, "choices", None)
+    if not isinstance(choices, list) or not choices:
+        return event
+    choice = choices[0]
+    message = choice.get("message") if isinstance(choice, Mapping) else getattr(choice, "message", None)
+    return event if message is None else message
 
 
 def _model_fields(value: object) -> object:

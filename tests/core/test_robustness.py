@@ -647,6 +647,41 @@ def test_the_openai_sdks_message_objects_are_recorded_as_the_messages_they_hold(
     assert make_memory().build(recent_messages=4).messages == sent  # reopened: read the same way
 
 
+def test_a_whole_chat_completion_is_recorded_as_the_reply_it_brings(make_memory, assert_valid_context):
+    """``observe(client.chat.completions.create(...))``, or its ``model_dump()``, records the first
+    choice's message: it was the reply's repr, sent back to the model as a user turn."""
+    chat = pytest.importorskip("openai.types.chat")
+    completion = chat.ChatCompletion.model_validate(
+        {
+            "id": "chatcmpl-1",
+            "object": "chat.completion",
+            "created": 1_715_785_200,
+            "model": "gpt-4o",
+            "choices": [
+                {
+                    "index": 0,
+                    "finish_reason": "stop",
+                    "message": {"role": "assistant", "content": "Order #W100 has shipped.", "refusal": None},
+                }
+            ],
+        }
+    )
+    memory = make_memory()
+    memory.observe({"role": "user", "content": "Where is order #W100?"})
+
+    cards = [memory.observe(completion), memory.observe(completion.model_dump())]
+    memory.observe({"role": "user", "content": "Thanks!"})
+
+    assert [card.summary for card in cards] == [
+        "[c1] assistant: Order #W100 has shipped.",
+        "[c2] assistant: Order #W100 has shipped.",
+    ]
+    assert memory.recall("c1") == completion.choices[0].message.model_dump(exclude_none=True)
+    sent = memory.build(recent_messages=4).messages
+    assert_valid_context(sent)
+    assert [m["role"] for m in sent] == ["user", "assistant", "assistant", "user"]
+
+
 def test_an_assistant_reply_without_text_content_keeps_its_refusal_or_audio_transcript(memory, msg):
     memory.observe(msg.user("What is the gate of HAT107, and who else is booked on it?"))
     spoken = memory.observe(
