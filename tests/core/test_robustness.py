@@ -591,32 +591,20 @@ def test_the_openai_sdks_message_objects_are_recorded_as_the_messages_they_hold(
 ):
     """OpenAI's docs append ``response.choices[0].message`` to the messages as it is, or put its
     ``tool_calls`` into a dict: pydantic objects, not dicts."""
-    chat = pytest.importorskip("openai.types.chat")
-    response = chat.ChatCompletion.model_validate(
+    response = _chat_completion(
         {
-            "id": "chatcmpl-1",
-            "object": "chat.completion",
-            "created": 1_715_785_200,
-            "model": "gpt-4o",
-            "choices": [
+            "role": "assistant",
+            "content": None,
+            "refusal": None,
+            "tool_calls": [
                 {
-                    "index": 0,
-                    "finish_reason": "tool_calls",
-                    "message": {
-                        "role": "assistant",
-                        "content": None,
-                        "refusal": None,
-                        "tool_calls": [
-                            {
-                                "id": "call_1",
-                                "type": "function",
-                                "function": {"name": "get_order", "arguments": '{"order_id": "#W100"}'},
-                            }
-                        ],
-                    },
+                    "id": "call_1",
+                    "type": "function",
+                    "function": {"name": "get_order", "arguments": '{"order_id": "#W100"}'},
                 }
             ],
-        }
+        },
+        finish_reason="tool_calls",
     )
     reply = response.choices[0].message
     memory = make_memory()
@@ -650,21 +638,8 @@ def test_the_openai_sdks_message_objects_are_recorded_as_the_messages_they_hold(
 def test_a_whole_chat_completion_is_recorded_as_the_reply_it_brings(make_memory, assert_valid_context):
     """``observe(client.chat.completions.create(...))``, or its ``model_dump()``, records the first
     choice's message: it was the reply's repr, sent back to the model as a user turn."""
-    chat = pytest.importorskip("openai.types.chat")
-    completion = chat.ChatCompletion.model_validate(
-        {
-            "id": "chatcmpl-1",
-            "object": "chat.completion",
-            "created": 1_715_785_200,
-            "model": "gpt-4o",
-            "choices": [
-                {
-                    "index": 0,
-                    "finish_reason": "stop",
-                    "message": {"role": "assistant", "content": "Order #W100 has shipped.", "refusal": None},
-                }
-            ],
-        }
+    completion = _chat_completion(
+        {"role": "assistant", "content": "Order #W100 has shipped.", "refusal": None}, finish_reason="stop"
     )
     memory = make_memory()
     memory.observe({"role": "user", "content": "Where is order #W100?"})
@@ -1124,3 +1099,17 @@ def test_a_text_part_without_text_is_sent_as_empty_text(memory, assert_valid_con
     (sent,) = memory.build().messages
     assert sent["content"] == [{"type": "text", "text": ""}, {"type": "text", "text": "Book HAT107."}]
     assert_valid_context([sent])
+
+
+def _chat_completion(message: dict[str, Any], *, finish_reason: str) -> Any:
+    """The OpenAI SDK's ``ChatCompletion`` of one choice holding ``message``, as a client returns it."""
+    chat = pytest.importorskip("openai.types.chat")
+    return chat.ChatCompletion.model_validate(
+        {
+            "id": "chatcmpl-1",
+            "object": "chat.completion",
+            "created": 1_715_785_200,
+            "model": "gpt-4o",
+            "choices": [{"index": 0, "finish_reason": finish_reason, "message": message}],
+        }
+    )
