@@ -83,6 +83,7 @@ from .types import (
 from .value import (
     CandidateSource,
     DecisionRecorder,
+    Emptying,
     Forgetting,
     ObservedDecision,
     ValuationContext,
@@ -419,6 +420,7 @@ class DecisionMemory:
         self._recorder = valuator if isinstance(valuator, DecisionRecorder) else None
         self._source = valuator if isinstance(valuator, CandidateSource) else None
         self._forgetter = valuator if isinstance(valuator, Forgetting) else None
+        self._emptier = valuator if isinstance(valuator, Emptying) else None
 
     # -- observe -------------------------------------------------------------------------------
     @_synchronized
@@ -1556,12 +1558,22 @@ class DecisionMemory:
             except Exception as exc:  # the conversation is cleared all the same
                 logger.warning("damc: the valuator could not forget the cleared conversation: %s", exc)
 
+    def _empty(self) -> None:
+        """Tell a valuator that keeps something of the namespace that the store holds none of it."""
+        if self._emptier is not None:
+            try:
+                self._emptier.empty(self.namespace)
+            except Exception as exc:  # the memory opens all the same
+                logger.warning("damc: the valuator could not drop an earlier conversation's cards: %s", exc)
+
     def _reload(self, since: int = 0) -> None:
         """Bring the in-process view up to the store by replaying its cards in order, from record
         ``since`` on: all of them when the memory opens, another writer's when it took the next
         sequence number. Records that never got a card (the process stopped between storing and
         encoding) are encoded now."""
         records = self.store.records(self.namespace, since=since)
+        if not records and not since:  # a conversation the valuator kept is one the store lacks
+            self._empty()
         cleared = [i for i, record in enumerate(records) if record.body == _CLEARED]
         if cleared:
             self._session = _Session(seq=records[cleared[-1]].seq + 1)

@@ -118,6 +118,16 @@ class Forgetting(Protocol):
     def forget(self, namespace: Namespace, *, before: int) -> None: ...
 
 
+@runtime_checkable
+class Emptying(Protocol):
+    """A valuator that keeps something of each conversation outside the store: told that a memory
+    found no event of a namespace in its store (a new ``InMemoryStore``, a store file deleted), it
+    drops what it keeps of the namespace. That is an earlier conversation's, which the store no
+    longer has, and the new one's cards take its ids (``c0``, ``c1``, ...)."""
+
+    def empty(self, namespace: Namespace) -> None: ...
+
+
 class TaskMode(str, Enum):
     """How the agent's task weighs the value dimensions."""
 
@@ -597,13 +607,30 @@ class WeightedValuators:
 
     def forget(self, namespace: Namespace, *, before: int) -> None:
         """Tell every part that keeps something of the conversation, each even when one fails."""
+
+        def told(part: Valuator) -> None:
+            if isinstance(part, Forgetting):
+                part.forget(namespace, before=before)
+
+        self._tell(told)
+
+    def empty(self, namespace: Namespace) -> None:
+        """Tell every part that keeps something of the namespace, each even when one fails."""
+
+        def told(part: Valuator) -> None:
+            if isinstance(part, Emptying):
+                part.empty(namespace)
+
+        self._tell(told)
+
+    def _tell(self, told: Callable[[Valuator], None]) -> None:
+        """``told`` of every part; the first failure is raised once every part was told."""
         failures = []
         for valuator, _ in self.parts:
-            if isinstance(valuator, Forgetting):
-                try:
-                    valuator.forget(namespace, before=before)
-                except Exception as exc:
-                    failures.append(exc)
+            try:
+                told(valuator)
+            except Exception as exc:
+                failures.append(exc)
         if failures:
             raise failures[0]
 

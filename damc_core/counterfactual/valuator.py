@@ -26,6 +26,7 @@ from ..errors import ConfigError
 from ..types import Card, DecisionFocus, Namespace, Score, ScoredCard
 from ..value import (
     CandidateSource,
+    Emptying,
     Forgetting,
     HeuristicValuator,
     ObservedDecision,
@@ -122,6 +123,11 @@ class CounterfactualValuator:
         """Passed on to the base valuator (e.g. retrieval's index) when it keeps something."""
         if isinstance(self.base, Forgetting):
             self.base.forget(namespace, before=before)
+
+    def empty(self, namespace: Namespace) -> None:
+        """Passed on to the base valuator (e.g. retrieval's index) when it keeps something."""
+        if isinstance(self.base, Emptying):
+            self.base.empty(namespace)
 
     def value(self, cards: Sequence[Card], *, context: ValuationContext) -> list[ScoredCard]:
         base = self.base.value(cards, context=context)

@@ -366,6 +366,11 @@ class CardIndex:
         return set(got["ids"])
 
     @_reopening
+    def count(self, namespace: Namespace, *, cold: bool = False) -> int:
+        """Entries of the namespace in the live (or cold) index (a merged entry counts once)."""
+        return self.collection(namespace, cold=cold).count()
+
+    @_reopening
     def digests(self, namespace: Namespace, *, cold: bool = False) -> dict[str, str]:
         """Card id -> :func:`document_digest` of the text it was indexed with, for the live (or
         cold) index (``""`` for entries written before digests were kept)."""

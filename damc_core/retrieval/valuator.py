@@ -128,6 +128,17 @@ class RetrievalValuator:
             self._states.pop(namespace.key, None)
         self.index.delete_before(namespace, before)
 
+    def empty(self, namespace: Namespace) -> None:
+        """Drop the namespace's index when it holds cards: a memory found no event of it in its
+        store (a new ``InMemoryStore``, a deleted store file), so they are an earlier
+        conversation's, found beside the new one's under the same ids. Dropped rather than
+        deleted: another worker that indexed the namespace meanwhile sees the drop and indexes its
+        cards again."""
+        with self._states_lock:
+            self._states.pop(namespace.key, None)
+        if self.index.count(namespace) or self.index.count(namespace, cold=True):
+            self.index.drop(namespace)
+
     # -- candidate generation -------------------------------------------------------------------
     def candidates(
         self, cards: Mapping[str, Card], *, focus: DecisionFocus, limit: int, namespace: Namespace

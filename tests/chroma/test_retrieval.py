@@ -314,6 +314,55 @@ def test_a_cleared_conversations_cards_leave_the_index(chroma_config: ChromaConf
     assert [h.card_id for h in hits] == ["c11"]  # the old notes (c0-c9) would fill every place
 
 
+@pytest.mark.parametrize("store", ["in memory", "deleted file"])
+def test_a_store_that_starts_empty_leaves_no_earlier_conversation_in_the_index(
+    chroma_config: ChromaConfig, tmp_path: Path, store: str
+) -> None:
+    """The index outlives the store (an ``InMemoryStore`` of a process that ended, a store file
+    deleted): the new conversation's cards take the old ids, and the old ones are found no more."""
+    from damc_core import SQLiteStore
+
+    def conversation(*turns: str) -> tuple[DecisionMemory, CardIndex]:
+        index = CardIndex(chroma_config, embedder=HashingEmbedder())  # a new process each time
+        path = tmp_path / "memory.sqlite3"
+        path.unlink(missing_ok=True)
+        memory = DecisionMemory(
+            namespace=ALICE,
+            store=InMemoryStore() if store == "in memory" else SQLiteStore(path),
+            valuator=RetrievalValuator(index, k=4),
+        )
+        for turn in turns:
+            memory.observe({"role": "user", "content": turn})
+        memory.build()
+        return memory, index
+
+    _, old = conversation(*(f"old note {n}: reservation ZXQ987 on HAT0{n:02d}" for n in range(10)))
+    old.retire(ALICE, ["c9"])
+    old.close()
+    memory, index = conversation("please cancel reservation ZXQ987")
+
+    hits = index.search(ALICE, "cancel reservation ZXQ987", terms=["zxq987"], k=4)
+    assert [h.card_id for h in hits] == ["c0"]  # the old notes c1-c8 would be found beside it
+    assert index.search(ALICE, "reservation ZXQ987", terms=["zxq987"], k=4, cold=True) == []
+    assert [c.id for c in memory.cards()] == ["c0"]
+
+
+def test_a_memory_reopened_on_its_store_keeps_its_index(chroma_config: ChromaConfig, tmp_path: Path) -> None:
+    from damc_core import SQLiteStore
+
+    def reopened() -> tuple[DecisionMemory, CardIndex]:
+        index = CardIndex(chroma_config, embedder=HashingEmbedder())
+        store = SQLiteStore(tmp_path / "memory.sqlite3")
+        return DecisionMemory(namespace=ALICE, store=store, valuator=RetrievalValuator(index)), index
+
+    memory, _ = reopened()
+    memory.observe({"role": "user", "content": "where is my order #W111"})
+    memory.build()
+    memory, index = reopened()  # a new process on the same store and index
+
+    assert index.ids(ALICE) == {"c0"} and index.drops(ALICE) == 0
+
+
 def test_a_clear_by_one_worker_leaves_the_others_retrieval_working(
     chroma_config: ChromaConfig, tmp_path
 ) -> None:
@@ -582,19 +631,22 @@ def test_sessions_of_one_memory_share_the_valuator_and_keep_their_own_index(
 
 
 def test_an_id_indexed_with_other_text_is_embedded_again(chroma_config: ChromaConfig) -> None:
-    """A namespace reused for another conversation (a fresh store, the old index) holds other cards
-    under the same ids: those are embedded again, the ones with the same text are not."""
+    """A store holding another conversation than the index (a store file swapped for another's
+    copy) has other cards under the same ids: those are embedded again, the ones with the same
+    text are not."""
 
     def conversation(*turns: str) -> CardIndex:
+        store = InMemoryStore()
+        written = DecisionMemory(namespace=ALICE, store=store)  # written where the index never saw
+        for turn in turns:
+            written.observe({"role": "user", "content": turn})
         index = CardIndex(chroma_config, embedder=HashingEmbedder())  # a new process each time
         memory = DecisionMemory(
             namespace=ALICE,
-            store=InMemoryStore(),
+            store=store,
             valuator=RetrievalValuator(index),
             settings=MemorySettings(recent_messages=0),
         )
-        for turn in turns:
-            memory.observe({"role": "user", "content": turn})
         memory.build(budget=500)
         return index
 

@@ -277,6 +277,38 @@ def test_weighted_valuators_need_positive_weights():
         WeightedValuators(((HeuristicValuator(), 0.0),))
 
 
+class CardsKeptOutsideTheStore:
+    """A valuator keeping each namespace's cards where the store is not (as retrieval's index
+    does): notes the namespaces it is told the store holds nothing of."""
+
+    def __init__(self) -> None:
+        self.emptied: list[str] = []
+
+    def value(self, cards, *, context):
+        return HeuristicValuator().value(cards, context=context)
+
+    def empty(self, namespace):
+        self.emptied.append(namespace.key)
+
+
+def test_a_memory_on_a_namespace_its_store_holds_nothing_of_tells_a_valuator_keeping_cards(make_memory, msg):
+    from damc_core.counterfactual import CounterfactualValuator
+
+    kept = CardsKeptOutsideTheStore()
+    for valuator in (
+        kept,
+        CounterfactualValuator(base=kept),
+        WeightedValuators(((kept, 1.0), (HeuristicValuator(), 1.0))),
+    ):
+        memory = make_memory(valuator=valuator)  # nothing stored yet: whatever it kept is gone
+        memory.observe(msg.user("book flight HAT069"))
+    assert kept.emptied == ["mia_li_3668/trip-1"]
+
+    make_memory(valuator=kept)  # reopened on its records
+    memory.for_session("trip-2")
+    assert kept.emptied == ["mia_li_3668/trip-1", "mia_li_3668/trip-2"]
+
+
 def test_a_spoken_date_focuses_the_card_holding_that_iso_date(memory, msg):
     for i, (reservation, date) in enumerate((("OBUT9V", "2024-05-27"), ("Q0ZF0J", "2024-05-28"))):
         memory.observe(msg.call(f"r{i}", "get_reservation_details", {"reservation_id": reservation}))
