@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 
 from ..errors import RecordExistsError, StoreClosedError
@@ -8,12 +9,17 @@ from .base import require_storable
 
 
 class InMemoryStore:
-    """Dicts in this process; for tests and short-lived agents. Nothing survives the process."""
+    """Dicts in this process; for tests and short-lived agents. Nothing survives the process.
+
+    Shared safely by threads, one call at a time: a read while another thread writes the
+    namespace would fail (a dict changed while it is read), and two writers of one record id
+    could both store it, the second losing the first's."""
 
     def __init__(self) -> None:
         self._records: dict[str, dict[str, RawRecord]] = {}
         self._cards: dict[str, dict[str, Card]] = {}
         self._closed = False
+        self._lock = threading.Lock()
 
     def _check(self) -> None:
         if self._closed:
@@ -21,31 +27,37 @@ class InMemoryStore:
 
     def append(self, record: RawRecord) -> None:
         require_storable(record)
-        self._check()
-        bucket = self._records.setdefault(record.namespace.key, {})
-        if record.id in bucket:
-            raise RecordExistsError(record.id, record.namespace.key)
-        bucket[record.id] = record
+        with self._lock:
+            self._check()
+            bucket = self._records.setdefault(record.namespace.key, {})
+            if record.id in bucket:
+                raise RecordExistsError(record.id, record.namespace.key)
+            bucket[record.id] = record
 
     def record(self, namespace: Namespace, record_id: str) -> RawRecord | None:
-        self._check()
-        return self._records.get(namespace.key, {}).get(record_id)
+        with self._lock:
+            self._check()
+            return self._records.get(namespace.key, {}).get(record_id)
 
     def records(self, namespace: Namespace, *, since: int = 0) -> list[RawRecord]:
-        self._check()
-        held = self._records.get(namespace.key, {}).values()
-        return sorted((r for r in held if r.seq >= since), key=lambda r: r.seq)
+        with self._lock:
+            self._check()
+            held = self._records.get(namespace.key, {}).values()
+            return sorted((r for r in held if r.seq >= since), key=lambda r: r.seq)
 
     def put_cards(self, namespace: Namespace, cards: Sequence[Card]) -> None:
-        self._check()
-        bucket = self._cards.setdefault(namespace.key, {})
-        for card in cards:
-            bucket[card.id] = card
+        with self._lock:
+            self._check()
+            bucket = self._cards.setdefault(namespace.key, {})
+            for card in cards:
+                bucket[card.id] = card
 
     def cards(self, namespace: Namespace, *, since: int = 0) -> list[Card]:
-        self._check()
-        held = self._cards.get(namespace.key, {}).values()
-        return sorted((c for c in held if c.seq >= since), key=lambda c: c.seq)
+        with self._lock:
+            self._check()
+            held = self._cards.get(namespace.key, {}).values()
+            return sorted((c for c in held if c.seq >= since), key=lambda c: c.seq)
 
     def close(self) -> None:
-        self._closed = True
+        with self._lock:
+            self._closed = True

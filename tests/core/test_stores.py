@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import itertools
+import sys
+import threading
 
 import pytest
 
-from damc_core import InMemoryStore, SQLiteStore
-from damc_core.testing import CHECKS, run_store_conformance
+from damc_core import InMemoryStore, Namespace, SQLiteStore
+from damc_core.errors import RecordExistsError
+from damc_core.testing import CHECKS, run_store_conformance, sample_card
+from damc_core.types import RawRecord
 
 _files = itertools.count()
 
@@ -56,3 +60,53 @@ def test_sqlite_file_uses_wal(tmp_path):
     with SQLiteStore(tmp_path / "wal.sqlite3") as store:
         mode = store._db().execute("PRAGMA journal_mode").fetchone()[0]
     assert mode == "wal"
+
+
+def test_threads_writing_one_namespace_while_others_read_it_lose_nothing(make_store):
+    """Workers in threads of one process share a store: a read while another thread writes
+    neither fails nor misses what was written, and of two threads storing one record id exactly
+    one does."""
+    store, namespace, ids = make_store(), Namespace(user="u-42", session="trip"), range(1500)
+    taken: list[str] = []
+    failures: list[BaseException] = []
+    written = threading.Event()
+
+    def write(worker: int) -> None:
+        for seq in ids:
+            record = RawRecord(f"r{seq}", namespace, seq, 1.0, f'{{"role": "user", "content": "{worker}"}}')
+            try:
+                store.append(record)
+                store.put_cards(namespace, [sample_card(seq)])
+            except RecordExistsError:
+                taken.append(record.id)
+
+    def read() -> None:
+        while not written.is_set():
+            store.records(namespace)
+            store.cards(namespace)
+
+    def safely(work, *args) -> None:
+        try:
+            work(*args)
+        except BaseException as exc:
+            failures.append(exc)
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # threads take turns as often as they can
+    try:
+        writers = [threading.Thread(target=safely, args=(write, w)) for w in range(2)]
+        readers = [threading.Thread(target=safely, args=(read,)) for _ in range(2)]
+        for thread in writers + readers:
+            thread.start()
+        for thread in writers:
+            thread.join()
+        written.set()
+        for thread in readers:
+            thread.join()
+    finally:
+        sys.setswitchinterval(interval)
+
+    assert failures == []
+    assert sorted(taken) == sorted(f"r{seq}" for seq in ids)  # each id refused to one writer
+    assert [r.seq for r in store.records(namespace)] == list(ids)
+    assert [c.id for c in store.cards(namespace)] == [f"c{seq}" for seq in ids]
