@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import sqlite3
 import threading
 from collections.abc import Callable, Sequence
@@ -8,7 +9,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import TypeVar
 
-from ..errors import RecordExistsError, SchemaVersionError, StoreClosedError, StoreError
+from ..checks import finite_number
+from ..errors import ConfigError, RecordExistsError, SchemaVersionError, StoreClosedError, StoreError
 from ..serde import CardSerializer, JsonCardSerializer, readable_cards
 from ..types import CARD_FORMAT_VERSION, Card, Namespace, RawRecord
 from .base import read_keys, require_storable
@@ -40,11 +42,23 @@ class SQLiteStore:
     """
 
     def __init__(
-        self, path: str | Path = ":memory:", *, serde: CardSerializer | None = None, timeout: float = 5.0
+        self,
+        path: str | os.PathLike[str] = ":memory:",
+        *,
+        serde: CardSerializer | None = None,
+        timeout: float = 5.0,
     ) -> None:
         """``timeout``: seconds a read or write waits for another process's lock on the file
-        before it fails with a ``StoreError``."""
-        self.path = str(path)
+        before it fails with a ``StoreError``.
+
+        A ``path`` that is no path (``None`` from an unset setting, a number) or a ``timeout``
+        that is no number of seconds is a ``ConfigError``: as text, it would name a file such as
+        ``None`` in the working directory, and a conversation written there is found by no one."""
+        if not isinstance(path, (str, bytes, os.PathLike)):
+            raise ConfigError(f"SQLiteStore takes a file path or ':memory:', got {path!r}")
+        if not finite_number(timeout) or timeout < 0:
+            raise ConfigError(f"SQLiteStore(timeout=...) must be seconds >= 0, got {timeout!r}")
+        self.path = os.fsdecode(path)
         self._serde = serde or JsonCardSerializer()
         self._lock = threading.Lock()
         try:

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from damc_core import DecisionMemory, InMemoryStore, Namespace, SQLiteStore, StoreError
+from damc_core import ConfigError, DecisionMemory, InMemoryStore, Namespace, SQLiteStore, StoreError
 
 TRIP = Namespace("mia", "trip")
 
@@ -255,3 +255,25 @@ def test_a_store_whose_folder_is_a_file_is_a_store_error(tmp_path):
 
     with pytest.raises(StoreError, match="cannot open SQLite store"):
         SQLiteStore(tmp_path / "notes" / "m.sqlite3")
+
+
+@pytest.mark.parametrize("path", [None, 42, ["m.sqlite3"]])
+def test_a_store_path_that_is_no_path_is_a_config_error_and_no_file_is_made(tmp_path, monkeypatch, path):
+    monkeypatch.chdir(tmp_path)  # as text, None would name the file ./None
+
+    with pytest.raises(ConfigError, match="file path"):
+        SQLiteStore(path)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("timeout", ["5", None, -1, float("nan")])
+def test_a_lock_timeout_that_is_no_number_of_seconds_is_a_config_error(tmp_path, timeout):
+    with pytest.raises(ConfigError, match="timeout"):
+        SQLiteStore(tmp_path / "m.sqlite3", timeout=timeout)
+
+
+def test_a_store_path_given_as_bytes_opens_that_file(tmp_path):
+    path = tmp_path / "m.sqlite3"
+    DecisionMemory(namespace=TRIP, store=SQLiteStore(bytes(path))).observe({"role": "user", "content": "hi"})
+
+    assert [c.text for c in DecisionMemory(namespace=TRIP, store=SQLiteStore(path)).cards()] == ["hi"]
