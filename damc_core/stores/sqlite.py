@@ -9,7 +9,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TypeVar
 
-from ..checks import finite_number
+from ..checks import finite_number, whole_number
 from ..errors import ConfigError, RecordExistsError, SchemaVersionError, StoreClosedError, StoreError
 from ..serde import CardSerializer, JsonCardSerializer, readable_cards
 from ..types import CARD_FORMAT_VERSION, Card, Namespace, RawRecord
@@ -122,21 +122,62 @@ class SQLiteStore:
 
         self._run(f"store record {record.id!r}", insert)
 
-    def _record(self, namespace: Namespace, row: tuple[str, int, float, bytes, int]) -> RawRecord:
-        if row[4] > CARD_FORMAT_VERSION:
-            raise SchemaVersionError(f"record {row[0]!r} has format v{row[4]}; upgrade damc")
+    def _record(
+        self, namespace: Namespace, row: tuple[object, object, object, object, object]
+    ) -> RawRecord | None:
+        """The record of a row, read as far as it can be when the file is damaged: fields that lost
+        their kind on disk (a time or a version read back as bytes) are named in a warning and read
+        as defaults, so the event and its sequence number stay in the conversation. A row without a
+        sequence number cannot be placed in it and is skipped, named."""
+        record_id, seq, created_at, data, version = row
+        if not isinstance(record_id, str):
+            record_id = (
+                record_id.decode("utf-8", "replace") if isinstance(record_id, bytes) else str(record_id)
+            )
+        if not whole_number(seq):
+            logger.warning(
+                "damc: record %r of %r in %r is damaged (no sequence number); it is skipped",
+                record_id,
+                namespace.key,
+                self.path,
+            )
+            return None
+        damaged = [
+            name
+            for name, readable in (
+                ("time", finite_number(created_at)),
+                ("format version", whole_number(version)),
+                ("body", isinstance(data, bytes)),
+            )
+            if not readable
+        ]
+        if damaged:
+            logger.warning(
+                "damc: record %r of %r in %r is damaged (its %s unreadable); it is read without them",
+                record_id,
+                namespace.key,
+                self.path,
+                " and ".join(damaged),
+            )
+        version = version if whole_number(version) else CARD_FORMAT_VERSION
+        if version > CARD_FORMAT_VERSION:
+            raise SchemaVersionError(f"record {record_id!r} has format v{version}; upgrade damc")
+        raw = data if isinstance(data, bytes) else b""
         try:
-            body = row[3].decode("utf-8")
+            body = raw.decode("utf-8")
         except UnicodeDecodeError as exc:  # damaged on disk: read, with what cannot be, named
             logger.warning(
                 "damc: record %r of %r in %r is damaged (%s); its unreadable bytes are read as U+FFFD",
-                row[0],
+                record_id,
                 namespace.key,
                 self.path,
                 exc,
             )
-            body = row[3].decode("utf-8", "replace")
-        return RawRecord(id=row[0], namespace=namespace, seq=row[1], created_at=row[2], body=body, v=row[4])
+            body = raw.decode("utf-8", "replace")
+        at = float(created_at) if finite_number(created_at) else 0.0
+        return RawRecord(
+            id=record_id, namespace=namespace, seq=int(seq), created_at=at, body=body, v=int(version)
+        )
 
     def record(self, namespace: Namespace, record_id: str) -> RawRecord | None:
         keys = read_keys(namespace)
@@ -160,7 +201,7 @@ class SQLiteStore:
                 (*keys, since),
             ).fetchall(),
         )
-        return [self._record(namespace, r) for r in rows]
+        return [record for row in rows if (record := self._record(namespace, row)) is not None]
 
     def put_cards(self, namespace: Namespace, cards: Sequence[Card]) -> None:
         rows = [(namespace.key, c.id, c.seq, self._serde.dumps(c)) for c in cards]

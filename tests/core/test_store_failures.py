@@ -138,6 +138,31 @@ def test_a_record_or_card_damaged_into_bytes_that_are_not_text_is_named_and_the_
     assert reopened.recall("c1") == {"role": "user", "content": "With my \ufffd visa"}
 
 
+def test_a_record_whose_fields_lost_their_kind_on_disk_is_read_without_them_and_numbering_goes_on(
+    tmp_path, caplog
+):
+    path = tmp_path / "m.sqlite3"
+    memory = memory_on(path)
+    for text in ("Book HAT107", "With my visa", "On 2024-05-20", "And a hotel"):
+        memory.observe({"role": "user", "content": text})
+    with sqlite3.connect(path) as db:  # bytes flipped on disk: SQLite reads the cells back as blobs
+        db.execute("UPDATE records SET created_at = x'00ff', v = x'1f' WHERE id = 'r2'")
+        db.execute("UPDATE records SET seq = x'07' WHERE id = 'r1'")
+
+    with caplog.at_level(logging.WARNING, logger="damc"):
+        reopened = memory_on(path)
+        reopened.observe({"role": "user", "content": "Thanks"})
+
+    read = [m["content"] for m in reopened.messages()]
+    assert read == ["Book HAT107", "On 2024-05-20", "And a hotel", "Thanks"]
+    assert [c.id for c in reopened.cards()] == ["c0", "c2", "c3", "c4"]  # the next event is c4
+    assert (
+        "record 'r2' of 'mia/trip' in" in caplog.text
+        and "its time and format version unreadable" in caplog.text
+    )
+    assert "record 'r1' of 'mia/trip' in" in caplog.text and "no sequence number" in caplog.text
+
+
 def test_a_file_whose_schema_is_damaged_is_a_store_error(tmp_path):
     path = tmp_path / "m.sqlite3"
     with SQLiteStore(path) as store:  # closed: all of it is in the file, none in its journal
