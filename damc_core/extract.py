@@ -81,6 +81,40 @@ _matched = operator.methodcaller("group", 0)
 _strip_trailing_dashes = operator.methodcaller("rstrip", "-_")
 
 
+def names_in_text(text: str) -> list[str]:
+    """The names inside an argument written as an SQL statement, which a call took from earlier
+    cards: its table and column names and its quoted values (``Invoice``, ``CustomerId``,
+    ``Brazil``), not its keywords, functions or one-letter aliases. None of other text: the
+    identifiers of a note the model writes itself (``think``) are what it read, not what it used."""
+    if _SQL_STATEMENT.match(text) is None:
+        return []
+    code = _SQL_LIMIT.sub(" ", _SQL_STRING.sub(" ", text))
+    if _PROSE_WORD.search(code) is not None:
+        return []  # "Select the cheapest flight for me" is a sentence
+    quoted = [value for value in _SQL_STRING.findall(text) if value.strip()]
+    words = (word for word in _SQL_NAME.findall(code) if len(word) >= 3 or is_identifier(word))
+    return [*quoted, *(word for word in words if word.upper() not in _SQL_QUERY_WORDS)]
+
+
+_SQL_STATEMENT = re.compile(r"\s*\(?\s*(?:SELECT|WITH|INSERT|UPDATE|DELETE|REPLACE|EXPLAIN|PRAGMA)\b", re.I)
+_PROSE_WORD = re.compile(r"\b(?:the|please|you|your|me|my|we|our|should|would|could)\b", re.I)
+"""Words of a sentence that no query holds outside its quoted values."""
+_SQL_STRING = re.compile(r"'((?:[^']|'')*)'")
+_SQL_LIMIT = re.compile(r"\b(?:LIMIT|OFFSET|TOP)\s+\d+(?:\s*,\s*\d+)?", re.I)
+"""A row count, which no earlier card gave: ``LIMIT 5`` is not the 5 of a result."""
+_SQL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_$]*|\b\d{2,}\b")
+_SQL_FUNCTIONS = """
+ABS AVG COALESCE CONCAT CURRENT_DATE CURRENT_TIMESTAMP DATE_TRUNC EXCEPT EXTRACT FILTER GLOB
+GROUP_CONCAT IFNULL IIF ILIKE INSTR INTERSECT INTERVAL JULIANDAY LENGTH LOWER MAX MIN NATURAL NOW
+NULLIF NULLS OVER PARTITION RANK RECURSIVE REPLACE RETURNING ROUND ROW_NUMBER STRFTIME SUBSTR
+SUBSTRING SUM TRIM UPPER
+"""
+_SQL_QUERY_WORDS = (SQL_WORDS | frozenset(_SQL_FUNCTIONS.split())) - {"DATE", "TEXT", "TIME", "TIMESTAMP"}
+"""Words of a query that name no table or column: :data:`SQL_WORDS` and functions, but the
+types that are often a column's name (``date``). Only for reading queries: some (``MAX``) are
+codes in other text."""
+
+
 DATE = re.compile(r"\b\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2})?)?\b|\b\d{1,2}:\d{2}(?::\d{2})?\b")
 _NUMBER = r"\d+(?:,\d{3})*(?:\.\d+)?"  # 1000, 1,000, 1,234.50 (not the comma after "$1,000,")
 AMOUNT = re.compile(rf"[$€£]\s?{_NUMBER}|\b{_NUMBER}\s?(?:USD|EUR|GBP|dollars?)\b", re.I)

@@ -52,7 +52,7 @@ from .encode import (
 )
 from .errors import ConfigError, RecordExistsError, StoreError
 from .excerpt import excerpt
-from .extract import FUNCTION_WORDS, IDENTIFIER_TERM, exact_terms, is_handle, is_identifier
+from .extract import FUNCTION_WORDS, IDENTIFIER_TERM, exact_terms, is_handle, is_identifier, names_in_text
 from .render import CardRenderer
 from .select import FAR_OVER_BUDGET, OVER_BUDGET, HybridSelector, Selector, Supersession, upgrade_detail
 from .stores import MemoryStore, SQLiteStore
@@ -665,22 +665,26 @@ class DecisionMemory:
             self._link_sources(card.id, self._register_calls(message, card.id))
 
     def _link_sources(self, call_card_id: str, calls: list[ToolCall]) -> None:
-        """Link each call to the newest earlier cards holding one of its argument values. A word
-        value (``economy``, not an identifier) that the user said links to that user turn only:
-        a result that merely shows the word (another booking's cabin) was not where it came from.
-        Of the results holding a value, those holding the most of the call's values are where it
-        came from: a search for a flight's route and date took them from that flight's booking,
-        not from another booking through the same airports."""
+        """Link each call to the newest earlier cards holding one of its argument values, or one
+        of the names inside a value written as SQL (its tables and columns: see
+        :func:`names_in_text`). A word value (``economy``, not an identifier) that the user said
+        links to that user turn only: a result that merely shows the word (another booking's
+        cabin) was not where it came from. Of the results holding a value, those holding the most
+        of the call's values are where it came from: a search for a flight's route and date took
+        them from that flight's booking, not from another booking through the same airports."""
         session = self._session
         call_seq = _seq_of(call_card_id)
         for call in calls:
-            values = {v.lower().lstrip("#") for v in argument_values(call.arguments)}
+            texts = argument_values(call.arguments)
+            values = {v.lower().lstrip("#") for v in texts}
+            inside = {n.lower() for v in texts if _WHITESPACE.search(v) for n in names_in_text(v)} - values
+            values |= inside
             used: set[str] = set()
             held: dict[str, int] = {}  # card id -> how many of the call's values it holds
             for value in values:
                 newest = itertools.islice(reversed(session.by_term.get(value, ())), MENTION_FANOUT)
                 earlier = [i for i in newest if _seq_of(i) < call_seq]
-                if not IDENTIFIER_TERM.fullmatch(value):
+                if value not in inside and not IDENTIFIER_TERM.fullmatch(value):
                     said = [i for i in earlier if session.cards[i].kind is CardKind.USER_INSTRUCTION]
                     earlier = said[:1] or earlier
                 results = [i for i in earlier if session.cards[i].kind is CardKind.TOOL_RESULT]
@@ -1703,6 +1707,8 @@ def _words(text: str) -> set[str]:
 
 
 _WORD = re.compile(r"[a-z]+")
+_WHITESPACE = re.compile(r"\s")
+"""What makes an argument value text with names inside it (a query), not one name."""
 
 
 def _with_categories(card: Card, said: Collection[str]) -> Card:

@@ -1,0 +1,142 @@
+"""An SQL agent over a real SQLite database, as LangChain's SQLDatabaseToolkit drives one: it lists
+the tables, reads their schemas, runs a query, gets an SQL error and fixes the query. The tools
+print what ``SQLDatabase`` prints: table names joined by ", ", each table's CREATE TABLE statement
+with three sample rows, a query's rows as Python tuples, an error as SQLAlchemy words it."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+
+import pytest
+
+TABLES = {
+    "Artist": '"ArtistId" INTEGER NOT NULL, "Name" NVARCHAR(120), PRIMARY KEY ("ArtistId")',
+    "Album": '"AlbumId" INTEGER NOT NULL, "Title" NVARCHAR(160) NOT NULL, "ArtistId" INTEGER NOT NULL, '
+    'PRIMARY KEY ("AlbumId"), FOREIGN KEY("ArtistId") REFERENCES "Artist" ("ArtistId")',
+    "Customer": '"CustomerId" INTEGER NOT NULL, "FirstName" NVARCHAR(40) NOT NULL, "LastName" NVARCHAR(20) '
+    'NOT NULL, "Country" NVARCHAR(40), "Email" NVARCHAR(60) NOT NULL, PRIMARY KEY ("CustomerId")',
+    "Invoice": '"InvoiceId" INTEGER NOT NULL, "CustomerId" INTEGER NOT NULL, '
+    '"InvoiceDate" DATETIME NOT NULL, "BillingCountry" NVARCHAR(40), "Total" NUMERIC(10, 2) NOT NULL, '
+    'PRIMARY KEY ("InvoiceId"), '
+    'FOREIGN KEY("CustomerId") REFERENCES "Customer" ("CustomerId")',
+}
+
+
+@pytest.fixture
+def db(tmp_path) -> Iterator[sqlite3.Connection]:
+    connection = sqlite3.connect(tmp_path / "chinook.db")
+    for name, columns in TABLES.items():
+        connection.execute(f'CREATE TABLE "{name}" ({columns})')
+    artists = [(1, "AC/DC"), (2, "Accept"), (3, "Aerosmith")]
+    connection.executemany("INSERT INTO Artist VALUES (?, ?)", artists)
+    connection.executemany(
+        "INSERT INTO Album VALUES (?, ?, ?)",
+        [
+            (1, "For Those About To Rock We Salute You", 1),
+            (2, "Balls to the Wall", 2),
+            (3, "Restless and Wild", 2),
+        ],
+    )
+    connection.executemany(
+        "INSERT INTO Customer VALUES (?, ?, ?, ?, ?)",
+        [
+            (1, "Luís", "Gonçalves", "Brazil", "luisg@embraer.com.br"),
+            (2, "Leonie", "Köhler", "Germany", "leonekohler@surfeu.de"),
+            (3, "François", "Tremblay", "Canada", "ftremblay@gmail.com"),
+        ],
+    )
+    connection.executemany(
+        "INSERT INTO Invoice VALUES (?, ?, ?, ?, ?)",
+        [(i, i % 3 + 1, f"2021-01-{i:02d} 00:00:00", "", round(1.98 * i, 2)) for i in range(1, 13)],
+    )
+    yield connection
+    connection.close()
+
+
+def list_tables(db: sqlite3.Connection) -> str:
+    return ", ".join(
+        sorted(name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type='table'"))
+    )
+
+
+def table_info(db: sqlite3.Connection, table_names: str) -> str:
+    """What ``SQLDatabase.get_table_info`` prints: the CREATE TABLE statement, one column a line,
+    then three sample rows in a comment."""
+    infos = []
+    for name in table_names.split(", "):
+        columns = [row[1] for row in db.execute(f'PRAGMA table_info("{name}")')]
+        rows = db.execute(f'SELECT * FROM "{name}" LIMIT 3').fetchall()
+        parts = [part.strip() for part in TABLES[name].replace(", PRIMARY", ",\x00PRIMARY").split(", ")]
+        create = ", \n".join(f"\t{part}".replace("\x00", "") for part in parts)
+        sample = "\n".join("\t".join(map(str, row)) for row in rows)
+        infos.append(
+            f'\nCREATE TABLE "{name}" (\n{create}\n)\n\n/*\n3 rows from {name} table:\n'
+            + "\t".join(columns)
+            + f"\n{sample}\n*/"
+        )
+    return "\n\n".join(infos)
+
+
+def run_query(db: sqlite3.Connection, query: str) -> str:
+    """What ``SQLDatabase.run`` returns to ``sql_db_query``: the rows as tuples, or the error."""
+    try:
+        return str(db.execute(query).fetchall())
+    except sqlite3.Error as error:
+        return (
+            f"Error: (sqlite3.{type(error).__name__}) {error}\n[SQL: {query}]\n"
+            "(Background on this error at: https://sqlalche.me/e/20/e3q8)"
+        )
+
+
+class SqlAgent:
+    """Feeds the memory what an agent's tool calls and the database's answers are."""
+
+    def __init__(self, memory, msg, db: sqlite3.Connection) -> None:
+        self.memory, self.msg, self.db, self.calls = memory, msg, db, 0
+
+    def call(self, tool: str, arguments: dict[str, str], output: str):
+        self.calls += 1
+        call_id = f"call_{self.calls}"
+        self.memory.observe(self.msg.call(call_id, tool, arguments))
+        return self.memory.observe(self.msg.result(call_id, tool, output))
+
+    def list_tables(self):
+        return self.call("sql_db_list_tables", {"tool_input": ""}, list_tables(self.db))
+
+    def schema(self, table_names: str):
+        return self.call("sql_db_schema", {"table_names": table_names}, table_info(self.db, table_names))
+
+    def query(self, query: str):
+        return self.call("sql_db_query", {"query": query}, run_query(self.db, query))
+
+
+TOP_COUNTRIES = (
+    "SELECT c.Country, SUM(i.Total) AS TotalSales FROM Invoice i JOIN Customer c "
+    "ON c.CustomerId = i.CustomerId GROUP BY c.Country ORDER BY TotalSales DESC LIMIT 5"
+)
+
+
+def test_a_query_links_back_to_the_schema_its_table_and_column_names_came_from(memory, msg, db):
+    agent = SqlAgent(memory, msg, db)
+    memory.observe(msg.user("Which country's customers spent the most?"))
+    tables = agent.list_tables()
+    schema = agent.schema("Customer, Invoice")
+    albums = agent.schema("Album")
+    agent.query(TOP_COUNTRIES)
+
+    query_call = memory.cards()[-2]
+    assert query_call.id in memory.card(schema.id).decision_links
+    # its tables and columns came from the schema, which holds more of them than the table list
+    assert query_call.id not in memory.card(tables.id).decision_links
+    assert memory.card(albums.id).decision_links == ()  # no name of the Album table is in the query
+    assert {"customerid", "country", "invoice"} <= memory.card(schema.id).used_terms
+    assert "select" not in memory.card(schema.id).used_terms  # keywords are no names
+
+
+def test_the_words_of_a_sentence_argument_are_no_links(memory, msg):
+    memory.observe(msg.call("n", "get_note", {"id": "n1"}))
+    note = memory.observe(msg.result("n", "get_note", {"note": "select the cheapest", "tag": "Customer"}))
+    memory.observe(msg.call("t", "think", {"thought": "Select the cheapest flight for the Customer, please"}))
+
+    assert memory.card(note.id).decision_links == ()  # only a query's words are names
