@@ -30,6 +30,7 @@ from .extract import (
     split_path,
     term_variants,
 )
+from .tabular import created_tables
 from .types import Card, CardKind, DecisionFocus, Fact, Table
 
 logger = logging.getLogger("damc")
@@ -174,7 +175,11 @@ def text_handles(card: Card) -> Iterator[str]:
 
 def _text_skeleton(card: Card) -> str:
     """A free text's opening, then the links and handles it holds past it (``| also: ...``): the
-    URL or path a later call opens is often in the fifth search result, not the first."""
+    URL or path a later call opens is often in the fifth search result, not the first. Of a
+    schema, its tables with their columns (``Album(AlbumId, Title, ArtistId)``): the names a
+    next query takes, where its opening is one table's types and its handles the sample rows'."""
+    if schema := created_tables(card.text):
+        return _clip("; ".join(table.outline() for table in schema), SKELETON_SCHEMA_CHARS)
     opening = _clip(card.text, SKELETON_TEXT_CHARS)
     if opening == card.text:
         return opening
@@ -188,6 +193,8 @@ SKELETON_TEXT_CHARS = 200
 SKELETON_TEXT_VALUES = 8
 """How much of a free text a skeleton shows: its first characters, and as many of its later links
 and handles."""
+SKELETON_SCHEMA_CHARS = 1000
+"""How much of a schema's tables and columns a skeleton shows (some 30 tables of 5 columns)."""
 
 
 def _is_key_value(kind: str, value: str) -> bool:

@@ -35,7 +35,7 @@ from .extract import (
     term_variants,
     unquoted,
 )
-from .tabular import positional_records, select_names, split_records
+from .tabular import CreatedTable, created_tables, positional_records, select_names, split_records
 from .tokens import call_function, content_text
 from .types import Card, CardKind, Fact, Message, RawRecord, Table
 
@@ -321,6 +321,7 @@ class DefaultEncoder:
         facts: list[Fact] = []
         tables: list[Table] = []
         extract = unread = ""
+        schema: list[CreatedTable] = []
         if structured:
             if around:  # "Found 2 flights:", or what a fenced block comes with
                 facts.append(Fact("note", _clip(around, self.max_cell_chars), fact_kind("note", around)))
@@ -335,11 +336,13 @@ class DefaultEncoder:
         else:
             read, unread = self._read(stripped, base["id"])
             scan = TextScan(read)
-            extract = (
-                stripped
-                if len(stripped) <= self.max_text_chars
-                else _extractive_summary(scan, self.max_text_chars)
-            )
+            schema = created_tables(read)
+            if len(stripped) <= self.max_text_chars:
+                extract = stripped
+            elif schema:
+                extract = _schema_summary(schema, read, self.max_text_chars)
+            else:
+                extract = _extractive_summary(scan, self.max_text_chars)
             facts = _text_facts(scan, self.max_terms // 10)
             extract_scan = scan if extract == read else TextScan(extract)
         # a record's ``failed: 0`` is a count (its error keys say whether it failed); the text
@@ -354,6 +357,8 @@ class DefaultEncoder:
         )
         terms = self._terms(facts, tables, extract_scan)
         terms.update(v.lower() for v in argument_values(arguments) if len(v) >= 2)
+        if not structured:  # the tables and columns of a schema are what a query names
+            terms.update(name.lower() for table in schema for name in (table.name, *table.columns))
         return Card(
             **base,
             kind=CardKind.TOOL_ERROR if error else CardKind.TOOL_RESULT,
@@ -844,6 +849,34 @@ def _extractive_summary(scan: TextScan, limit: int) -> str:
     if also:
         kept += " | also: " + ", ".join(also)
     return kept
+
+
+def _schema_summary(schema: list[CreatedTable], text: str, limit: int) -> str:
+    """A schema text too long to keep whole: each table's ``CREATE TABLE`` statement on one line
+    (as ``Album(AlbumId, Title, ArtistId)`` when the statements do not fit), the names a next query
+    takes; then, in the room left, the other lines (the sample rows) in order."""
+    lines = [table.statement for table in schema]
+    if sum(len(line) + 1 for line in lines) > limit:
+        lines = [table.outline() for table in schema]
+    starts = [table.start for table in schema[1:]] + [len(text)]
+    rest = (
+        line.strip()
+        for table, end in zip(schema, starts, strict=True)
+        for line in text[table.end : end].split("\n")
+    )
+    lines += [line for line in rest if line and line not in ("/*", "*/")]
+    kept: list[str] = []
+    used = 0
+    for line in lines:
+        if used + len(line) + 1 > limit:
+            break
+        kept.append(line)
+        used += len(line) + 1
+    if len(kept) < len(schema):
+        return (
+            "\n".join(kept) + " | also: " + _clip(", ".join(table.name for table in schema[len(kept) :]), 400)
+        )
+    return "\n".join(kept)
 
 
 def _refused_or_spoken(message: Message) -> str:

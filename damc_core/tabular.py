@@ -16,6 +16,7 @@ import csv
 import io
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 COLUMN_KEYS = frozenset({"columns", "column_names", "fields", "headers", "header", "meta", "schema", "cols"})
@@ -172,4 +173,63 @@ def _column_name(item: str) -> str:
     if named is None:
         return " ".join(item.split())
     name = named.group("alias") or named.group("name")
+    return name[1:-1] if name[:1] in ('"', "`", "[") else name
+
+
+@dataclass(frozen=True, slots=True)
+class CreatedTable:
+    """A table an SQL schema text creates: its name, its columns' names and its statement."""
+
+    name: str
+    columns: tuple[str, ...]
+    statement: str
+    """The ``CREATE TABLE`` statement on one line (a schema tool prints a column a line)."""
+    start: int
+    end: int
+    """Where the statement is in the text."""
+
+    def outline(self) -> str:
+        """``Album(AlbumId, Title, ArtistId)``: the names a query takes from the table."""
+        return f"{self.name}({', '.join(self.columns)})"
+
+
+_CREATE_TABLE = re.compile(
+    rf"\bCREATE\s+(?:(?:TEMP|TEMPORARY|VIRTUAL)\s+)?TABLE\s+(?:IF\s+NOT\s+EXISTS\s+)?"
+    rf"(?:(?:{_SQL_NAME})\s*\.\s*)?(?P<name>{_SQL_NAME})\s*\(",
+    re.I,
+)
+_LEADING_NAME = re.compile(_SQL_NAME)
+_CONSTRAINT = re.compile(r"(?:PRIMARY|FOREIGN|UNIQUE|CHECK|CONSTRAINT|KEY|INDEX|EXCLUDE)", re.I)
+"""What a table constraint starts with, where a column definition starts with the column's name."""
+
+
+def created_tables(text: str) -> list[CreatedTable]:
+    """The tables of the ``CREATE TABLE`` statements in ``text`` (what LangChain's ``sql_db_schema``
+    prints, or a ``.schema`` dump), in order; a statement cut off before its closing parenthesis
+    is left out."""
+    tables: list[CreatedTable] = []
+    end = 0
+    for match in _CREATE_TABLE.finditer(text):
+        if match.start() < end:
+            continue
+        depth, closed = 1, -1
+        for word in _SQL_WORD.finditer(text, match.end()):
+            if word.group() in ("(", ")"):
+                depth += 1 if word.group() == "(" else -1
+                if depth == 0:
+                    closed = word.end()
+                    break
+        if closed < 0:
+            break
+        end = closed
+        names = (_LEADING_NAME.match(part) for part in _top_level_items(text[match.end() : closed - 1]))
+        columns = tuple(
+            _unquoted(name.group()) for name in names if name and not _CONSTRAINT.fullmatch(name.group())
+        )
+        statement = " ".join(text[match.start() : closed].split()).replace("( ", "(").replace(" )", ")")
+        tables.append(CreatedTable(_unquoted(match.group("name")), columns, statement, match.start(), closed))
+    return tables
+
+
+def _unquoted(name: str) -> str:
     return name[1:-1] if name[:1] in ('"', "`", "[") else name

@@ -10,6 +10,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from damc_core import CardKind
+
 TABLES = {
     "Artist": '"ArtistId" INTEGER NOT NULL, "Name" NVARCHAR(120), PRIMARY KEY ("ArtistId")',
     "Album": '"AlbumId" INTEGER NOT NULL, "Title" NVARCHAR(160) NOT NULL, "ArtistId" INTEGER NOT NULL, '
@@ -140,3 +142,35 @@ def test_the_words_of_a_sentence_argument_are_no_links(memory, msg):
     memory.observe(msg.call("t", "think", {"thought": "Select the cheapest flight for the Customer, please"}))
 
     assert memory.card(note.id).decision_links == ()  # only a query's words are names
+
+
+def test_a_long_schema_keeps_every_create_table_statement_and_a_skeleton_names_tables_and_columns(
+    memory, msg, db
+):
+    schema = SqlAgent(memory, msg, db).schema("Album, Artist, Customer, Invoice")
+    assert len(table_info(db, "Album, Artist, Customer, Invoice")) > memory.encoder.max_text_chars
+
+    summary = memory.compressor.render(schema)
+    for name in TABLES:
+        assert f'CREATE TABLE "{name}"' in summary
+    assert '"ArtistId" INTEGER NOT NULL' in summary and '"Total" NUMERIC(10, 2) NOT NULL' in summary
+    assert "1\tFor Those About To Rock We Salute You\t1" in summary  # sample rows in the room left
+    skeleton = memory.compressor.render(schema, detail="skeleton")
+    assert "Album(AlbumId, Title, ArtistId); Artist(ArtistId, Name); Customer(CustomerId, " in skeleton
+    assert "Invoice(InvoiceId, CustomerId, InvoiceDate, BillingCountry, Total)" in skeleton
+    assert "2021-01-01" not in skeleton  # a sample row's date is no name a query takes
+    assert {"album", "title", "artist", "name", "total"} <= schema.terms
+
+
+def test_a_small_budget_keeps_the_schema_s_columns_beside_the_error_and_the_fixed_query(memory, msg, db):
+    agent = SqlAgent(memory, msg, db)
+    memory.observe(msg.user("Which country's customers spent the most?"))
+    agent.list_tables()
+    agent.schema("Customer, Invoice")
+    error = agent.query(TOP_COUNTRIES.replace("c.Country", "c.Countryy"))
+    agent.query(TOP_COUNTRIES)
+
+    memory_section = memory.build(budget=400).messages[0]["content"]
+    assert "Customer(CustomerId, FirstName, LastName, Country, Email)" in memory_section
+    assert "Invoice(InvoiceId, CustomerId, InvoiceDate, BillingCountry, Total)" in memory_section
+    assert error.kind is CardKind.TOOL_ERROR and "no such column: c.Countryy" in memory_section
