@@ -86,14 +86,18 @@ def names_in_text(text: str) -> list[str]:
     cards: its table and column names and its quoted values (``Invoice``, ``CustomerId``,
     ``Brazil``), not its keywords, functions or one-letter aliases. None of other text: the
     identifiers of a note the model writes itself (``think``) are what it read, not what it used."""
-    if _SQL_STATEMENT.match(text) is None:
+    if not is_sql_statement(text):
         return []
     code = _SQL_LIMIT.sub(" ", _SQL_STRING.sub(" ", text))
-    if _PROSE_WORD.search(code) is not None:
-        return []  # "Select the cheapest flight for me" is a sentence
     quoted = [value for value in _SQL_STRING.findall(text) if value.strip()]
     words = (word for word in _SQL_NAME.findall(code) if len(word) >= 3 or is_identifier(word))
     return [*quoted, *(word for word in words if word.upper() not in _SQL_QUERY_WORDS)]
+
+
+def is_sql_statement(text: str) -> bool:
+    """Whether ``text`` is an SQL statement (``SELECT ...``), not a sentence that starts like one
+    ("Select the cheapest flight for me")."""
+    return _SQL_STATEMENT.match(text) is not None and _PROSE_WORD.search(_SQL_STRING.sub(" ", text)) is None
 
 
 _SQL_STATEMENT = re.compile(r"\s*\(?\s*(?:SELECT|WITH|INSERT|UPDATE|DELETE|REPLACE|EXPLAIN|PRAGMA)\b", re.I)

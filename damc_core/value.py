@@ -35,6 +35,7 @@ from .extract import (
     NEGATIVE_STATUS,
     changes_state,
     is_handle,
+    is_sql_statement,
     snake_case,
 )
 from .types import BuiltContext, Card, CardKind, DecisionFocus, Message, Namespace, Score, ScoredCard
@@ -322,9 +323,10 @@ _SUBJECTS: dict[int, tuple[object, frozenset[str]]] = {}
 
 def subject_of(card: Card) -> frozenset[str]:
     """The entity a lookup was about: identifier arguments under id-like names (``reservation_id``,
-    ``order_id``). Results of one tool about different entities are different records, not newer
-    views of one record; searches (no id argument) and pages read by their URL have no subject
-    (see ``ENTITY_KEY``).
+    ``order_id``), or an SQL statement (``query="SELECT COUNT(*) FROM Customer"``: the answer to
+    another query is another record, not a newer view of this one). Results of one tool about
+    different entities are different records, not newer views of one record; searches (no id
+    argument) and pages read by their URL have no subject (see ``ENTITY_KEY``).
 
     Asked for every candidate at every decision, so it is remembered per arguments object."""
     arguments = card.arguments
@@ -334,7 +336,14 @@ def subject_of(card: Card) -> frozenset[str]:
 
 
 def _id_arguments(arguments: Mapping[str, object]) -> frozenset[str]:
-    return frozenset(value for _, value in _remembered(_HANDLES, arguments, _handles, arguments))
+    queries = (
+        " ".join(value.split()).lower()
+        for value in arguments.values()
+        if isinstance(value, str) and is_sql_statement(value)
+    )
+    return frozenset(value for _, value in _remembered(_HANDLES, arguments, _handles, arguments)).union(
+        queries
+    )
 
 
 _HANDLES: dict[int, tuple[object, frozenset[tuple[str, str]]]] = {}

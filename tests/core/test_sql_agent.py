@@ -174,3 +174,32 @@ def test_a_small_budget_keeps_the_schema_s_columns_beside_the_error_and_the_fixe
     assert "Customer(CustomerId, FirstName, LastName, Country, Email)" in memory_section
     assert "Invoice(InvoiceId, CustomerId, InvoiceDate, BillingCountry, Total)" in memory_section
     assert error.kind is CardKind.TOOL_ERROR and "no such column: c.Countryy" in memory_section
+
+
+def test_the_answer_to_an_earlier_query_is_kept_beside_the_answers_to_later_different_queries(
+    memory, msg, db
+):
+    agent = SqlAgent(memory, msg, db)
+    memory.observe(msg.user("How many customers, invoices and albums are there, and the biggest invoice?"))
+    customers = agent.query("SELECT COUNT(*) AS Customers FROM Customer")
+    agent.query("SELECT COUNT(*) AS Invoices FROM Invoice")
+    agent.query("SELECT COUNT(*) AS Albums FROM Album")
+    agent.query("SELECT InvoiceId, Total FROM Invoice ORDER BY Total DESC LIMIT 1")
+    agent.query("SELECT CustomerId, FirstName FROM Customer ORDER BY CustomerId")
+
+    context = memory.build(budget=1000)
+    assert next(d for d in context.decisions if d.card_id == customers.id).kept
+    assert (
+        f"[{customers.id}] sql_db_query(query=SELECT COUNT(*) AS Customers FROM Customer)" in context.memory
+    )
+
+
+def test_a_rerun_of_the_same_query_is_the_newer_view_of_its_answer(memory, msg, db):
+    agent = SqlAgent(memory, msg, db)
+    first = agent.query("SELECT COUNT(*) FROM Invoice")
+    db.execute("INSERT INTO Invoice VALUES (13, 1, '2021-02-01 00:00:00', '', 0.99)")
+    rerun = agent.query("select count(*)\n  from Invoice")
+    agent.query("SELECT COUNT(*) FROM Album")
+
+    value = {d.card_id: d.value for d in memory.build(budget=1000).decisions}
+    assert value[first.id] < value[rerun.id]
