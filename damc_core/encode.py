@@ -326,7 +326,10 @@ class DefaultEncoder:
             if around:  # "Found 2 flights:", or what a fenced block comes with
                 facts.append(Fact("note", _clip(around, self.max_cell_chars), fact_kind("note", around)))
             payload, envelope = _unwrapped(parsed)
-            self._walk(payload, "", 0, facts, tables)
+            if (column := _one_column_rows(payload, arguments)) is not None:
+                tables.append(self._records_table("", column))
+            else:
+                self._walk(payload, "", 0, facts, tables)
             stated = [f.path for f in facts] + [t.path for t in tables]
             # the envelope after the payload: its ids name the entity
             for path, value in _envelope_paths(envelope, stated):
@@ -455,6 +458,21 @@ class DefaultEncoder:
                     return terms
         terms.update(extract.terms(self.max_terms))
         return terms
+
+
+def _one_column_rows(payload: object, arguments: Mapping[str, Any]) -> list[dict[str, Any]] | None:
+    """Rows of one value each (``[(3,)]``, what ``SELECT COUNT(*) ...`` prints) as records of the
+    one column the call's SQL query names; ``None`` otherwise: without such a query, a list of
+    one-item lists is no table."""
+    if not isinstance(payload, list) or not payload:
+        return None
+    if not all(isinstance(row, list) and len(row) == 1 and _is_scalar(row[0]) for row in payload):
+        return None
+    queries = (value for _, value in _argument_leaves(arguments) if isinstance(value, str))
+    names = next(
+        (names for names in map(select_names, queries) if names is not None and len(names) == 1), None
+    )
+    return None if names is None else [{names[0]: row[0]} for row in payload]
 
 
 def _named_by_query(tables: list[Table], arguments: Mapping[str, Any]) -> list[Table]:

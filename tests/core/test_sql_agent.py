@@ -203,3 +203,25 @@ def test_a_rerun_of_the_same_query_is_the_newer_view_of_its_answer(memory, msg, 
 
     value = {d.card_id: d.value for d in memory.build(budget=1000).decisions}
     assert value[first.id] < value[rerun.id]
+
+
+@pytest.mark.parametrize(
+    ("query", "shown"),
+    [
+        ("SELECT COUNT(*) AS Customers FROM Customer", "rows (1): Customers\n 3"),
+        ("SELECT MAX(Total) FROM Invoice", "rows (1): MAX(Total)\n 23.76"),
+        ("SELECT Country FROM Customer ORDER BY Country", "rows (3): Country\n Brazil\n Canada\n Germany"),
+    ],
+)
+def test_a_one_column_answer_is_a_table_of_that_column_at_every_detail(memory, msg, db, query, shown):
+    answer = SqlAgent(memory, msg, db).query(query)
+
+    for detail in ("full", "key", "skeleton"):
+        assert memory.compressor.render(answer, detail=detail).endswith(f"-> \n {shown}")
+
+
+def test_rows_of_one_item_without_a_query_naming_them_stay_a_list(memory, msg):
+    memory.observe(msg.call("g", "get_groups", {"team": "ops"}))
+    groups = memory.observe(msg.result("g", "get_groups", "[['alice'], ['bob']]"))
+
+    assert not groups.tables and [fact.value for fact in groups.facts] == ["[alice]", "[bob]"]
