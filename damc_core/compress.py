@@ -266,12 +266,20 @@ def _records_as_rows(items: list[Any]) -> str | None:
 
 
 def _restated(value: object, text: str) -> bool:
-    """Whether ``value`` is a list or record whose every leaf value ``text`` shows."""
+    """Whether ``value`` is a list or record whose every leaf value ``text`` shows, or a long text
+    of several words that ``text`` quotes whole (an SQL error's ``[SQL: ...]`` line repeats the
+    query). Not a link: a page's URL names the call, though the page repeats it."""
+    if isinstance(value, str):
+        return len(value) >= QUOTED_ARGUMENT_CHARS and " " in value.strip() and value in text
     if not isinstance(value, (Mapping, list)):
         return False
     leaves = argument_values({"": value})
     return bool(leaves) and all(map(shown_in(text), leaves))
 
+
+QUOTED_ARGUMENT_CHARS = 40
+"""Length from which a text argument the result quotes whole is written ``name=…`` in the call:
+shorter values cost about what the ellipsis does, and read better in place."""
 
 _BETWEEN_VALUES = re.compile(r"[\s;,()\[\]=\"'`]+|:(?=\s|$)")
 """What separates the values of a rendering: cells, ``key=value;`` pairs, a sparse row's label,
@@ -372,8 +380,8 @@ class TemplateCompressor:
 
     @staticmethod
     def _call(card: Card, restated_in: str = "") -> str:
-        """The call as ``name(arguments)``; a list or record argument whose every value the result
-        ``restated_in`` shows is written ``name=…`` (a booking echoes its flights and passengers)."""
+        """The call as ``name(arguments)``; an argument the result ``restated_in`` restates (see
+        ``_restated``) is written ``name=…`` (a booking echoes its flights and passengers)."""
         arguments: Mapping[str, Any] = card.arguments
         if restated_in:
             arguments = {

@@ -225,3 +225,12 @@ def test_rows_of_one_item_without_a_query_naming_them_stay_a_list(memory, msg):
     groups = memory.observe(msg.result("g", "get_groups", "[['alice'], ['bob']]"))
 
     assert not groups.tables and [fact.value for fact in groups.facts] == ["[alice]", "[bob]"]
+
+
+def test_an_sql_error_that_quotes_its_query_shows_the_query_once(memory, msg, db):
+    broken = TOP_COUNTRIES.replace("c.Country", "c.Countryy")
+    error = SqlAgent(memory, msg, db).query(broken)
+
+    card = memory.compressor.render(error)
+    assert card.count(broken) == 1  # in the error's [SQL: ...] line; the call writes query=…
+    assert "sql_db_query(query=…) FAILED" in card and "no such column: c.Countryy" in card
