@@ -358,8 +358,10 @@ class Recorder:
         """(role, text) of final answers recorded as their step ended, not yet handed to memory ->
         their cards. A ReAct answer is known by its answer text: the agent hands it over inside
         the run's whole transcript. A new user turn ends the wait: the run that answered is over."""
-        self._answered: deque[int] = deque(maxlen=32)
-        """Identities of the latest answers recorded."""
+        self._answered: deque[ChatMessage] = deque(maxlen=32)
+        """The latest answers recorded, and assistant messages handed to memory: the event stream
+        may report one as the answer after the agent put it (an answer made when the run stops at
+        its iteration limit). Held, not known by ``id``: a freed message's id is reused."""
 
     def _resume(self, memory: DecisionMemory, since: int = 0) -> None:
         """Know what a reopened memory holds, so a history handed over again (an app passing its
@@ -403,6 +405,8 @@ class Recorder:
                 self.pending.clear()  # a new user turn: the previous run's scratchpad is history now
                 self._answers.clear()
                 self._catch_up()
+            elif message.role == MessageRole.ASSISTANT:
+                self._answered.append(message)
             self._record(message, confirm=True)
 
     def record_answer(self, reply: ChatMessage) -> None:
@@ -411,9 +415,9 @@ class Recorder:
         afterwards does not record it twice. Never raises into the agent."""
         try:
             with self._lock:
-                if not message_text(reply).strip() or id(reply) in self._answered:
+                if not message_text(reply).strip() or any(reply is m for m in self._answered):
                     return  # (a span and the event stream report the same reply)
-                self._answered.append(id(reply))
+                self._answered.append(reply)
                 self._record(reply, confirm=True, answer=True)
                 role, text = to_event(reply)["role"], message_text(reply)
                 steps = parse_react(text) if role == "assistant" else None

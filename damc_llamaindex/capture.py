@@ -63,13 +63,14 @@ are remembered by span id, the oldest forgotten past this many."""
 
 def _expect_calls(recorder: Recorder, output: AgentOutput) -> None:
     """Note the reply behind a step's tool calls, so that they are recorded together with its text,
-    or record the run's answer. A reply to be retried calls nothing; a final output written to the
-    stream lists the run's ``ToolCallResult``s, which are not calls to come."""
+    or record the run's answer. A reply to be retried calls nothing. The agent adds the run's
+    ``ToolCallResult``s to its final output after writing it to the stream, so a consumer reading
+    the stream later finds them listed with the answer: they are not calls to come."""
     if not output.retry_messages:
         calls = [c for c in output.tool_calls if isinstance(c, ToolSelection)]
         if calls:
             recorder.expect_calls(output.response, calls)
-        elif not output.tool_calls:  # the run's answer
+        else:  # the run's answer
             recorder.record_answer(output.response)
 
 

@@ -16,6 +16,7 @@ from llama_index.core.tools import FunctionTool, RetrieverTool
 from damc_llamaindex import DamcEventRecorder, DamcLLM, DamcMemory, DamcSpanHandler, offline_tokenizer
 
 from .scenario import (
+    ANSWER,
     FLIGHTS,
     FUNCTION_SCRIPT,
     QUESTION,
@@ -257,6 +258,49 @@ def test_the_event_stream_is_relayed_unchanged_and_recorded(recording_llm):
 
     assert sum(isinstance(e, ToolCallResult) for e in seen) == 3
     assert [c.tool_call_id for c in tool_results(memory)] == ["c1", "c2", "c3"]
+
+
+@pytest.mark.parametrize("agent_class", [FunctionAgent, ReActAgent])
+def test_the_answer_is_recorded_from_events_read_after_the_run_finished(recording_llm, agent_class):
+    """The agent adds the run's tool results to its final output once it is in the stream: a
+    consumer that reads it later (a UI that buffers events) sees them listed with the answer."""
+    memory = damc()
+    recorder = DamcEventRecorder(memory)
+    if agent_class is FunctionAgent:
+        model = recording_llm(*FUNCTION_SCRIPT)
+    else:
+        model = recording_llm(*REACT_SCRIPT, function_calling=False)
+    agent = agent_class(tools=TOOLS, llm=model)
+
+    async def go():
+        handler = agent.run(QUESTION)
+        events = [event async for event in handler.stream_events()]
+        await handler
+        for event in events:
+            recorder.record(event)
+
+    asyncio.run(go())
+
+    assert [c.tool_name for c in tool_results(memory)] == ["get_user_details", "search_flights", "book"]
+    said = [m for m in memory.messages() if m["role"] == "assistant" and not m.get("tool_calls")]
+    answers = [m["content"] for m in said]
+    assert answers == [ANSWER]
+
+
+def test_an_answer_made_at_the_iteration_limit_is_recorded_once_with_memory_and_event_stream(recording_llm):
+    memory = damc()
+    recorder = DamcEventRecorder(memory)
+    model = recording_llm(*FUNCTION_SCRIPT[:2], ChatMessage(role="assistant", content="I ran out of steps."))
+    agent = FunctionAgent(tools=TOOLS, llm=model, early_stopping_method="generate")
+
+    async def go():
+        handler = agent.run(QUESTION, memory=DamcMemory(memory=memory), max_iterations=2)
+        async for _ in recorder.relay(handler.stream_events()):
+            pass
+        return await handler
+
+    assert str(asyncio.run(go())) == "I ran out of steps."
+    assert [m["content"] for m in memory.messages()].count("I ran out of steps.") == 1
 
 
 def test_a_react_observation_with_surrounding_whitespace_is_still_matched(recording_llm, spans):
