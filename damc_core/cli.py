@@ -263,7 +263,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument(
             "trace",
             help="JSON list of messages, JSONL of messages, or [{'traj': [...]}, ...] "
-            "(or {'messages': [...]} items)",
+            "(or {'messages': [...]} items); OpenAI chat messages or Responses API items",
         )
 
     def retrieval(p: argparse.ArgumentParser) -> None:

@@ -8,12 +8,15 @@ from pathlib import Path
 from typing import Any
 
 from .errors import TraceError
+from .memory import normalize_event
 from .types import Message
 
 
 def load_trajectories(path: str | Path) -> list[list[Message]]:
     """Trajectories from a JSON list of messages, a JSONL of messages, or ``[{"traj": [...]}, ...]``
     (tau-bench's results; ``{"messages": [...]}`` items, as OpenAI chat files have them, alike).
+    Items of the Responses API and legacy ``function_call`` messages are read as the chat
+    messages they stand for, as ``DecisionMemory.observe`` reads them (see :func:`parse_trajectories`).
 
     A JSONL whose lines are themselves lists, ``{"traj": ...}`` or ``{"messages": ...}`` objects
     gives one trajectory per line. Errors name the file, the line and what was expected.
@@ -57,7 +60,12 @@ def parse_trajectories(
 ) -> list[list[Message]]:
     """Trajectories from parsed JSON: a list of messages (one trajectory) when its first item is
     a message, else a list of trajectories. ``line_numbers``: the JSONL line of each item, for
-    errors."""
+    errors.
+
+    A Responses API item (``function_call``, ``function_call_output``, ``reasoning``, ``message``)
+    or a legacy ``function_call`` / ``function`` message becomes the chat message it stands for,
+    and a step's parallel ``function_call`` items one assistant message: replays see its calls as
+    decisions, as a chat trace's ``tool_calls``."""
     if isinstance(data, dict) and _trajectory_key(data):
         data = [data]
     if not isinstance(data, list) or not data:
@@ -97,18 +105,52 @@ def _trajectory_key(item: dict[str, Any]) -> str | None:
 
 
 def _is_message(item: Any) -> bool:
-    return isinstance(item, dict) and "role" in item and "traj" not in item
+    return isinstance(item, dict) and ("role" in item or _is_responses_item(item)) and "traj" not in item
+
+
+_RESPONSES_ITEMS = frozenset(
+    {"function_call", "function_call_output", "custom_tool_call", "custom_tool_call_output", "reasoning"}
+)
+"""The Responses API items that have no role: a call, its output, the model's reasoning."""
+
+
+def _is_responses_item(item: dict[str, Any]) -> bool:
+    return "role" not in item and item.get("type") in _RESPONSES_ITEMS
+
+
+def _in_chat_form(message: dict[str, Any]) -> bool:
+    """Whether the message is read as it is: not a Responses API item nor a legacy function call."""
+    return not (
+        _is_responses_item(message)
+        or message.get("type") == "message"
+        or message.get("role") == "function"
+        or (isinstance(message.get("function_call"), dict) and not message.get("tool_calls"))
+    )
 
 
 def _messages(items: Sequence[Any], where: Callable[[int], str]) -> list[Message]:
-    """The items, each checked to be a message; ``where(i)`` names item ``i`` in an error."""
+    """The items, each checked to be a message, in chat form; ``where(i)`` names item ``i`` in an
+    error."""
+    out: list[Message] = []
+    parallel = False  # the last message is a Responses call, which the next call joins
     for index, message in enumerate(items):
         if not isinstance(message, dict):
             raise TraceError(f"{where(index)}: {type(message).__name__}, expected a message object")
         _check_format(message, where(index))
-        if "role" not in message:
-            raise TraceError(f"{where(index)}: a message without 'role'")
-    return list(items)
+        if _in_chat_form(message):
+            if "role" not in message:
+                raise TraceError(f"{where(index)}: a message without 'role'")
+            out.append(message)
+            parallel = False
+            continue
+        chat = normalize_event(message)[0]
+        call = message.get("type") in ("function_call", "custom_tool_call") and bool(chat.get("tool_calls"))
+        if call and parallel:
+            out[-1] = {**out[-1], "tool_calls": [*out[-1]["tool_calls"], *chat["tool_calls"]]}
+        else:
+            out.append(chat)
+        parallel = call
+    return out
 
 
 _LANGCHAIN_TYPES = frozenset({"human", "ai", "system", "tool", "function", "chat", "AIMessageChunk"})

@@ -404,3 +404,44 @@ def test_an_output_that_is_an_input_is_refused_and_the_input_kept(trace, tmp_pat
     assert files[target].read_text() == before
     err = capsys.readouterr().err
     assert err.startswith("damc: error: ") and "would overwrite" in err
+
+
+def test_replay_of_a_responses_api_trace_counts_its_calls_as_decisions(tmp_path, assert_valid_context):
+    """The items of the Responses API, as ``observe`` takes them: their calls are decision points,
+    a step's parallel calls one, and the cancelled reservation's id reaches the context."""
+    items = [
+        {"role": "user", "content": "Cancel my reservation, I'm mia_li_3668."},
+        {
+            "type": "function_call",
+            "call_id": "fc_1",
+            "name": "get_user",
+            "arguments": '{"user_id": "mia_li_3668"}',
+        },
+        {"type": "function_call_output", "call_id": "fc_1", "output": '{"reservations": ["ZFA04Y"]}'},
+        {
+            "type": "function_call",
+            "call_id": "fc_2",
+            "name": "cancel",
+            "arguments": '{"reservation_id": "ZFA04Y"}',
+        },
+        {
+            "type": "function_call",
+            "call_id": "fc_3",
+            "name": "notify",
+            "arguments": '{"user_id": "mia_li_3668"}',
+        },
+    ]
+    trace, out = tmp_path / "responses.json", tmp_path / "contexts.jsonl"
+    trace.write_text(json.dumps(items), encoding="utf-8")
+
+    replay = subprocess.run(
+        [sys.executable, "-m", "damc_core.cli", "replay", str(trace), "--out", str(out)],
+        capture_output=True,
+        text=True,
+    )
+
+    assert replay.returncode == 0, replay.stderr
+    lines = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert [line["step"] for line in lines] == [1, 3]
+    assert_valid_context(lines[1]["messages"])
+    assert "ZFA04Y" in json.dumps(lines[1]["messages"])

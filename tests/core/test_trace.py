@@ -218,3 +218,81 @@ def test_other_message_formats_are_named_rather_than_read_as_no_tool_calls(tmp_p
 
     with pytest.raises(TraceError, match=match):
         load_trajectories(path)
+
+
+RESPONSES_ITEMS = [
+    {"role": "user", "content": "Cancel reservation ZFA04Y and EHGLP3."},
+    {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "Look both up."}]},
+    {"type": "function_call", "call_id": "fc_1", "name": "get_reservation", "arguments": '{"id": "ZFA04Y"}'},
+    {"type": "function_call", "call_id": "fc_2", "name": "get_reservation", "arguments": '{"id": "EHGLP3"}'},
+    {"type": "function_call_output", "call_id": "fc_1", "output": '{"id": "ZFA04Y", "status": "confirmed"}'},
+    {"type": "function_call_output", "call_id": "fc_2", "output": '{"id": "EHGLP3", "status": "confirmed"}'},
+    {
+        "type": "message",
+        "id": "msg_1",
+        "status": "completed",
+        "role": "assistant",
+        "content": [{"type": "output_text", "text": "Both are confirmed; cancelling."}],
+    },
+    {
+        "type": "function_call",
+        "call_id": "fc_3",
+        "name": "cancel_reservation",
+        "arguments": '{"id": "ZFA04Y"}',
+    },
+]
+
+
+def test_responses_api_items_are_read_as_the_chat_messages_they_stand_for(tmp_path):
+    """A trace saved from the Responses API (``input`` plus each ``response.output``): its calls
+    are decisions, a step's parallel calls one assistant message, as ``observe`` reads them."""
+    path = tmp_path / "responses.json"
+    path.write_text(json.dumps(RESPONSES_ITEMS), encoding="utf-8")
+
+    (trajectory,) = load_trajectories(path)
+
+    assert [m["role"] for m in trajectory] == [
+        "user",
+        "reasoning",
+        "assistant",
+        "tool",
+        "tool",
+        "assistant",
+        "assistant",
+    ]
+    assert [c["id"] for c in trajectory[2]["tool_calls"]] == ["fc_1", "fc_2"]
+    assert trajectory[3] == {"role": "tool", "tool_call_id": "fc_1", "content": RESPONSES_ITEMS[4]["output"]}
+    assert trajectory[5] == {
+        "role": "assistant",
+        "content": [{"type": "text", "text": "Both are confirmed; cancelling."}],
+    }
+    assert trajectory[6]["tool_calls"][0]["function"] == {
+        "name": "cancel_reservation",
+        "arguments": '{"id": "ZFA04Y"}',
+    }
+
+
+def test_a_trace_of_legacy_function_calls_has_its_calls_as_tool_calls(tmp_path):
+    """OpenAI's older ``function_call`` / ``function`` messages, which ``observe`` also reads."""
+    items = [
+        {"role": "user", "content": "Cancel ZFA04Y"},
+        {
+            "role": "assistant",
+            "content": None,
+            "function_call": {"name": "cancel", "arguments": '{"id": "ZFA04Y"}'},
+        },
+        {"role": "function", "name": "cancel", "content": "cancelled"},
+    ]
+    path = tmp_path / "legacy.json"
+    path.write_text(json.dumps(items), encoding="utf-8")
+
+    (trajectory,) = load_trajectories(path)
+
+    call = trajectory[1]["tool_calls"][0]
+    assert call["function"] == {"name": "cancel", "arguments": '{"id": "ZFA04Y"}'}
+    assert trajectory[2] == {
+        "role": "tool",
+        "name": "cancel",
+        "content": "cancelled",
+        "tool_call_id": call["id"],
+    }
