@@ -168,6 +168,12 @@ def _check_format(item: Any, where: str) -> None:
             f"{where}: a LangChain message (type {item['type']!r}); DAMC reads OpenAI-style messages "
             "with 'role' (convert them with langchain_core.messages.convert_to_openai_messages)"
         )
+    if "role" in item and "content" not in item and isinstance(item.get("blocks"), list):
+        raise TraceError(
+            f"{where}: a LlamaIndex ChatMessage (its text in 'blocks', its tool calls in "
+            "'additional_kwargs'); DAMC reads OpenAI-style messages (convert them with "
+            "llama_index.llms.openai.utils.to_openai_message_dicts)"
+        )
     role = item.get("role")
     if isinstance(role, str) and role not in _ROLES and role.lower() in _ROLES:
         raise TraceError(f"{where}: role {role!r}; OpenAI-style roles are lower case ({role.lower()!r})")

@@ -181,6 +181,18 @@ LANGCHAIN_DUMP = [
     {"type": "human", "data": {"content": "Cancel ZFA04Y"}},
     {"type": "ai", "data": {"content": "", "tool_calls": [{"name": "cancel", "args": {}, "id": "c1"}]}},
 ]
+LLAMAINDEX_DUMP = [  # [m.model_dump(mode="json") for m in chat_history]
+    {"role": "user", "additional_kwargs": {}, "blocks": [{"block_type": "text", "text": "Cancel ZFA04Y"}]},
+    {
+        "role": "assistant",
+        "additional_kwargs": {
+            "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "cancel", "arguments": "{}"}}
+            ]
+        },
+        "blocks": [{"block_type": "text", "text": ""}],
+    },
+]
 LANGCHAIN_MODEL_DUMP = [
     {"type": "human", "content": "Cancel ZFA04Y"},
     {"type": "ai", "content": "", "tool_calls": [{"name": "cancel", "args": {}, "id": "c1"}]},
@@ -196,6 +208,8 @@ LANGCHAIN_MODEL_DUMP = [
         (LANGCHAIN_DUMP, r"item 0: a LangChain message \(type 'human'\).*convert_to_openai_messages"),
         (LANGCHAIN_MODEL_DUMP, r"item 0: a LangChain message \(type 'human'\)"),
         ([{"traj": [HI, *LANGCHAIN_MODEL_DUMP]}], r"item 0: message 1: a LangChain message \(type 'human'\)"),
+        (LLAMAINDEX_DUMP, r"item 0: a LlamaIndex ChatMessage .*to_openai_message_dicts"),
+        ([HI, *LLAMAINDEX_DUMP[1:]], r"item 1: a LlamaIndex ChatMessage"),
         ([{"role": "User", "content": "hi"}], r"item 0: role 'User'; .*lower case \('user'\)"),
         ([HI, {"role": "assistant", "tool_calls": "cancel(ZFA04Y)"}], r"item 1: 'tool_calls' is a str"),
     ],
@@ -206,6 +220,8 @@ LANGCHAIN_MODEL_DUMP = [
         "langchain dump",
         "langchain model_dump",
         "langchain in traj",
+        "llamaindex dump",
+        "llamaindex call after a chat message",
         "capitalised role",
         "tool_calls not a list",
     ],
