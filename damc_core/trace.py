@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -23,9 +24,19 @@ def load_trajectories(path: str | Path) -> list[list[Message]]:
     """
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8-sig")  # (a byte order mark, as Windows tools write)
-    except (OSError, UnicodeDecodeError) as exc:
+        data = path.read_bytes()
+    except OSError as exc:
         raise TraceError(f"cannot read trace {path}: {exc}") from exc
+    encoding = _encoding(data)
+    data = data.removeprefix(codecs.BOM_UTF8)  # (as Windows tools write it)
+    try:
+        text = data.decode(encoding)
+    except UnicodeDecodeError as exc:
+        line_number = data[: exc.start].count(b"\n") + 1
+        where = f"byte 0x{data[exc.start]:02x} on line {line_number}"
+        raise TraceError(
+            f"{path} is not {_ENCODING_NAMES[encoding]} text ({where}); save it as UTF-8"
+        ) from exc
     try:
         whole = _json(text, str(path))
     except json.JSONDecodeError as whole_error:
@@ -42,6 +53,21 @@ def load_trajectories(path: str | Path) -> list[list[Message]]:
             numbers.append(number)
         return parse_trajectories(items, source=str(path), line_numbers=numbers)
     return parse_trajectories(whole, source=str(path))
+
+
+_BOMS = (
+    (codecs.BOM_UTF32_LE, "utf-32"),  # before UTF-16's, which begins it
+    (codecs.BOM_UTF32_BE, "utf-32"),
+    (codecs.BOM_UTF16_LE, "utf-16"),
+    (codecs.BOM_UTF16_BE, "utf-16"),
+)
+_ENCODING_NAMES = {"utf-8": "UTF-8", "utf-16": "UTF-16", "utf-32": "UTF-32"}
+
+
+def _encoding(data: bytes) -> str:
+    """The codec of a trace: UTF-16 or UTF-32 by its byte order mark (Windows PowerShell's ``>``
+    and ``Out-File`` write UTF-16), else UTF-8."""
+    return next((codec for bom, codec in _BOMS if data.startswith(bom)), "utf-8")
 
 
 def _json(text: str, where: str) -> Any:

@@ -128,6 +128,27 @@ def test_a_trace_written_with_a_byte_order_mark_is_read(tmp_path, airline_messag
     assert load_trajectories(path) == [airline_messages]
 
 
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-be", "utf-32"])
+def test_a_trace_written_as_utf_16_with_its_byte_order_mark_is_read(tmp_path, airline_messages, encoding):
+    """Windows PowerShell's ``>`` and ``Out-File`` write UTF-16 with a byte order mark."""
+    path = tmp_path / "powershell.jsonl"
+    bom = {"utf-16-be": "\ufeff"}.get(encoding, "")  # Python's utf-16 and utf-32 write their own
+    path.write_bytes((bom + "".join(json.dumps(m) + "\r\n" for m in airline_messages)).encode(encoding))
+
+    assert load_trajectories(path) == [airline_messages]
+
+
+@pytest.mark.parametrize("bom", [b"", b"\xef\xbb\xbf"])
+def test_a_trace_that_is_not_utf_8_is_an_error_naming_the_encoding(tmp_path, bom):
+    path = tmp_path / "latin1.json"
+    path.write_bytes(
+        bom + json.dumps([{"role": "user", "content": "Jos\u00e9"}], ensure_ascii=False).encode("latin-1")
+    )
+
+    with pytest.raises(TraceError, match=r"latin1.json is not UTF-8 text .*byte 0xe9"):
+        load_trajectories(path)
+
+
 def test_missing_file_raises_trace_error(tmp_path):
     with pytest.raises(TraceError, match="cannot read trace"):
         load_trajectories(tmp_path / "nowhere.json")
