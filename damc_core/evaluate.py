@@ -47,14 +47,16 @@ def replay(
     ``stages`` are passed to :class:`DecisionMemory` (``valuator=``, ``selector=``, ...) to replay
     the same traces with other stage implementations; a function of the namespace makes them per
     trajectory (stages that are bound to one namespace, such as a retrieval valuator).
+
+    ``store``: where every trajectory is recorded; by default each is recorded in a new in-memory
+    store, dropped when the next begins, so a long trace replays in the memory of one trajectory.
     """
-    store = store if store is not None else InMemoryStore()
     for index, messages in enumerate(trajectories):
         clock = _StepClock()
         namespace = Namespace(user="replay", session=f"traj-{index}")
         memory = DecisionMemory(
             namespace=namespace,
-            store=store,
+            store=store if store is not None else InMemoryStore(),
             counter=counter,
             settings=settings,
             clock=clock,

@@ -445,3 +445,26 @@ def test_replay_of_a_responses_api_trace_counts_its_calls_as_decisions(tmp_path,
     assert [line["step"] for line in lines] == [1, 3]
     assert_valid_context(lines[1]["messages"])
     assert "ZFA04Y" in json.dumps(lines[1]["messages"])
+
+
+def test_a_replay_holds_one_trajectorys_records_however_long_the_trace():
+    """A trace of thousands of conversations replays in the memory of one: each is recorded in a
+    store of its own, which goes when the next begins."""
+    import gc
+
+    from damc_core import MemorySettings, Namespace, TiktokenCounter
+    from damc_core.evaluate import replay
+    from damc_core.stores import InMemoryStore
+    from damc_core.trace import load_trajectories
+
+    demo = load_trajectories(Path(damc_core.__file__).parent / "data" / "airline_demo.json")
+    first = Namespace(user="replay", session="traj-0")
+    points = replay(demo[:3], settings=MemorySettings(budget=400), counter=TiktokenCounter())
+    while next(points).traj < 2:  # the replay is at the third conversation
+        pass
+    gc.collect()
+
+    holding_the_first = [
+        store for store in gc.get_objects() if isinstance(store, InMemoryStore) and store.records(first)
+    ]
+    assert holding_the_first == []
