@@ -84,7 +84,7 @@ def _stages(args: argparse.Namespace, trajectories: Sequence[Sequence[Message]])
 
 
 def _count_points(trajectories: Sequence[Sequence[dict[str, object]]]) -> int:
-    return sum(1 for t in trajectories for m in t if m.get("role") == "assistant" and m.get("tool_calls"))
+    return sum(len(_decision_steps(messages)) for messages in trajectories)
 
 
 def _progress(console: Console) -> Progress:
@@ -239,20 +239,32 @@ def cmd_inspect(args: argparse.Namespace, console: Console) -> int:
     trajectories = load_trajectories(args.trace)
     if not 0 <= args.traj < len(trajectories):
         raise DamcError(f"--traj {args.traj} is out of range: the trace has {len(trajectories)} trajectories")
+    steps = _decision_steps(trajectories[args.traj])
+    if not steps:
+        with_decisions = [str(t) for t, messages in enumerate(trajectories) if _decision_steps(messages)]
+        named = ", ".join(with_decisions[:10]) + (", ..." if len(with_decisions) > 10 else "")
+        raise DamcError(
+            f"trajectory {args.traj} has no tool-calling assistant message; "
+            + (f"trajectories {named} have" if with_decisions else "no trajectory of the trace has one")
+        )
+    if args.step not in steps:  # said before any replay: a long trajectory is not replayed to find out
+        raise DamcError(
+            f"step {args.step} of trajectory {args.traj} is not a tool-calling assistant message; "
+            f"decision steps are {steps}"
+        )
     stages = _stages(args, trajectories)
     for point in replay(
         [trajectories[args.traj]], settings=_settings(args), counter=TiktokenCounter(), stages=stages
     ):
         if point.step == args.step:
             console.print(explain(point.built), markup=False, highlight=False, soft_wrap=True)
-            return 0
-    steps = [
-        p.step for p in replay([trajectories[args.traj]], settings=_settings(args), counter=TiktokenCounter())
-    ]
-    raise DamcError(
-        f"step {args.step} of trajectory {args.traj} is not a tool-calling assistant message; "
-        f"decision steps are {steps}"
-    )
+            break
+    return 0
+
+
+def _decision_steps(messages: Sequence[Message]) -> list[int]:
+    """Where a trajectory's assistant calls a tool: the steps a replay builds a context before."""
+    return [step for step, m in enumerate(messages) if m.get("role") == "assistant" and m.get("tool_calls")]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -149,6 +149,16 @@ def test_inspect_with_a_step_that_is_no_decision_returns_2(trace, capsys):
     assert "decision steps are [2, 4, 8]" in err
 
 
+def test_inspect_of_a_trajectory_without_decisions_names_those_with_them(trace, capsys):
+    path, _ = trace
+
+    code = main(["inspect", str(path), "--traj", "2", "--step", "1"])
+
+    assert code == 2
+    err = capsys.readouterr().err.replace("\n", " ")
+    assert "damc: error: trajectory 2 has no tool-calling assistant message; trajectories 0, 1 have" in err
+
+
 def test_inspect_with_a_trajectory_out_of_range_returns_2(trace, capsys):
     path, _ = trace
 
