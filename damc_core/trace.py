@@ -47,12 +47,29 @@ def load_trajectories(path: str | Path) -> list[list[Message]]:
             try:
                 items.append(_json(line, f"{path}:{number}"))
             except json.JSONDecodeError as exc:
+                if _ends_in_a_comma(line):
+                    raise TraceError(
+                        f"{path}:{number}: a comma after the line's JSON value; JSONL has one value a line "
+                        "and nothing after it"
+                    ) from exc
                 if number == 1:
                     raise TraceError(f"{path} is neither JSON nor JSONL: {whole_error}") from exc
                 raise TraceError(f"{path}:{number}: invalid JSON line (truncated trace?): {exc}") from exc
             numbers.append(number)
         return parse_trajectories(items, source=str(path), line_numbers=numbers)
     return parse_trajectories(whole, source=str(path))
+
+
+def _ends_in_a_comma(line: str) -> bool:
+    """Whether the line is a JSON value and a comma, as lines copied out of a JSON array are."""
+    stripped = line.rstrip()
+    if not stripped.endswith(","):
+        return False
+    try:
+        json.loads(stripped[:-1])
+    except (ValueError, RecursionError):
+        return False
+    return True
 
 
 _BOMS = (

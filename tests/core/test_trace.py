@@ -65,6 +65,19 @@ def test_jsonl_with_a_truncated_last_line_names_the_line(tmp_path, airline_messa
         load_trajectories(path)
 
 
+@pytest.mark.parametrize("comma_from", [0, 2], ids=["every line", "from line 3"])
+def test_jsonl_with_commas_after_its_lines_names_the_comma(tmp_path, airline_messages, comma_from):
+    """Lines copied out of a JSON array keep their commas: JSONL has nothing after a line's value."""
+    path = tmp_path / "trace.jsonl"
+    lines = [json.dumps(m) + ("," if i >= comma_from else "") for i, m in enumerate(airline_messages)]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+    with pytest.raises(
+        TraceError, match=rf"trace.jsonl:{comma_from + 1}: a comma after the line's JSON value"
+    ):
+        load_trajectories(path)
+
+
 def test_trace_error_is_a_value_error(tmp_path):
     path = tmp_path / "cut.jsonl"
     path.write_text('{"role": "user", "content": "hi"}\n{"role": "assis', encoding="utf-8")
