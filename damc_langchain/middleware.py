@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any, NamedTuple, cast
 
@@ -77,6 +78,9 @@ class DamcMiddleware(AgentMiddleware):
         self.tools = [tool_answered_by(lambda: self.conversations.current().memory)] if recall else []
         self._shadow_noted = False
         self._retry_noted = False
+        self._failed_requests = weakref.WeakValueDictionary[int, ToolCallRequest]()
+        """The requests whose tool raised, by object id: a middleware retrying a call hands DAMC the
+        same request again, a run resumed after the error a new one."""
 
     def memory_for(self, thread_id: str | None) -> DecisionMemory:
         """The memory of one checkpointer thread (``None``: runs without a thread id)."""
@@ -208,7 +212,7 @@ class DamcMiddleware(AgentMiddleware):
             return None
         if retried is None:
             return _Step(recorder, calls, place)
-        if not self._retry_noted:
+        if not self._retry_noted and self._failed_requests.get(id(request)) is request:
             self._retry_noted = True
             logger.warning(
                 "damc: a tool call DAMC recorded as failed was made again: DamcMiddleware is listed after "
@@ -223,6 +227,7 @@ class DamcMiddleware(AgentMiddleware):
             return
         try:
             if not bubbles_up(error):
+                self._failed_requests[id(request)] = request
                 call_id = str(request.tool_call.get("id"))
                 failed = ToolMessage(error_result(error), tool_call_id=call_id, status="error")
                 self._answer(step, request, failed)

@@ -990,6 +990,38 @@ def test_listed_after_a_retrying_middleware_damc_remembers_the_retry_that_succee
     assert sum("retries tool calls" in r.getMessage() for r in caplog.records) == 1
 
 
+def test_a_run_resumed_after_its_tool_raised_remembers_the_call_made_again_without_a_warning(
+    recording_model, caplog
+):
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    service_down = [True]
+
+    @tool
+    def book_flight(flight: str) -> str:
+        """Book a flight."""
+        if service_down[0]:
+            raise TimeoutError("booking service timed out")
+        return f"booked {flight}: reservation R-7"
+
+    model = recording_model(call("book_flight", {"flight": "HAT107"}, "c1"), AIMessage("Booked: R-7."))
+    damc = DamcMiddleware(memory(budget=4000))
+    agent = create_agent(model, [book_flight], middleware=[damc], checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "t"}}
+    with pytest.raises(TimeoutError):
+        agent.invoke({"messages": [HumanMessage("Book HAT107")]}, config)
+
+    service_down[0] = False
+    agent.invoke(None, config)  # the caller runs the failed step again
+
+    assert tool_results(damc.memory_for("t")) == [
+        ("Error: TimeoutError: booking service timed out", "error"),
+        ("booked HAT107: reservation R-7", None),
+    ]
+    assert "reservation R-7" in text(model.received[-1])
+    assert not [r for r in caplog.records if "retries tool calls" in r.getMessage()]  # no middleware retried
+
+
 def test_the_error_of_a_call_that_raised_reaches_the_caller_unchanged(recording_model):
     failure = RuntimeError("mail server down")
 
