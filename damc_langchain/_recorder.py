@@ -46,6 +46,8 @@ class MessageRecorder:
     def __init__(self, memory: DecisionMemory, *, resume: bool = False, resent: bool = False) -> None:
         self.memory = memory
         self._seen: set[str] = set()
+        self._said: dict[str, str] = {}
+        """The key of each user turn recorded under a message id -> its content key (see ``edited``)."""
         self._early_results: Counter[str] = Counter()
         """Call id -> tool results recorded as the tool returned, not yet seen in the state."""
         self._resent = resent
@@ -84,6 +86,7 @@ class MessageRecorder:
         for event in events:
             if event.get("id"):
                 self._seen.add(f"id:{event['id']}")
+                self._note_said(event)
             elif event.get("role") == "tool":
                 self._early_results[str(event.get("tool_call_id"))] += 1
             if self._resent:
@@ -159,9 +162,26 @@ class MessageRecorder:
         except Exception:
             self._open_request = None  # something after the request was lost: a repeat is new
             raise
+        self._note_said(event)
         if self._resent:
             self._note(event)
             self._matched = len(self._recorded) + 1
+
+    def _note_said(self, event: dict[str, Any]) -> None:
+        if event.get("role") == "user" and event.get("id"):
+            self._said[f"id:{event['id']}"] = _content_key(event)
+
+    def edited(self, messages: Sequence[BaseMessage]) -> None:
+        """Know a user turn that ``messages``, a checkpointed state's, hold with other words under
+        an id recorded before as not recorded: the next ``observe`` records it as a turn of its own.
+        A thread forked from an earlier checkpoint with the user's message edited, or a state
+        edited with ``update_state``, keeps the message's id, and the model is to answer the
+        words the state holds now."""
+        for message in messages:
+            key = f"id:{message.id}"
+            said = self._said.get(key) if message.id and message.type == "human" else None
+            if said is not None and said != _content_key(to_event(message)):
+                self._seen.discard(key)
 
     def assume_recorded(self, messages: Sequence[BaseMessage]) -> None:
         """Know ``messages`` as recorded without recording them (a retried run's request)."""

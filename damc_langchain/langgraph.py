@@ -31,6 +31,7 @@ def damc_pre_model_hook(
         messages = state_messages(state)
         try:
             recorder = conversations.current()
+            recorder.edited(messages)
             recorder.observe(messages)
             built = recorder.memory.build(budget=budget, recall_tool=recall_tool)
             return {"llm_input_messages": to_messages(built.messages)}

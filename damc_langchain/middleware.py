@@ -94,7 +94,9 @@ class DamcMiddleware(AgentMiddleware):
         summary replacing turns of an imported history DAMC has not seen yet) as it came."""
         try:
             messages = state_messages(state)
-            self.conversations.current().held_input = messages[: _answerable(messages)]
+            recorder = self.conversations.current()
+            recorder.edited(messages)
+            recorder.held_input = messages[: _answerable(messages)]
         except Exception:
             logger.exception("damc: reading the run's input failed; the agent goes on")
         return None

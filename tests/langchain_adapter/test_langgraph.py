@@ -100,6 +100,29 @@ def test_threads_are_sessions_and_a_resumed_thread_is_not_recorded_twice(recordi
     assert [c.text for c in mia.cards()] == ["I am mia_li_3668", "Hello Mia.", "Thanks", "Bye."]
 
 
+def test_a_user_message_edited_in_the_thread_state_reaches_the_model_as_edited(recording_model):
+    from langchain_core.messages import AIMessage
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    model = recording_model(AIMessage("Which date?"), AIMessage("Booking HAT205 on May 20."))
+    memory = DecisionMemory(store=InMemoryStore())
+    agent = react_agent(model, memory, tools=[book], checkpointer=InMemorySaver())
+    thread = {"configurable": {"thread_id": "t"}}
+    agent.invoke({"messages": [HumanMessage("Book HAT107", id="m1")]}, thread)
+
+    agent.update_state(thread, {"messages": [HumanMessage("Book HAT205", id="m1")]})  # the user's correction
+    agent.invoke({"messages": [HumanMessage("On May 20")]}, thread)
+
+    assert "Book HAT205" in text(model.received[-1])
+    assert [c.text for c in memory.for_session("t").cards()] == [
+        "Book HAT107",
+        "Which date?",
+        "Book HAT205",
+        "On May 20",
+        "Booking HAT205 on May 20.",
+    ]
+
+
 def test_without_a_checkpointer_the_post_hook_keeps_each_answer_for_the_next_run(recording_model):
     from langchain_core.messages import AIMessage
 

@@ -189,6 +189,28 @@ def test_each_checkpointer_thread_is_its_own_session(recording_model):
     assert middleware.memory.cards() == []  # runs without a thread id would go here
 
 
+def test_a_user_message_edited_in_a_fork_of_the_thread_reaches_the_model_as_edited(recording_model):
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    model = recording_model(AIMessage("Booking HAT107."), AIMessage("Booking HAT205."))
+    middleware = DamcMiddleware(memory())
+    agent = create_agent(model, [book], middleware=[middleware], checkpointer=InMemorySaver())
+    thread = {"configurable": {"thread_id": "t"}}
+    agent.invoke({"messages": [HumanMessage("Book HAT107", id="m1")]}, thread)
+
+    # a chat app edits the user's message: the same message, from the checkpoint before it
+    before = list(agent.get_state_history(thread))[-1].config
+    agent.invoke({"messages": [HumanMessage("Book HAT205", id="m1")]}, before)
+
+    assert model.received[-1][-1].content == "Book HAT205"
+    assert [c.text for c in middleware.memory_for("t").cards()] == [
+        "Book HAT107",
+        "Booking HAT107.",
+        "Book HAT205",
+        "Booking HAT205.",
+    ]
+
+
 def test_a_thread_resumed_by_a_new_process_is_not_recorded_twice(recording_model, tmp_path):
     from langgraph.checkpoint.memory import InMemorySaver
 
