@@ -1308,7 +1308,10 @@ class DecisionMemory:
             history = [e for e in history if e.card_id not in excluded]
         if not size:
             return []
-        start = max(0, len(history) - size)
+        start, counted = len(history), 0
+        while start > 0 and counted < size:  # a reasoning item is sent as no message: it takes no place
+            start -= 1
+            counted += history[start].message.get("role") != REASONING
         while 0 < start < len(history) and (  # from the step's first call
             history[start].message.get("role") == "tool"
             or more_calls(history[start - 1].message, history[start].message)

@@ -540,6 +540,28 @@ def test_a_responses_api_file_or_image_part_is_the_chat_part_it_stands_for(make_
     ]
 
 
+def test_reasoning_items_take_no_place_in_the_recent_window(make_memory, assert_valid_context):
+    """``recent_messages`` counts the messages sent: a reasoning model's turns each bring a
+    reasoning item, which is never sent, and would otherwise shrink the window."""
+    memory = make_memory()
+    memory.observe({"role": "user", "content": "Where is order #W100?"})
+    memory.observe({"role": "assistant", "content": "It shipped on May 2."})
+    memory.observe({"role": "user", "content": "And order #W200?"})
+    memory.observe(
+        {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "Look it up."}]}
+    )
+    memory.observe({"role": "assistant", "content": "It is still pending."})
+
+    sent = memory.build(recent_messages=3).messages
+
+    assert_valid_context(sent)
+    assert [m["content"] for m in sent[-3:]] == [
+        "It shipped on May 2.",
+        "And order #W200?",
+        "It is still pending.",
+    ]
+
+
 def test_a_responses_api_message_is_sent_with_the_fields_of_a_chat_message_only(
     make_memory, assert_valid_context
 ):
