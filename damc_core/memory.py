@@ -959,7 +959,8 @@ class DecisionMemory:
                     recent[index] = self._cut_result(entry, focus, share, shown)
         if self._renderer.count_messages(recent) > budget:
             recent = [send(e, focus, detail="key") for e in entries]
-            if self._renderer.count_messages(recent) > budget:  # a message alone is over the budget
+            media = sum(media_tokens(message) for message in recent)  # sent as they are: not cut
+            if self._renderer.count_messages(recent) - media > budget:  # a text alone is over the budget
                 share = max(1, budget // (2 * len(entries)))
                 recent = [send(e, focus, detail="key", limit=share, over=budget) for e in entries]
             whole = {}
@@ -1396,7 +1397,11 @@ class DecisionMemory:
         message = entry.message
         card = self._session.cards[entry.card_id]
         call = entry.card_id not in calls_shown
-        if limit is not None and message.get("role") in ("user", "assistant") and card.raw_tokens > limit:
+        if (
+            limit is not None
+            and message.get("role") in ("user", "assistant")
+            and card.raw_tokens - media_tokens(message) > limit  # its media go with it as they are
+        ):
             lean_card = self._renderer.render(card, focus, "key")
             return _with_text(message, self._renderer.cut(lean_card, limit, clip=True).summary)
         if over is not None and message.get("role") == "tool":

@@ -652,6 +652,30 @@ def test_an_image_the_user_sent_counts_in_the_budget_and_goes_with_the_request(m
     assert "I059" not in memory_text(built.messages)  # the image took room the rows had without it
 
 
+def test_a_short_question_about_several_attachments_is_sent_as_the_user_wrote_it(make_memory, msg):
+    """The attachments cost more than the default budget, but they go with the turn whatever the
+    budget: the line of text asking about them has nothing to give up for them."""
+    memory = make_memory()
+    memory.observe({"role": "user", "content": "Hi, I am mia_li_3668."})
+    memory.observe({"role": "assistant", "content": "Hello Mia, how can I help?"})
+    asked = {
+        "role": "user",
+        "content": [
+            {"type": "text", "text": "Which of these boarding passes is for flight HAT069?"},
+            SCREENSHOT,
+            {"type": "image_url", "image_url": {"url": "https://example.com/pass-2.png"}},
+            {"type": "input_audio", "input_audio": {"data": "UklGRiQA" * 40, "format": "wav"}},
+            {"type": "file", "file": {"file_id": "file-abc123"}},
+        ],
+    }
+    memory.observe(asked)
+
+    built = memory.build()
+
+    assert built.messages[-1] == asked
+    assert built.total_tokens > memory.settings.budget  # exceeded by the media, not by cutting the text
+
+
 @pytest.mark.parametrize(
     "attachment",
     [
