@@ -39,6 +39,11 @@ from .tabular import CreatedTable, created_tables, positional_records, select_na
 from .tokens import call_function, content_text
 from .types import Card, CardKind, Fact, Message, RawRecord, Table
 
+HOSTED_TOOL = "hosted_tool"
+"""The role a tool the provider ran itself is read as (a Responses API ``web_search_call``,
+``mcp_call``, ...): ``name`` and ``arguments`` say what it was asked and the content what it found.
+It is a tool result's card, but no turn of the dialogue, since no chat API takes one."""
+
 
 @dataclass(frozen=True, slots=True)
 class ToolCall:
@@ -233,6 +238,11 @@ class DefaultEncoder:
         }
         if role == "tool":
             return self._tool_result(message, text, call, base)
+        if role == HOSTED_TOOL:
+            arguments = message.get("arguments")
+            asked = arguments if isinstance(arguments, Mapping) else {}
+            hosted = ToolCall("", str(message.get("name") or "unknown_tool"), asked)
+            return self._tool_result(message, text, call or hosted, base)
         if role == "user":
             return self._prose(CardKind.USER_INSTRUCTION, text, "user", base, keep_whole=True)
         if role == "assistant":

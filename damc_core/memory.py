@@ -41,6 +41,7 @@ from .compress import (
 )
 from .documents import SURROGATE
 from .encode import (
+    HOSTED_TOOL,
     DefaultEncoder,
     Encoder,
     ToolCall,
@@ -101,6 +102,8 @@ KNOWN_ROLES = frozenset({"system", "developer", "user", "assistant", "tool"})
 REASONING = "reasoning"
 """The role a reasoning item of the Responses API is read as: its summary is a card, but no turn
 of the dialogue, since no chat API takes one."""
+UNSENT_ROLES = frozenset({REASONING, HOSTED_TOOL})
+"""Roles of the events that are cards but never messages of the dialogue."""
 OPEN_DECISIONS_KEPT = 64
 """Tool calls awaiting their result to be learnt from; the oldest give way (a call whose result
 never came would hold its context, the history up to it, for good)."""
@@ -1312,7 +1315,7 @@ class DecisionMemory:
         start, counted = len(history), 0
         while start > 0 and counted < size:  # a reasoning item is sent as no message: it takes no place
             start -= 1
-            counted += history[start].message.get("role") != REASONING
+            counted += history[start].message.get("role") not in UNSENT_ROLES
         while 0 < start < len(history) and (  # from the step's first call
             history[start].message.get("role") == "tool"
             or more_calls(history[start - 1].message, history[start].message)
@@ -1322,7 +1325,7 @@ class DecisionMemory:
         calls: set[str] = set()
         for entry in history[start:]:
             message = entry.message
-            if message.get("role") == REASONING:
+            if message.get("role") in UNSENT_ROLES:
                 continue
             if message.get("role") == "tool":
                 answered = message.get("tool_call_id")
@@ -1900,7 +1903,7 @@ def _model_fields(value: object) -> object:
         return value
     if fields.get("type") in _RESPONSES_CALL_ITEMS and isinstance(fields.get("call_id"), str):
         return fields
-    if _is_reasoning_item(fields):
+    if _is_reasoning_item(fields) or fields.get("type") in _HOSTED_ITEMS:
         return fields
     if not {"role", "function", "custom"} & fields.keys():
         return value  # not a message nor a tool call: kept as its repr, which the card reads
@@ -1952,6 +1955,8 @@ def _from_responses_item(message: Message) -> Message:
     kind, call_id = message.get("type"), message.get("call_id")
     if message["role"] == "unknown" and _is_reasoning_item(message):
         return {"role": REASONING, "content": "\n".join(_reasoning_texts(message))}
+    if message["role"] == "unknown" and kind in _HOSTED_ITEMS:
+        return _hosted_tool(message, _HOSTED_ITEMS[kind])
     if message["role"] != "unknown" or not isinstance(call_id, str):
         return message
     if kind in ("function_call_output", "custom_tool_call_output"):
@@ -1973,6 +1978,99 @@ def _from_responses_item(message: Message) -> Message:
     else:
         return message
     return {"role": "assistant", "content": None, "tool_calls": [call]}
+
+
+_HOSTED_ITEMS: dict[object, str] = {
+    "web_search_call": "web_search",
+    "file_search_call": "file_search",
+    "image_generation_call": "image_generation",
+    "code_interpreter_call": "code_interpreter",
+    "computer_call": "computer",
+    "computer_call_output": "computer",
+    "local_shell_call": "local_shell",
+    "local_shell_call_output": "local_shell",
+    "shell_call": "shell",
+    "shell_call_output": "shell",
+    "apply_patch_call": "apply_patch",
+    "apply_patch_call_output": "apply_patch",
+    "tool_search_call": "tool_search",
+    "tool_search_output": "tool_search",
+    "mcp_call": "mcp",
+    "mcp_list_tools": "mcp_list_tools",
+    "mcp_approval_request": "mcp_approval_request",
+    "mcp_approval_response": "mcp_approval_response",
+}
+"""Responses API items of the tools the provider runs (or hands to the caller to run) -> the tool's
+name; an MCP call is named after the server's tool it called."""
+_ASKED_FIELDS = ("server_label", "queries", "code", "action", "actions", "arguments", "operation")
+"""Fields of such an item that say what the tool was asked; the rest, but bookkeeping, is what it did."""
+_BOOKKEEPING_FIELDS = frozenset(
+    {"role", "id", "type", "call_id", "name", "created_by", "caller", "execution", "max_output_length"}
+)
+
+
+def _hosted_tool(item: Message, name: str) -> Message:
+    """A tool item of the Responses API as what the tool was asked and what it found (see
+    :data:`~damc_core.encode.HOSTED_TOOL`): a web search's query and sources, a file search's
+    queries and results, an MCP call's arguments and output. Inline media (a generated image, a
+    screenshot) are named, not carried: the record keeps them."""
+    if item.get("type") in ("mcp_call", "mcp_approval_request") and isinstance(item.get("name"), str):
+        name = item["name"]
+    asked = {key: _without_media(item[key]) for key in _ASKED_FIELDS if item.get(key) is not None}
+    found = {
+        key: _without_media(value, key)
+        for key, value in item.items()
+        if key not in _BOOKKEEPING_FIELDS and key not in asked and value not in (None, [])
+    }
+    if isinstance(action := asked.pop("action", None), Mapping):  # search(query=...), click(x=..., y=...)
+        asked.update({"action": action.get("type"), **{k: v for k, v in action.items() if k != "type"}})
+        if "sources" in asked:  # what a web search found
+            found["sources"] = asked.pop("sources")
+    elif action is not None:
+        asked["action"] = action
+    if "arguments" in asked:  # an MCP tool's own, beside the server's label
+        arguments = asked.pop("arguments")
+        parsed = parse_arguments(arguments) if isinstance(arguments, str) else arguments
+        asked.update(parsed if isinstance(parsed, Mapping) else {"arguments": parsed})
+    message: Message = {"role": HOSTED_TOOL, "name": name, "arguments": asked}
+    if found.get("status") == "completed":
+        del found["status"]
+    failed = found.get("status") in ("failed", "incomplete") or bool(found.get("error"))
+    if failed:
+        message["status"] = "error"
+    if found.keys() == {"output"} and isinstance(found["output"], str):  # an MCP tool's or a shell's
+        message["content"] = found["output"]
+    else:
+        message["content"] = _json_text(found) if found else ""
+    return message
+
+
+def _json_text(value: object) -> str:
+    """``value`` as JSON text, or as its ``repr`` when JSON cannot hold it (a structure too deep)."""
+    try:
+        return json.dumps(value, ensure_ascii=False, default=str)
+    except (TypeError, ValueError, RecursionError):
+        return _safe_repr(value)
+
+
+def _without_media(value: Any, key: str = "", depth: int = 0) -> Any:
+    """``value`` with the media it carries inline (a data URL, a generated image's base64) named,
+    to the depth an API puts them at (data nested deeper is left as it is)."""
+    if isinstance(value, str):
+        if value.startswith("data:"):
+            return f"[{value[5:].split(';', 1)[0].split(',', 1)[0] or 'data'}]"
+        return "[image]" if key == "result" and len(value) > 200 and " " not in value else value
+    if depth >= MEDIA_DEPTH:
+        return value
+    if isinstance(value, Mapping):
+        return {k: _without_media(v, str(k), depth + 1) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_without_media(v, depth=depth + 1) for v in value]
+    return value
+
+
+MEDIA_DEPTH = 8
+"""Levels of a tool item searched for inline media: a screenshot sits at the second."""
 
 
 def _is_reasoning_item(item: Mapping[str, Any]) -> bool:

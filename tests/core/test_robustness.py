@@ -540,6 +540,92 @@ def test_a_responses_api_file_or_image_part_is_the_chat_part_it_stands_for(make_
     ]
 
 
+def test_the_tools_the_provider_runs_are_cards_of_what_they_were_asked_and_found_and_no_turn(
+    make_memory, assert_valid_context, memory_text
+):
+    """A Responses API ``response.output`` holds an item for each tool OpenAI ran itself (web and
+    file search, remote MCP servers, code, images), which Chat Completions has no message for."""
+    responses = pytest.importorskip("openai.types.responses")
+    generated = "iVBORw0KGgo" + "QUFB" * 2000
+    output = responses.Response.model_validate(
+        {
+            "id": "resp_1",
+            "object": "response",
+            "created_at": 1_715_785_200,
+            "model": "gpt-4.1",
+            "parallel_tool_calls": True,
+            "tool_choice": "auto",
+            "tools": [],
+            "output": [
+                {
+                    "type": "web_search_call",
+                    "id": "ws_1",
+                    "status": "completed",
+                    "action": {
+                        "type": "search",
+                        "query": "HAT069 JFK SEA delay",
+                        "sources": [{"type": "url", "url": "https://status.example.com/HAT069"}],
+                    },
+                },
+                {
+                    "type": "file_search_call",
+                    "id": "fs_1",
+                    "status": "completed",
+                    "queries": ["baggage allowance"],
+                    "results": [
+                        {
+                            "file_id": "file-7",
+                            "filename": "policy.pdf",
+                            "score": 0.91,
+                            "text": "Two bags free.",
+                        }
+                    ],
+                },
+                {
+                    "type": "mcp_call",
+                    "id": "mcp_1",
+                    "server_label": "crm",
+                    "name": "get_user",
+                    "arguments": json.dumps({"user_id": "mia_li_3668"}),
+                    "output": json.dumps({"membership": "gold"}),
+                },
+                {"type": "image_generation_call", "id": "ig_1", "status": "completed", "result": generated},
+                {
+                    "type": "message",
+                    "id": "msg_1",
+                    "role": "assistant",
+                    "status": "completed",
+                    "content": [{"type": "output_text", "text": "HAT069 is on time.", "annotations": []}],
+                },
+            ],
+        }
+    ).output
+    memory = make_memory()
+    memory.observe({"role": "user", "content": "Is HAT069 on time, and how many bags are free?"})
+
+    cards = [memory.observe(item) for item in output]
+
+    assert [card.kind for card in cards[:4]] == [CardKind.TOOL_RESULT] * 4
+    assert [card.tool_name for card in cards[:4]] == [
+        "web_search",
+        "file_search",
+        "get_user",
+        "image_generation",
+    ]
+    assert cards[0].arguments == {"action": "search", "query": "HAT069 JFK SEA delay"}
+    assert "https://status.example.com/HAT069" in cards[0].summary
+    assert '"Two bags free."' in cards[1].summary
+    assert cards[2].summary == "[c3] get_user(server_label=crm, user_id=mia_li_3668) -> membership=gold"
+    assert memory.recall("c2") == {**output[1].model_dump(exclude_none=True), "role": "unknown"}
+    assert generated in json.dumps(memory.recall("c4"))  # the record keeps the image; no card carries it
+    sent = memory.build(recent_messages=6).messages
+    assert_valid_context(sent)
+    assert [m["role"] for m in sent] == ["system", "user", "assistant"]
+    assert "QUFB" not in json.dumps(sent)
+    assert "[c1] web_search(action=search, query=HAT069 JFK SEA delay)" in memory_text(sent)
+    assert "Two bags free." in memory_text(sent)
+
+
 def test_reasoning_items_take_no_place_in_the_recent_window(make_memory, assert_valid_context):
     """``recent_messages`` counts the messages sent: a reasoning model's turns each bring a
     reasoning item, which is never sent, and would otherwise shrink the window."""
