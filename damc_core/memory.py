@@ -1398,6 +1398,8 @@ class DecisionMemory:
         (a pasted document) is sent as its card cut to the limit, and so is a tool result whose
         key lines alone take more than ``over`` tokens (an output on one long line)."""
         message = entry.message
+        if message.get("role") == "assistant" and isinstance(message.get("audio"), Mapping):
+            message = _audio_as_sent(message, self._now())
         card = self._session.cards[entry.card_id]
         call = entry.card_id not in calls_shown
         if (
@@ -2168,6 +2170,21 @@ def _safe_repr(value: object) -> str:
         return repr(value)
     except Exception as exc:  # a __repr__ of the caller's may raise anything
         return f"[unprintable {type(value).__name__}: {type(exc).__name__}]"
+
+
+def _audio_as_sent(message: Message, now: float) -> Message:
+    """An assistant's audio reply as Chat Completions takes it back: by its ``id`` alone until it
+    expires on the provider's server (its ``expires_at``), then as its transcript. The audio's
+    base64 ``data`` goes to no API: the record keeps it."""
+    audio = message["audio"]
+    rest = {key: value for key, value in message.items() if key != "audio"}
+    expires = audio.get("expires_at")
+    if isinstance(audio.get("id"), str) and (expires is None or (finite_number(expires) and now < expires)):
+        return {**rest, "audio": {"id": audio["id"]}}
+    transcript = audio.get("transcript")
+    if not content_text(rest.get("content")).strip() and isinstance(transcript, str):
+        return {**rest, "content": transcript}
+    return rest
 
 
 def _with_text(message: Message, text: str) -> Message:

@@ -626,6 +626,54 @@ def test_the_tools_the_provider_runs_are_cards_of_what_they_were_asked_and_found
     assert "Two bags free." in memory_text(sent)
 
 
+def test_an_audio_reply_goes_back_by_its_id_until_it_expires_then_as_its_transcript(
+    make_memory, assert_valid_context, clock
+):
+    """Chat Completions takes an earlier audio reply back as ``audio: {"id"}`` only, while the
+    provider keeps it (``expires_at``); the SDK's message also holds the audio's base64."""
+    chat = pytest.importorskip("openai.types.chat")
+    spoken = "UklGRiQAAABXQVZF" * 4000
+    completion = chat.ChatCompletion.model_validate(
+        {
+            "id": "chatcmpl-1",
+            "object": "chat.completion",
+            "created": 1_715_785_200,
+            "model": "gpt-4o-audio-preview",
+            "choices": [
+                {
+                    "index": 0,
+                    "finish_reason": "stop",
+                    "message": {
+                        "role": "assistant",
+                        "content": None,
+                        "audio": {
+                            "id": "audio_abc123",
+                            "data": spoken,
+                            "expires_at": int(clock()) + 3600,
+                            "transcript": "HAT069 leaves at 14:05 from gate B12.",
+                        },
+                    },
+                }
+            ],
+        }
+    )
+    memory = make_memory()
+    memory.observe({"role": "user", "content": "When does HAT069 leave?"})
+    memory.observe(completion)
+    memory.observe({"role": "user", "content": "Which gate?"})
+
+    fresh = memory.build().messages
+    clock.advance(2 * 3600)
+    expired = memory.build().messages
+
+    assert_valid_context(fresh)
+    assert fresh[-2]["audio"] == {"id": "audio_abc123"}
+    assert "audio" not in expired[-2]
+    assert expired[-2]["content"] == "HAT069 leaves at 14:05 from gate B12."
+    assert spoken not in json.dumps([fresh, expired])
+    assert memory.recall("c1")["audio"]["data"] == spoken
+
+
 def test_reasoning_items_take_no_place_in_the_recent_window(make_memory, assert_valid_context):
     """``recent_messages`` counts the messages sent: a reasoning model's turns each bring a
     reasoning item, which is never sent, and would otherwise shrink the window."""
