@@ -325,6 +325,15 @@ class DefaultEncoder:
         document = read_document(
             stripped, max_json_chars=self.max_parse_chars, max_literal_chars=self.max_literal_chars
         )
+        attached = _attachments(message.get("content"))
+        if document is None and attached:  # data beside a chart or a screenshot: read without them
+            said = content_text([p for p in message["content"] if not _is_attachment(p)]).strip()
+            document = read_document(
+                said, max_json_chars=self.max_parse_chars, max_literal_chars=self.max_literal_chars
+            )
+            if document is not None:
+                stripped = said
+                document = replace(document, around=" ".join(filter(None, (document.around, *attached))))
         structured = document is not None
         parsed = document.data if document is not None else None
         around = document.around if document is not None else ""
@@ -905,6 +914,20 @@ def _schema_summary(schema: list[CreatedTable], text: str, limit: int) -> str:
             "\n".join(kept) + " | also: " + _clip(", ".join(table.name for table in schema[len(kept) :]), 400)
         )
     return "\n".join(kept)
+
+
+def _is_attachment(part: object) -> bool:
+    """Whether a content part is media (an image, audio, a file), which a card names, not reads."""
+    return isinstance(part, dict) and "text" not in part and bool(content_text([part]))
+
+
+def _attachments(content: object) -> list[str]:
+    """The names of the media parts of a content (``[image_url]``), as the card shows them."""
+    return (
+        [content_text([part]) for part in content if _is_attachment(part)]
+        if isinstance(content, list)
+        else []
+    )
 
 
 def _refused_or_spoken(message: Message) -> str:

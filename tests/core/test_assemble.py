@@ -676,6 +676,30 @@ def test_a_short_question_about_several_attachments_is_sent_as_the_user_wrote_it
     assert built.total_tokens > memory.settings.budget  # exceeded by the media, not by cutting the text
 
 
+def test_a_tool_result_of_data_and_a_chart_is_read_as_data_and_sent_with_the_chart(make_memory, msg):
+    """An MCP tool or a LangChain tool with ``response_format="content_and_artifact"`` returns
+    content parts: the data as text, and a chart or screenshot beside it."""
+    memory = make_memory()
+    memory.observe(msg.user("Which of my orders cost the most? Show me a chart."))
+    memory.observe(msg.call("call_1", "order_totals", {"user_id": "mia_li_3668"}))
+    orders = [{"order_id": f"#W{100 + i}", "total": 40 + 7 * i, "status": "delivered"} for i in range(12)]
+    chart = {"type": "image_url", "image_url": {"url": "data:image/png;base64," + "iVBORw0KGgo" * 40}}
+
+    card = memory.observe(
+        {
+            "role": "tool",
+            "tool_call_id": "call_1",
+            "content": [{"type": "text", "text": json.dumps(orders)}, chart],
+        }
+    )
+
+    assert [row[0] for row in card.tables[0].rows] == [order["order_id"] for order in orders]
+    assert "[image_url]" in card.summary
+    sent = memory.build().messages[-1]
+    assert sent["role"] == "tool" and sent["content"][1] == chart
+    assert "#W111" in sent["content"][0]["text"]
+
+
 @pytest.mark.parametrize(
     "attachment",
     [
