@@ -85,8 +85,8 @@ class _StepClock:
 
 def needed_facts(history: Sequence[Message], message: Message) -> list[tuple[str, str]]:
     """(value, "tool" | "user") for each argument value of the step's calls seen earlier."""
-    tool_text = "\n".join(str(m.get("content") or "") for m in history if m.get("role") == "tool")
-    user_text = "\n".join(str(m.get("content") or "") for m in history if m.get("role") == "user")
+    tool_text = "\n".join(content_text(m.get("content")) for m in history if m.get("role") == "tool")
+    user_text = "\n".join(content_text(m.get("content")) for m in history if m.get("role") == "user")
     facts = []
     for call in message.get("tool_calls") or ():
         function = call_function(call)

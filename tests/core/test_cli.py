@@ -478,3 +478,13 @@ def test_a_replay_holds_one_trajectorys_records_however_long_the_trace():
         store for store in gc.get_objects() if isinstance(store, InMemoryStore) and store.records(first)
     ]
     assert holding_the_first == []
+
+
+def test_needed_values_are_found_in_the_text_of_content_parts_not_in_their_repr(msg):
+    from damc_core.evaluate import needed_facts
+
+    path = r"C:\data\report.csv"
+    said = {"role": "user", "content": [{"type": "text", "text": f"Summarize {path} for me."}]}
+    call = msg.call("r1", "read_file", {"path": path})
+
+    assert needed_facts([said], call) == [(path, "user")]
