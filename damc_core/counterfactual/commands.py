@@ -189,7 +189,12 @@ def history_digest(messages: Sequence[Message]) -> str:
 
 def check_output(out: str, option: str, inputs: Mapping[str, str | None]) -> None:
     """Refuse an output path that names one of the run's inputs (``{"trace": path, ...}``): the
-    file would be emptied as the run starts, after it was read."""
+    file would be emptied as the run starts, after it was read. A folder is refused by name too:
+    opening it says only ``Is a directory``, not which option gave it."""
+    if os.path.isdir(out):
+        raise TraceError(
+            f"{option} {out} is a folder; give it a file, such as {os.path.join(out, 'out.jsonl')}"
+        )
     for name, given in inputs.items():
         if given and _same_file(out, given):
             raise TraceError(f"{option} {out} is the {name} file; writing it would overwrite the {name}")

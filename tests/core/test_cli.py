@@ -227,7 +227,7 @@ def test_an_output_path_that_cannot_be_written_is_a_clear_error(trace, tmp_path,
     code = main(["replay", str(path), "--budget", "500", "--out", str(tmp_path)])  # a folder
 
     assert code == 2
-    assert capsys.readouterr().err.startswith("damc: error: ")
+    assert capsys.readouterr().err.startswith(f"damc: error: --out {tmp_path} is a folder; give it a file")
 
 
 def test_a_usage_error_leaves_an_earlier_output_file_as_it_was(trace, tmp_path, capsys):
