@@ -172,8 +172,7 @@ def _column_name(item: str) -> str:
     named = _COLUMN_NAME_OF.fullmatch(item)
     if named is None:
         return " ".join(item.split())
-    name = named.group("alias") or named.group("name")
-    return name[1:-1] if name[:1] in ('"', "`", "[") else name
+    return _unquoted(named.group("alias") or named.group("name"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,4 +231,5 @@ def created_tables(text: str) -> list[CreatedTable]:
 
 
 def _unquoted(name: str) -> str:
+    """An SQL name without its quotes (``"Album"``, `` `Album` ``, ``[Album]``)."""
     return name[1:-1] if name[:1] in ('"', "`", "[") else name
