@@ -24,6 +24,9 @@ from damc_core import DecisionMemory
 from damc_core.tokens import call_function
 
 logger = logging.getLogger("damc.langchain")
+PARSE_ERROR_TOOL = "_Exception"
+"""The tool a langchain-classic ``AgentExecutor`` with ``handle_parsing_errors`` runs
+(``ExceptionTool``) to answer a reply it could not parse: its output is the error's text."""
 _FAILED_GROUPS_KEPT = 64
 
 

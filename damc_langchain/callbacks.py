@@ -26,7 +26,7 @@ from langchain_core.outputs import LLMResult
 
 from damc_core import DecisionMemory
 
-from ._recorder import announcement, bubbles_up, error_result, tool_messages
+from ._recorder import PARSE_ERROR_TOOL, announcement, bubbles_up, error_result, tool_messages
 
 logger = logging.getLogger("damc.langchain")
 _RUNS_KEPT = 4096
@@ -34,9 +34,6 @@ _RUNS_KEPT = 4096
 _INVALID_TOOL = "invalid_tool"
 """The tool a langchain-classic ``AgentExecutor`` runs (``InvalidTool``) to answer a call of a tool
 it lacks, named as ``requested_tool_name``."""
-_PARSE_ERROR_TOOL = "_Exception"
-"""The tool it runs (``ExceptionTool``, ``handle_parsing_errors``) to answer a reply it could not
-parse with the error's text."""
 _T = TypeVar("_T")
 _MIDDLEWARE_HOOK = re.compile(r"\.(before|after)_(model|agent)$")
 """A graph node of ``create_agent`` middleware (``SummarizationMiddleware.before_model``)."""
@@ -140,7 +137,7 @@ class DamcCallbackHandler(BaseCallbackHandler):
                 if announced is not None:
                     _, tool_call_id, called_with = self._announced.pop(announced)
                     arguments = called_with if requested else arguments
-        failed = bool(requested) or name == _PARSE_ERROR_TOOL
+        failed = bool(requested) or name == PARSE_ERROR_TOOL
         self._running[run_id] = (name, arguments, tool_call_id, announced is not None, failed)
 
     def on_tool_end(self, output: Any, *, run_id: UUID, **kwargs: Any) -> None:

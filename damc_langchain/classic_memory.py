@@ -17,11 +17,7 @@ from pydantic import ConfigDict, Field, PrivateAttr
 from damc_core import DecisionMemory
 from damc_core.memory import normalize_event
 
-from ._recorder import to_event, to_messages
-
-_PARSE_ERROR_TOOL = "_Exception"
-"""The step an ``AgentExecutor`` with ``handle_parsing_errors`` makes of a reply it could not parse
-(``ExceptionTool``): its observation is the error's text."""
+from ._recorder import PARSE_ERROR_TOOL, to_event, to_messages
 
 
 class DAMCMemory(BaseMemory):
@@ -99,7 +95,7 @@ class DAMCMemory(BaseMemory):
     def _record_step(self, action: Any, observation: Any, calls_seen: set[int]) -> None:
         log = [m for m in getattr(action, "message_log", ()) if isinstance(m, AIMessage) and m.tool_calls]
         call_id = getattr(action, "tool_call_id", None)
-        failed = action.tool == _PARSE_ERROR_TOOL or _answers_a_missing_tool(str(action.tool), observation)
+        failed = action.tool == PARSE_ERROR_TOOL or _answers_a_missing_tool(str(action.tool), observation)
         if log and call_id:  # a tool-calling agent: keep the model's own call and its id
             if id(log[-1]) not in calls_seen:  # parallel calls share one assistant message
                 calls_seen.add(id(log[-1]))
