@@ -2075,6 +2075,16 @@ MEDIA_DEPTH = 8
 """Levels of a tool item searched for inline media: a screenshot sits at the second."""
 
 
+def is_roleless_item(item: Mapping[str, Any]) -> bool:
+    """Whether the item is one of the Responses API's items without a role that DAMC reads: a
+    call or its output, the model's reasoning, a provider-run tool's call (see
+    :data:`_HOSTED_ITEMS`)."""
+    if "role" in item:
+        return False
+    kind = item.get("type")
+    return kind in _RESPONSES_CALL_ITEMS or kind in _HOSTED_ITEMS or _is_reasoning_item(item)
+
+
 def _is_reasoning_item(item: Mapping[str, Any]) -> bool:
     return item.get("type") == "reasoning" and isinstance(item.get("summary"), list)
 

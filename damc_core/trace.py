@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import TraceError
-from .memory import normalize_event
+from .memory import is_roleless_item, normalize_event
 from .types import Message
 
 
@@ -148,23 +148,13 @@ def _trajectory_key(item: dict[str, Any]) -> str | None:
 
 
 def _is_message(item: Any) -> bool:
-    return isinstance(item, dict) and ("role" in item or _is_responses_item(item)) and "traj" not in item
-
-
-_RESPONSES_ITEMS = frozenset(
-    {"function_call", "function_call_output", "custom_tool_call", "custom_tool_call_output", "reasoning"}
-)
-"""The Responses API items that have no role: a call, its output, the model's reasoning."""
-
-
-def _is_responses_item(item: dict[str, Any]) -> bool:
-    return "role" not in item and item.get("type") in _RESPONSES_ITEMS
+    return isinstance(item, dict) and ("role" in item or is_roleless_item(item)) and "traj" not in item
 
 
 def _in_chat_form(message: dict[str, Any]) -> bool:
     """Whether the message is read as it is: not a Responses API item nor a legacy function call."""
     return not (
-        _is_responses_item(message)
+        is_roleless_item(message)
         or message.get("type") == "message"
         or message.get("role") == "function"
         or (isinstance(message.get("function_call"), dict) and not message.get("tool_calls"))

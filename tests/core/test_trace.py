@@ -8,6 +8,7 @@ import json
 import pytest
 
 from damc_core import TraceError
+from damc_core.encode import HOSTED_TOOL
 from damc_core.trace import load_trajectories
 
 
@@ -320,6 +321,25 @@ def test_responses_api_items_are_read_as_the_chat_messages_they_stand_for(tmp_pa
         "name": "cancel_reservation",
         "arguments": '{"id": "ZFA04Y"}',
     }
+
+
+def test_a_responses_trace_with_a_provider_run_tool_is_read_as_one_trajectory(tmp_path):
+    """A web search the provider ran is an item without a role, like a call: the file is still
+    one trajectory, the search a card of what it was asked and found."""
+    web_search = {
+        "type": "web_search_call",
+        "id": "ws_1",
+        "status": "completed",
+        "action": {"type": "search", "query": "PyCon 2027 dates"},
+    }
+    path = tmp_path / "responses.json"
+    path.write_text(json.dumps([RESPONSES_ITEMS[0], web_search, *RESPONSES_ITEMS[1:]]), encoding="utf-8")
+
+    (trajectory,) = load_trajectories(path)
+
+    assert [m["role"] for m in trajectory][:3] == ["user", HOSTED_TOOL, "reasoning"]
+    assert trajectory[1]["arguments"]["query"] == "PyCon 2027 dates"
+    assert len(trajectory) == 8
 
 
 def test_a_trace_of_legacy_function_calls_has_its_calls_as_tool_calls(tmp_path):
