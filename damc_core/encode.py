@@ -64,6 +64,19 @@ class Encoder(Protocol):
 
 
 _ERROR_TEXT = re.compile(r"^\s*(error|exception|traceback|failed|failure)\b", re.I)
+_TERMINAL_CODE = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b\n]*(?:\x07|\x1b\\)?|[@-Z\\-_])|.\x08")
+"""How a terminal is told to colour or overstrike text (``\\x1b[31m``, a link's ``\\x1b]8;;url\\x07``,
+``man``'s ``N\\bN``): it shows none of them, and a token scan would glue ``31m`` or ``0m`` to the
+word after (``0msrc/main.rs``)."""
+_OVERWRITTEN = re.compile(r"[^\r\n]*\r(?=[^\n])")
+"""A line a carriage return writes over (a progress bar's earlier states), which a terminal no longer
+shows; only in a text of ``\\n`` lines, since a file saved by classic Mac software ends its lines in
+``\\r``."""
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]+")
+"""Other control characters (the NULs between ``find -print0``'s names): they separate what they
+sit between."""
+_TERMINAL_MARK = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+"""Any of the above: most texts hold none, and are read as they are."""
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 _COUNT_COLUMN = re.compile(r"(avail|seat|stock|remaining|quantity|inventory|capacity|left)", re.I)
 """A count that can run out: zero there rules an option out."""
@@ -229,7 +242,7 @@ class DefaultEncoder:
 
     def encode(self, message: Message, *, record: RawRecord, card_id: str, call: ToolCall | None) -> Card:
         role = message.get("role")
-        text = content_text(message.get("content"))
+        text = _shown_text(content_text(message.get("content")))
         base: dict[str, Any] = {
             "id": card_id,
             "record_id": record.id,
@@ -327,7 +340,7 @@ class DefaultEncoder:
         )
         attached = _attachments(message.get("content"))
         if document is None and attached:  # data beside a chart or a screenshot: read without them
-            said = content_text([p for p in message["content"] if not _is_attachment(p)]).strip()
+            said = _shown_text(content_text([p for p in message["content"] if not _is_attachment(p)])).strip()
             document = read_document(
                 said, max_json_chars=self.max_parse_chars, max_literal_chars=self.max_literal_chars
             )
@@ -928,6 +941,18 @@ def _attachments(content: object) -> list[str]:
         if isinstance(content, list)
         else []
     )
+
+
+def _shown_text(text: str) -> str:
+    """``text`` as a terminal shows it: without colour codes, the states a progress bar wrote over,
+    ``\\r`` before ``\\n`` or control characters (runs of them as a space). The card reads this;
+    the raw record keeps the output as it came."""
+    if _TERMINAL_MARK.search(text) is None:
+        return text
+    text = _TERMINAL_CODE.sub("", text).replace("\r\n", "\n")
+    if "\r" in text and "\n" in text:
+        text = _OVERWRITTEN.sub("", text)
+    return _CONTROL.sub(" ", text)
 
 
 def _refused_or_spoken(message: Message) -> str:

@@ -657,6 +657,36 @@ def test_links_are_urls_and_file_paths_with_a_folder_and_an_extension(text, foun
     assert list(links(text)) == (text.split() if found is None else found)
 
 
+CARGO_BUILD = (  # cargo's output as a shell tool captures it from a terminal: coloured, with a progress bar
+    "\x1b[1m\x1b[32m   Compiling\x1b[0m app v0.1.0 (/work/app)\n"
+    "    Building [=====>    ] 41/80: serde\r    Building [=========> ] 79/80: app\r\n"
+    "\x1b[0m\x1b[1m\x1b[38;5;9merror[E0425]\x1b[0m\x1b[0m\x1b[1m: "
+    "cannot find value `conifg` in this scope\x1b[0m\n"
+    "\x1b[0m  \x1b[0m\x1b[0m\x1b[1m\x1b[38;5;12m--> \x1b[0m\x1b[0msrc/main.rs:14:5\x1b[0m\n"
+)
+
+
+def test_terminal_output_is_read_as_the_terminal_shows_it_and_recalled_as_it_came(memory, msg):
+    card = observe_result(memory, msg, "shell", CARGO_BUILD, {"command": "cargo build"})
+
+    values = [f.value for f in card.facts]
+    assert "src/main.rs" in values and "E0425" in values  # not 0msrc/main.rs, 38;5;9merror
+    assert "src/main.rs" in card.terms
+    assert "\x1b" not in card.summary and "\r" not in card.summary
+    assert "41/80" not in card.summary and "Building [=========> ] 79/80: app" in card.summary
+    assert memory.recall(card.id)["content"] == CARGO_BUILD
+
+
+def test_nul_bytes_separate_the_names_they_sit_between(memory, msg):
+    printed = "./src/app.py\x00./src/db/models.py\x00./tests/test_app.py\x00"  # find . -name '*.py' -print0
+
+    card = observe_result(memory, msg, "shell", printed, {"command": "find . -name '*.py' -print0"})
+
+    assert [f.value for f in card.facts] == ["./src/app.py", "./src/db/models.py", "./tests/test_app.py"]
+    assert "\x00" not in card.summary
+    assert memory.recall(card.id)["content"] == printed
+
+
 SEARCH_API_RESULTS = {  # a search API's answer, as LangChain's Tavily tool returns it
     "query": "budget hotels lisbon",
     "answer": None,
