@@ -23,6 +23,7 @@ from .errors import ConfigError
 from .extract import (
     DIGIT,
     NEGATIVE_STATUS,
+    SENTENCE_BREAK,
     fact_kind,
     identifiers,
     is_handle,
@@ -46,7 +47,6 @@ _DATUM_KEY = re.compile(r"[A-Z]{3,}|.*\d.*\d.*\d.*")
 """A dict key that is itself data: an upper-case code (``SFO``) or an id with 3+ digits."""
 
 
-_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 _RESTRICTION = re.compile(
     r"\b(not|no|never|only|don't|do not|can't|cannot|won't|before|after|instead|"
     r"prefer|must|without|except|cheapest|fastest|earliest|latest)\b",
@@ -62,7 +62,7 @@ def _prose(card: Card, detail: Detail) -> str:
     values = [f.value for f in card.facts]
     if detail == "skeleton":
         return ", ".join(values) if values else _clip(card.text, 80)
-    sentences = [s for s in _SENTENCE.split(card.text) if s.strip()]
+    sentences = [s for s in SENTENCE_BREAK.split(card.text) if s.strip()]
     kept = [s.strip() for s in sentences if _RESTRICTION.search(s) or any(v in s for v in values)]
     return " ".join(kept) if kept else _clip(card.text, 80)
 

@@ -25,6 +25,7 @@ from .extract import (
     DATE,
     DIGIT,
     NEGATIVE_STATUS,
+    SENTENCE_BREAK,
     TextScan,
     ValueKind,
     exact_terms,
@@ -77,7 +78,6 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]+")
 sit between."""
 _TERMINAL_MARK = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 """Any of the above: most texts hold none, and are read as they are."""
-_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 _COUNT_COLUMN = re.compile(r"(avail|seat|stock|remaining|quantity|inventory|capacity|left)", re.I)
 """A count that can run out: zero there rules an option out."""
 _QUOTE_COLUMN = re.compile(r"(price|fare|rate)", re.I)
@@ -752,7 +752,7 @@ def _constraints(facts: list[Fact], tables: list[Table], text: str) -> list[str]
 
 
 def _text_constraints(text: str) -> tuple[str, ...]:
-    return tuple(_clip(s.strip(), 120) for s in _SENTENCE.split(text) if NEGATIVE_STATUS.search(s))[:8]
+    return tuple(_clip(s.strip(), 120) for s in SENTENCE_BREAK.split(text) if NEGATIVE_STATUS.search(s))[:8]
 
 
 def _label_column(table: Table) -> int:
@@ -849,7 +849,7 @@ def extractive_summary(text: str, limit: int) -> str:
 def _extractive_summary(scan: TextScan, limit: int) -> str:
     """:func:`extractive_summary` of ``scan.text``. The values it matches sentence by sentence to
     rank them are handed to ``scan``, so the facts and terms of the text do not scan it again."""
-    sentences = [s.strip() for s in _SENTENCE.split(scan.text) if s and s.strip()]
+    sentences = [s.strip() for s in SENTENCE_BREAK.split(scan.text) if s and s.strip()]
     if not sentences:
         return ""
     scored = []

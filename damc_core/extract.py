@@ -54,6 +54,10 @@ they name nothing a later call takes."""
 DIGIT = re.compile(r"\d")
 """Any digit: what makes a token an identifier, a sentence worth ranking."""
 
+SENTENCE_BREAK = re.compile(r"(?<=[.!?؟।])\s+|(?<=[。\uff01\uff1f])\s*|\n+")
+"""Where a sentence ends: after a full stop and a space, or after a Chinese or Japanese one, which
+no space follows (``…发布了新款手机。该机型售价为6999元。``), or at a line break."""
+
 _HANDLE = re.compile(r"(?=[^A-Za-z]*[A-Za-z])(?=\D*\d)[\w#.\-]{5,}|\d{4}-\d{2}-\d{2}(?:[T ][\d:.+\-Z]*)?")
 
 

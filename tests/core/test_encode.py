@@ -687,6 +687,23 @@ def test_nul_bytes_separate_the_names_they_sit_between(memory, msg):
     assert memory.recall(card.id)["content"] == printed
 
 
+def test_chinese_text_is_read_sentence_by_sentence_keeping_those_with_values(memory, msg):
+    filler = "该公司表示将继续加大研发投入并进一步完善售后服务体系。" * 20
+    news = (  # a Chinese news page: its full stops have no space after them
+        f"华为于2024年3月15日发布了新款手机Mate 60 Pro。{filler}该机型售价为6999元。"
+        f"{filler}产品型号为ALN-AL80的机型适用于中国大陆市场。{filler}"
+    )
+
+    card = observe_result(
+        memory, msg, "fetch_page", news, {"url": "https://news.cn/tech/2024-03/15/c_1130.htm"}
+    )
+
+    assert "该机型售价为6999元。" in card.summary
+    assert "产品型号为ALN-AL80的机型适用于中国大陆市场。" in card.summary  # whole, not only its code
+    assert card.summary.count("该公司表示") <= 1 and card.tokens < len(news) // 4
+    assert memory.recall(card.id)["content"] == news
+
+
 SEARCH_API_RESULTS = {  # a search API's answer, as LangChain's Tavily tool returns it
     "query": "budget hotels lisbon",
     "answer": None,
