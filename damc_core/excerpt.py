@@ -4,13 +4,25 @@ A record too long for the budget (a catalog of 2,000 rows) reaches the model cut
 next call needs may be past the cut, in the card as in a plain recall. ``recall(card_id,
 match="SKU01500")`` returns the rows that hold the text, with the plain fields of the records
 around them (an order's id and status beside the one item that matched), as JSON again, so the
-answer is encoded like any tool result; free text gives its matching lines.
+answer is encoded like any tool result; free text gives its matching lines, and a very long line
+(a minified page, a log without line breaks) the parts of it around the text.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
+
+LONG_LINE = 2000
+"""A matching line longer than this is answered with the parts around the text, not whole: a page
+minified to one line of 400,000 characters would be the whole record again, cut before the match."""
+AROUND = 300
+"""Characters kept on each side of the text in a long line."""
+_EDGE = re.compile(r"[\s<>]")
+"""Where a part of a long line may start or end: a space or a tag's bracket, not inside a URL or an id."""
+_EDGE_SLACK = 120
+"""How far past ``AROUND`` a part goes to reach such an edge."""
 
 
 def excerpt(content: str, match: str) -> str | None:
@@ -25,8 +37,47 @@ def excerpt(content: str, match: str) -> str | None:
             return json.dumps(kept, ensure_ascii=False) if found else None
     except (ValueError, RecursionError):
         pass  # not JSON, or nested too deep to walk: read it as lines
-    lines = [line for line in content.splitlines() if needle in line.lower()]
+    lines = [_around(line, needle) for line in content.splitlines() if needle in line.lower()]
     return "\n".join(lines) if lines else None
+
+
+def _around(line: str, needle: str) -> str:
+    """``line``, or when longer than :data:`LONG_LINE` the parts of it around each occurrence of
+    ``needle`` (merged where they overlap), joined and ended by ``…`` where text is left out."""
+    if len(line) <= LONG_LINE:
+        return line
+    spans: list[tuple[int, int]] = []
+    for found in re.finditer(re.escape(needle), line, re.IGNORECASE):
+        start, end = _edge_before(line, found.start() - AROUND), _edge_after(line, found.end() + AROUND)
+        if spans and start <= spans[-1][1]:
+            spans[-1] = (spans[-1][0], end)
+        else:
+            spans.append((start, end))
+    if not spans:  # lower() and the pattern's case folding disagree (a dotted İ): the line as it is
+        return line
+    parts = " … ".join(line[start:end] for start, end in spans)
+    return ("… " if spans[0][0] > 0 else "") + parts + (" …" if spans[-1][1] < len(line) else "")
+
+
+def _edge_before(line: str, at: int) -> int:
+    """The start of a part near ``at``: after a space, at a tag's ``<``, or at ``at`` when none is near."""
+    if at <= 0:
+        return 0
+    edges = list(_EDGE.finditer(line, max(0, at - _EDGE_SLACK), at))
+    if not edges:
+        return at
+    edge = edges[-1]
+    return edge.start() if edge.group() == "<" else edge.end()
+
+
+def _edge_after(line: str, at: int) -> int:
+    """The end of a part near ``at``: before a space, after a tag's ``>``, or at ``at`` when none is near."""
+    if at >= len(line):
+        return len(line)
+    edge = _EDGE.search(line, at, at + _EDGE_SLACK)
+    if edge is None:
+        return at
+    return edge.end() if edge.group() == ">" else edge.start()
 
 
 def _keep(value: Any, needle: str) -> tuple[Any, bool]:

@@ -254,6 +254,27 @@ def test_recall_by_match_of_free_text_gives_its_matching_lines(memory, msg):
     assert memory.handle_recall({"card_id": card.id, "match": "failed"}) == "12:60 job 60 FAILED: disk full"
 
 
+def test_recall_by_match_of_a_page_on_one_line_gives_the_part_around_the_text(make_memory, msg):
+    items = "".join(
+        f'<li><a href="https://shop.example.com/p/{i:05d}?ref=search" data-sku="SKU-{i:05d}">'
+        f'<span class="title">Widget {i}</span><span class="price">${10 + i % 50}.99</span></a></li>'
+        for i in range(2000)
+    )
+    page = f"<!DOCTYPE html><html><body><ul>{items}</ul></body></html>"  # minified: one line
+    memory = make_memory(settings=MemorySettings(budget=3000, recent_messages=2))
+    memory.observe(msg.call("call_1", "requests_get", {"url": "https://shop.example.com/search?q=widget"}))
+    card = memory.observe(msg.result("call_1", "requests_get", page))
+    memory.observe(msg.user("What does SKU-01500 cost?"))
+
+    memory.observe(msg.call("call_2", "recall", {"card_id": card.id, "match": "SKU-01500"}))
+    answer = memory.handle_recall({"card_id": card.id, "match": "SKU-01500"})
+    memory.observe(msg.result("call_2", "recall", answer))
+
+    assert len(answer) < 1000 and answer.startswith("… ") and answer.endswith(" …")
+    assert '<a href="https://shop.example.com/p/01500?ref=search" data-sku="SKU-01500">' in answer
+    assert '<span class="title">Widget 1500</span>' in str(memory.build().messages[-1])
+
+
 def test_a_recall_from_a_store_that_fails_is_an_answer_not_an_exception(make_memory, msg):
     memory = make_memory()
     memory.observe(msg.user("hello"))
