@@ -113,21 +113,60 @@ def _introduced(text: str, max_json_chars: int, max_literal_chars: int) -> Docum
 
 
 def _data(text: str, max_json_chars: int, max_literal_chars: int) -> dict[str, Any] | list[Any] | None:
-    """``text`` parsed as a JSON object or array, or as the Python repr of one; else ``None``."""
-    if text[:1] in ("{", "[") and len(text) <= max_json_chars:
+    """``text`` parsed as a JSON object or array, or as the Python repr of one, with the data its
+    strings hold read too (see :func:`_with_data_inside`); else ``None``. JSON text of a string
+    that holds data (``json.dumps`` applied twice) is that data."""
+    if text[:1] in ("{", "[", '"') and len(text) <= max_json_chars:
         try:
             parsed = parse_json(text)
         except (ValueError, RecursionError):
             pass
         else:
-            return parsed if isinstance(parsed, (dict, list)) else None
+            if isinstance(parsed, str):
+                inner = parsed.strip()
+                return _data(inner, max_json_chars, max_literal_chars) if inner[:1] in ("{", "[") else None
+            if not isinstance(parsed, (dict, list)):
+                return None
+            return _with_data_inside(parsed) if _QUOTED_DATA.search(text) else parsed
     if len(text) <= max_literal_chars and LOOKS_LIKE_A_LITERAL.match(text):
         try:
             parsed = parse_python_literal(text)
         except ValueError:
             return None
-        return parsed if isinstance(parsed, (dict, list)) else None
+        if not isinstance(parsed, (dict, list)):
+            return None
+        return _with_data_inside(parsed) if _QUOTED_DATA.search(text) else parsed
     return None
+
+
+_QUOTED_DATA = re.compile(r"""["'][ \t]*[\[{]""")
+"""A string that starts with a bracket: only a text holding one can have data inside a string."""
+_INSIDE_DEPTH = 16
+"""Nesting searched for strings that hold data; deeper values are kept as they are."""
+
+
+def _with_data_inside(value: Any, depth: int = 0) -> Any:
+    """``value`` with each string that is a JSON object or array (``{"result": "{\\"order_id\\": ...}"}``,
+    what a wrapper that serialized its payload returns) replaced by that data, so its values are read
+    one by one rather than as one string cut at a cell's length. Unchanged parts are the same objects."""
+    if isinstance(value, str):
+        text = value.strip()
+        if text[:1] not in ("{", "[") or text[-1:] not in ("}", "]"):
+            return value
+        try:
+            parsed = parse_json(text)
+        except (ValueError, RecursionError):
+            return value
+        return _with_data_inside(parsed, depth + 1) if isinstance(parsed, (dict, list)) else value
+    if depth >= _INSIDE_DEPTH:
+        return value
+    if isinstance(value, dict):
+        items = {key: _with_data_inside(item, depth + 1) for key, item in value.items()}
+        return items if any(items[key] is not item for key, item in value.items()) else value
+    if isinstance(value, list):
+        found = [_with_data_inside(item, depth + 1) for item in value]
+        return found if any(new is not old for new, old in zip(found, value, strict=True)) else value
+    return value
 
 
 def _json_lines(text: str, max_chars: int) -> list[Any] | None:

@@ -321,6 +321,24 @@ def test_data_inside_a_wrapper_becomes_the_card_its_json_would(make_memory, msg,
     assert note is None or note in card.summary  # what the tool said around its data, at full detail
 
 
+@pytest.mark.parametrize(
+    "serialized",
+    [
+        json.dumps({"result": json.dumps(RESERVATION)}),  # a wrapper that put the tool's JSON text in a field
+        json.dumps(json.dumps(RESERVATION)),  # json.dumps applied twice
+        repr({"result": json.dumps(RESERVATION, indent=2)}),  # LlamaIndex's str() of such a wrapper
+    ],
+    ids=["in a field", "twice", "in a repr"],
+)
+def test_json_serialized_inside_a_string_becomes_the_card_its_json_would(make_memory, msg, serialized):
+    from_json = looked_up(make_memory(), msg, json.dumps(RESERVATION))
+
+    card = looked_up(make_memory(), msg, serialized)
+
+    assert card.tables == from_json.tables and card.facts == from_json.facts
+    assert "HAT039" in card.summary and '\\"' not in card.summary  # not cut at a cell's 300 characters
+
+
 def test_an_envelopes_status_beside_the_records_is_said_to_be_the_responses(memory):
     order = {"order_id": "O-77", "status": "cancelled", "total": 5.5, "items": 2}
     reply = {"status": "success", "data": order, "code": 200}
