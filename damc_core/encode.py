@@ -752,7 +752,30 @@ def _constraints(facts: list[Fact], tables: list[Table], text: str) -> list[str]
 
 
 def _text_constraints(text: str) -> tuple[str, ...]:
-    return tuple(_clip(s.strip(), 120) for s in SENTENCE_BREAK.split(text) if NEGATIVE_STATUS.search(s))[:8]
+    found = []
+    for sentence in map(str.strip, SENTENCE_BREAK.split(text)):
+        if (ruling := NEGATIVE_STATUS.search(sentence)) is not None:
+            found.append(_ruled_out(sentence, ruling.start()))
+            if len(found) == _TEXT_CONSTRAINTS:
+                break
+    return tuple(found)
+
+
+_TEXT_CONSTRAINTS = 8
+_CONSTRAINT_CHARS = 120
+_BEFORE_RULING = 40
+"""Characters a long constraint shows before the word that rules the option out."""
+
+
+def _ruled_out(sentence: str, at: int) -> str:
+    """``sentence`` in :data:`_CONSTRAINT_CHARS`, around the word at ``at`` that rules an option
+    out: a long one (log lines an extract joined) from just before that word, not from its start,
+    whose first 120 characters may say nothing failed."""
+    if len(sentence) <= _CONSTRAINT_CHARS or at <= _BEFORE_RULING:
+        return _clip(sentence, _CONSTRAINT_CHARS)
+    start = at - _BEFORE_RULING
+    space = sentence.find(" ", start, at)
+    return "…" + _clip(sentence[space + 1 if space >= 0 else start :], _CONSTRAINT_CHARS - 1)
 
 
 def _label_column(table: Table) -> int:

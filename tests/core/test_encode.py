@@ -704,6 +704,22 @@ def test_chinese_text_is_read_sentence_by_sentence_keeping_those_with_values(mem
     assert memory.recall(card.id)["content"] == news
 
 
+def test_an_error_in_a_long_log_is_a_constraint_that_shows_the_error_line(memory, msg):
+    requests = "\n".join(
+        f"2024-05-01T10:00:{i:02d}.123Z INFO  [worker-3] GET /api/v2/orders/{1000 + i} 200 12ms"
+        for i in range(60)
+    )
+    log = (
+        f"{requests}\n2024-05-01T10:05:01.002Z ERROR [worker-3] POST /api/v2/payments 500 3012ms "
+        "req_id=9c81beef: psycopg2.OperationalError: could not connect to server\n"
+    )
+
+    card = observe_result(memory, msg, "tail_log", log, {"path": "/var/log/app/api.log"})
+
+    assert len(card.constraints) == 1 and len(card.constraints[0]) <= 120
+    assert "ERROR [worker-3] POST /api/v2/payments 500" in card.constraints[0]  # not the first INFO lines
+
+
 SEARCH_API_RESULTS = {  # a search API's answer, as LangChain's Tavily tool returns it
     "query": "budget hotels lisbon",
     "answer": None,
