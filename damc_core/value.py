@@ -16,6 +16,7 @@ Valuators are pluggable and combine with :class:`WeightedValuators`.
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -245,8 +246,10 @@ PENDING_IN_SERIES = 0.9
 """Score of a lookup whose entity an action going through a series has not reached yet: the
 reservations looked up one by one and then changed one by one, the next to change is one whose
 lookup the action has not taken. Not when the user has just agreed to a proposal: that names the
-next action, which may leave the series (a return after a run of cancellations)."""
-_PENDING_WHY = "looked up like the entities an action has gone through; not acted on yet"
+next action, which may leave the series (a return after a run of cancellations). Also the score of
+the next lookup of a run whose values the agent takes into later calls one lookup after the other
+(a search for each reservation's route), see ``_next_to_take``."""
+_PENDING_WHY = "looked up with the entities the agent has gone through one by one; not reached yet"
 _REQUEST_SCORE = Score("request", 1.0, _REQUEST_WHY)
 _PROPOSAL_SCORE = Score("proposal", PROPOSAL, _PROPOSAL_WHY)
 _PENDING_SCORE = Score("pending", PENDING_IN_SERIES, _PENDING_WHY)
@@ -274,8 +277,9 @@ def _pending_in_series(cards: Sequence[Card]) -> frozenset[str]:
         elif not card.constraints:  # a cancelled order, a sold-out flight: ruled out, not next
             lookups.append((card, handles))
     series = {name: values for name, values in acted.items() if len(values) >= 2}
+    taken_next = _next_to_take(lookups)
     if not series:
-        return frozenset()
+        return taken_next
     pending = set()
     for card, handles in lookups:  # loops, not any(): this runs for every candidate at every decision
         ahead = False
@@ -289,7 +293,35 @@ def _pending_in_series(cards: Sequence[Card]) -> frozenset[str]:
         else:
             if ahead:
                 pending.add(card.id)
-    return frozenset(pending)
+    return frozenset(pending) | taken_next
+
+
+def _next_to_take(lookups: Sequence[tuple[Card, frozenset[tuple[str, str]]]]) -> frozenset[str]:
+    """Ids of the lookup next in line where the agent looked entities up in a run and then took
+    each one's values into later calls in the order it looked them up (a search for each
+    reservation's route, one after the other): the first of the run not taken yet, after the
+    last one taken."""
+    runs: dict[tuple[str | None, str], list[Card]] = {}
+    for card, handles in lookups:
+        for name, _ in handles:
+            runs.setdefault((card.tool_name, name), []).append(card)
+    out = set()
+    for cards in runs.values():
+        cards.sort(key=_seq)
+        taken = [card for card in cards if card.decision_links]
+        if len(taken) < 2:
+            continue
+        first_uses = [min(_seq_of_id(link) for link in card.decision_links) for card in taken]
+        if any(later <= earlier for earlier, later in itertools.pairwise(first_uses)):
+            continue  # not one after the other in the order looked up
+        after = [card for card in cards if taken[-1].seq < card.seq < first_uses[0]]
+        if after:
+            out.add(after[0].id)
+    return frozenset(out)
+
+
+def _seq_of_id(card_id: str) -> int:
+    return int(card_id[1:])
 
 
 _MEMO_HELD = 65_536

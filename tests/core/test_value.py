@@ -494,6 +494,77 @@ def test_the_next_entity_of_a_series_of_changes_outranks_the_changes_already_mad
     assert not any(s.name == "pending" for d in changed_lookups for s in d.scores)
 
 
+def _looked_up_reservations(memory, msg, routes):
+    """The user's reservations looked up one by one, each a trip on its own route and day."""
+    memory.observe(msg.user("Which of my trips have a direct flight that is over 3 hours? Check each."))
+    for i, (reservation, (origin, destination, date)) in enumerate(routes.items()):
+        memory.observe(msg.call(f"r{i}", "get_reservation_details", {"reservation_id": reservation}))
+        flight = {
+            "flight_number": f"HAT{200 + i}",
+            "origin": origin,
+            "destination": destination,
+            "date": date,
+        }
+        details = {
+            "reservation_id": reservation,
+            "cabin": "economy",
+            "status": "confirmed",
+            "flights": [flight],
+        }
+        memory.observe(msg.result(f"r{i}", "get_reservation_details", details))
+
+
+def _searched(memory, msg, call_id, route):
+    origin, destination, date = route
+    memory.observe(
+        msg.call(
+            call_id, "search_direct_flight", {"origin": origin, "destination": destination, "date": date}
+        )
+    )
+    flights = [
+        {"flight_number": f"HAT{300 + k}", "status": "available", "duration_hours": 2 + k} for k in range(3)
+    ]
+    memory.observe(msg.result(call_id, "search_direct_flight", flights))
+
+
+ROUTES = {
+    "NM1VX1": ("MSP", "EWR", "2024-05-25"),
+    "KC18K6": ("EWR", "CLT", "2024-05-21"),
+    "H8Q05L": ("JFK", "ATL", "2024-05-24"),
+    "WUNA5K": ("ORD", "PHL", "2024-05-10"),
+}
+
+
+def test_the_next_lookup_of_a_run_taken_one_by_one_into_later_calls_is_kept(make_memory, msg, memory_text):
+    """The agent looked four reservations up, then searched the first's route and the second's:
+    the third's lookup holds the route the next search takes."""
+    memory = make_memory(settings=MemorySettings(budget=230, recent_messages=0))
+    _looked_up_reservations(memory, msg, ROUTES)
+    routes = list(ROUTES.values())
+    _searched(memory, msg, "s0", routes[0])
+    _searched(memory, msg, "s1", routes[1])
+
+    built = memory.build()
+
+    assert "JFK" in memory_text(built.messages)  # H8Q05L's route, for the next search
+    next_up = next(d for d in built.decisions if d.card_id == "c6")  # H8Q05L's lookup
+    assert next_up.kept and any(s.name == "pending" for s in next_up.scores)
+    later = next(d for d in built.decisions if d.card_id == "c8")  # WUNA5K's: not next yet
+    assert not any(s.name == "pending" for s in later.scores)
+
+
+def test_lookups_taken_out_of_order_are_no_run_to_go_through(make_memory, msg):
+    memory = make_memory(settings=MemorySettings(budget=230, recent_messages=0))
+    _looked_up_reservations(memory, msg, ROUTES)
+    routes = list(ROUTES.values())
+    _searched(memory, msg, "s0", routes[1])  # the second reservation's route first
+    _searched(memory, msg, "s1", routes[0])
+
+    built = memory.build()
+
+    assert not any(s.name == "pending" for d in built.decisions for s in d.scores)
+
+
 def test_an_agreed_proposal_outranks_the_series_it_leaves(make_memory, msg, memory_text):
     memory = make_memory(settings=MemorySettings(budget=260, recent_messages=0))
     memory.observe(msg.user("Cancel my pending orders, then return the lamp I got."))
