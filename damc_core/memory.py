@@ -603,10 +603,12 @@ class DecisionMemory:
         *,
         call_id: str | None = None,
         error: bool = False,
+        artifact: object = None,
     ) -> Card:
         """Record a tool call and its result in one go (for callers that do not keep messages).
         Without ``call_id`` the pair gets a random one: two workers on one conversation must not
-        give their calls the same id."""
+        give their calls the same id. ``artifact``: what the tool returned for the application,
+        not the model (a LangChain tool's artifact), kept in the record for ``recall``, never sent."""
         call_id = call_id or f"call_{uuid.uuid4().hex[:24]}"
         args_text = arguments if isinstance(arguments, str) else _arguments_text(arguments)
         self.observe(
@@ -621,6 +623,8 @@ class DecisionMemory:
         message: dict[str, Any] = {"role": "tool", "tool_call_id": call_id, "name": name, "content": result}
         if error:
             message["status"] = "error"
+        if artifact is not None:
+            message["artifact"] = artifact
         return self.observe(message)
 
     def _pending_call(self, message: Message) -> ToolCall | None:

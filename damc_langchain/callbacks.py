@@ -147,7 +147,7 @@ class DamcCallbackHandler(BaseCallbackHandler):
             call_id = running[2] if running else None
             output = next((m for m in answers if m.tool_call_id == call_id), answers[-1])
         if isinstance(output, ToolMessage):
-            self._record(run_id, output.content, error=output.status == "error")
+            self._record(run_id, output.content, error=output.status == "error", artifact=output.artifact)
         else:
             self._record(run_id, output, error=False)
 
@@ -221,12 +221,14 @@ class DamcCallbackHandler(BaseCallbackHandler):
         except Exception:
             logger.exception("damc: recording the prompt failed; the model call goes on unchanged")
 
-    def _record(self, run_id: UUID, content: Any, *, error: bool) -> None:
+    def _record(self, run_id: UUID, content: Any, *, error: bool, artifact: Any = None) -> None:
         name, arguments, call_id, announced, failed = self._running.pop(
             run_id, ("unknown_tool", None, None, False, False)
         )
         try:
-            card = self.memory.observe_tool(name, arguments, content, call_id=call_id, error=error or failed)
+            card = self.memory.observe_tool(
+                name, arguments, content, call_id=call_id, error=error or failed, artifact=artifact
+            )
         except Exception:
             logger.exception("damc: recording the %s result failed; the agent goes on", name)
             return

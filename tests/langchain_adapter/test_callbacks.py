@@ -355,6 +355,26 @@ def test_a_command_answer_and_an_image_result_become_the_cards_they_stand_for(re
     assert memory.recall(results["snapshot"].id)["content"][1]["base64"] == screenshot  # kept in the record
 
 
+def test_a_tools_artifact_is_kept_in_the_record_in_an_async_run(recording_model):
+    @tool(response_format="content_and_artifact")
+    async def find_order(order_id: str) -> tuple[str, dict]:
+        """Find an order; the rows go to the app, not the model."""
+        return f"found {order_id}", {"order_id": order_id, "rows": [1, 2, 3]}
+
+    model = recording_model(call("find_order", {"order_id": "W123"}, "f1"), AIMessage("Found it."))
+    memory = DecisionMemory(store=InMemoryStore())
+    agent = create_agent(model, [find_order])
+
+    asyncio.run(
+        agent.ainvoke({"messages": [HumanMessage("Find W123")]}, {"callbacks": [DamcCallbackHandler(memory)]})
+    )
+
+    (result,) = [c for c in memory.cards() if c.kind is CardKind.TOOL_RESULT]
+    assert result.summary.endswith("-> found W123")
+    assert memory.recall(result.id)["artifact"] == {"order_id": "W123", "rows": [1, 2, 3]}
+    assert "rows" not in text(model.received[1])
+
+
 @pytest.mark.parametrize("surface", ["callbacks", "middleware"])
 def test_a_handoff_that_returns_the_state_records_only_its_own_answer(recording_model, surface):
     """A handoff tool answers with a Command carrying the whole conversation plus its own message."""
