@@ -417,15 +417,24 @@ class Conversations:
         self._lock = threading.Lock()
 
     def current(self) -> MessageRecorder:
-        thread_id, nested = running_conversation()
         # a thread id without a checkpointer names the session only: every run starts from the
         # history the caller sends, as one without a thread id does
-        resent = not checkpointed()
+        return self.recorder_for(self._running_id(), resent=not checkpointed())
+
+    def is_open(self) -> bool:
+        """Whether ``current`` has its recorder in process; else making it reads the stored events."""
+        thread_id = self._running_id()
+        with self._lock:
+            return self._default is not None if thread_id in (None, "") else str(thread_id) in self._threads
+
+    def _running_id(self) -> str | None:
+        """The id of the conversation the graph runs, as ``recorder_for`` takes it."""
+        thread_id, nested = running_conversation()
         if nested is None:
-            return self.recorder_for(thread_id, resent=resent)
+            return thread_id
         # an agent run inside a tool call (a sub-agent): a conversation of its own, so its turns
         # never become the calling agent's, which gets its answer as the tool's result
-        return self.recorder_for(f"{thread_id or self.memory.namespace.session}|{nested}", resent=resent)
+        return f"{thread_id or self.memory.namespace.session}|{nested}"
 
     def recorder_for(self, thread_id: object, *, resent: bool = False) -> MessageRecorder:
         """The recorder of a checkpointer thread (any id, as its text); ``None`` or an empty id:

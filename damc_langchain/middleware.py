@@ -187,8 +187,12 @@ class DamcMiddleware(AgentMiddleware):
     async def awrap_tool_call(
         self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], Awaitable[Any]]
     ) -> Any:
-        # on the loop, before the first await: the thread's recorder is open since the model call,
-        # and a call is known to run as soon as its task does
+        if not self.conversations.is_open():
+            # a run that starts at its tools (resumed after an interrupt by a new process): the
+            # thread's stored events are read off the loop
+            await asyncio.to_thread(self.conversations.current)
+        # on the loop, with no await before it once the recorder is open: a call is known to run
+        # as soon as its task does
         step = self._tool_started(request)
         try:
             result = await handler(request)

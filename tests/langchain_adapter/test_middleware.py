@@ -14,7 +14,7 @@ from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.tools import tool
 
-from damc_core import DecisionMemory, InMemoryStore, MemorySettings
+from damc_core import DecisionMemory, InMemoryStore, MemorySettings, SQLiteStore
 from damc_langchain import DamcMiddleware
 
 from .conftest import RecordingChatModel
@@ -1080,6 +1080,50 @@ def test_a_tool_that_waits_for_a_human_is_not_remembered_as_failed(recording_mod
     agent.invoke(Command(resume=True), config)  # the human approves
 
     assert tool_results(damc.memory_for("t")) == [("booked HAT1, confirmation ABC123", None)]
+
+
+def test_a_thread_resumed_at_its_tool_by_a_new_process_is_read_off_the_event_loop(recording_model, tmp_path):
+    """A tool waiting for a human is resumed by another worker (a restarted server): the run
+    starts at the tool, and the thread's stored events are read in a worker thread, so the
+    other conversations the event loop serves go on meanwhile."""
+    import threading
+
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.types import Command, interrupt
+
+    readers: list[int] = []
+
+    class WatchedStore(SQLiteStore):
+        """A SQLite store noting which threads read a session's records."""
+
+        def records(self, namespace, *, since=0):
+            readers.append(threading.get_ident())
+            return super().records(namespace, since=since)
+
+    @tool
+    async def book_flight(flight: str) -> str:
+        """Book a flight once a human approves."""
+        return f"booked {flight}, confirmation ABC123" if interrupt(f"Book {flight}?") else "rejected"
+
+    def agent_on(model):
+        damc = DamcMiddleware(DecisionMemory(store=WatchedStore(tmp_path / "memory.sqlite3")))
+        return damc, create_agent(model, [book_flight], middleware=[damc], checkpointer=checkpointer)
+
+    checkpointer, config = InMemorySaver(), {"configurable": {"thread_id": "t"}}
+    _, first = agent_on(recording_model(call("book_flight", {"flight": "HAT1"}, "c1")))
+    asyncio.run(first.ainvoke({"messages": [HumanMessage("Book HAT1.")]}, config))
+    damc, resumed = agent_on(model := recording_model(AIMessage("Booked: ABC123.")))
+
+    async def resume() -> int:
+        readers.clear()
+        await resumed.ainvoke(Command(resume=True), config)  # the human approves
+        return threading.get_ident()
+
+    loop = asyncio.run(resume())
+
+    assert readers and loop not in readers
+    assert tool_results(damc.memory_for("t")) == [("booked HAT1, confirmation ABC123", None)]
+    assert "ABC123" in text(model.received[0])
 
 
 @pytest.mark.parametrize("run", ["invoke", "ainvoke"])
