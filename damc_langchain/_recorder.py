@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import threading
@@ -398,7 +399,15 @@ def bubbles_up(error: BaseException) -> bool:
 
 
 def error_result(error: BaseException) -> str:
-    """The result recorded for a call whose tool raised ``error``."""
+    """The result recorded for a call whose tool raised ``error``. A cancelled call's says that the
+    run stopped, and that the tool may have acted (a sync tool runs on in its thread): a
+    cancellation's message is what the canceller chose (none, or the object langgraph cancels a
+    step's other calls with), nothing a model can read."""
+    if isinstance(error, asyncio.CancelledError):
+        return (
+            "Error: CancelledError: the run stopped before the tool returned; "
+            "whether it took effect is not known"
+        )
     return f"Error: {type(error).__name__}: {error}"
 
 

@@ -913,11 +913,60 @@ def test_an_async_step_a_call_ended_is_remembered_every_call_answered(recording_
         return remembered
 
     assert asyncio.run(run()) == [
-        ("Error: CancelledError: ", "error"),
+        (STOPPED, "error"),
         ("Error: RuntimeError: mail server down", "error"),
     ]
     booking = the_model_sees_every_call_answered(model.received[-1])
-    assert booking.status == "error" and "CancelledError" in booking.content
+    assert booking.status == "error" and STOPPED in booking.content
+
+
+STOPPED = (
+    "Error: CancelledError: the run stopped before the tool returned; whether it took effect is not known"
+)
+
+
+def test_a_stream_the_caller_leaves_remembers_the_calls_it_stopped_as_stopped(recording_model):
+    """A chat client that disconnects mid-stream closes the stream: langgraph cancels the tools
+    still running, with a cancel message of its own that means nothing to a model."""
+    from contextlib import aclosing
+
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    @tool
+    async def book(flight: str) -> str:
+        """Book a flight (slowly)."""
+        await asyncio.sleep(5)
+        return f"booked {flight}"
+
+    @tool
+    async def seat_map(flight: str) -> str:
+        """A flight's free seats."""
+        return f"{flight}: 12A, 14C free"
+
+    both = AIMessage(
+        "",
+        tool_calls=[
+            {"name": "book", "args": {"flight": "HAT107"}, "id": "b1"},
+            {"name": "seat_map", "args": {"flight": "HAT107"}, "id": "s1"},
+        ],
+    )
+    model = recording_model(both, AIMessage("Was it booked?"))
+    damc = DamcMiddleware(memory())
+    agent = create_agent(model, [book, seat_map], middleware=[damc], checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "t"}}
+
+    async def leave_then_ask_again():
+        async with aclosing(agent.astream({"messages": [HumanMessage("Book HAT107")]}, config)) as updates:
+            async for update in updates:
+                if "tools" in update:  # the seat map is back, the booking still running
+                    break
+        await agent.ainvoke({"messages": [HumanMessage("Did it work?")]}, config)
+
+    asyncio.run(leave_then_ask_again())
+
+    assert tool_results(damc.memory_for("t")) == [(STOPPED, "error"), ("HAT107: 12A, 14C free", None)]
+    answers = {m.tool_call_id: m.content for m in model.received[-1] if isinstance(m, ToolMessage)}
+    assert answers["b1"].endswith(STOPPED) and "object at" not in answers["b1"]
 
 
 def test_two_calls_that_raised_beside_a_slow_one_are_remembered_in_the_calls_order(recording_model):
