@@ -538,7 +538,7 @@ def to_event(message: BaseMessage) -> dict[str, Any]:
     A call whose arguments did not parse (``invalid_tool_calls``) stays a call, with its raw
     arguments, as LangChain's OpenAI model sends it: the error result the agent answers it with
     then has its call, and the model sees that the call failed and why."""
-    converted: dict[str, Any] = convert_to_openai_messages(message)
+    converted = _openai_message(message)
     if isinstance(message, AIMessage) and message.invalid_tool_calls:
         converted["tool_calls"] = [
             *converted.get("tool_calls", ()),
@@ -558,6 +558,28 @@ def to_event(message: BaseMessage) -> dict[str, Any]:
     if message.id:
         converted["id"] = message.id
     return converted
+
+
+def _openai_message(message: BaseMessage) -> dict[str, Any]:
+    """``message`` as OpenAI's. A content block OpenAI's format has no form for (a file by URL,
+    which Anthropic reads) is kept as it came, beside the others converted: the message is
+    recorded, and goes back to the model with the block it had."""
+    try:
+        converted: dict[str, Any] = convert_to_openai_messages(message)
+        return converted
+    except (ValueError, KeyError, TypeError):
+        if not isinstance(message.content, list):
+            raise
+    parts: list[Any] = []
+    for block in message.content:
+        try:
+            part = convert_to_openai_messages(message.model_copy(update={"content": [block]}))["content"]
+        except (ValueError, KeyError, TypeError):
+            parts.append(block)
+            continue
+        parts.extend(part if isinstance(part, list) else [{"type": "text", "text": part}] if part else [])
+    converted = convert_to_openai_messages(message.model_copy(update={"content": ""}))
+    return {**converted, "content": parts}
 
 
 def to_messages(events: Sequence[dict[str, Any]]) -> list[BaseMessage]:

@@ -670,6 +670,41 @@ def test_an_image_a_tool_returns_reaches_the_model_beside_its_card(recording_mod
     )
 
 
+def test_a_file_by_url_a_tool_returns_is_recorded_and_the_thread_goes_on_remembered(recording_model):
+    """LangChain's file block by URL (Anthropic reads it) has no OpenAI form: converting it raises."""
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    @tool
+    async def fetch_invoice(order_id: str) -> list:
+        """An order's invoice, as a link to its PDF."""
+        pdf = {
+            "type": "file",
+            "url": f"https://shop.example/invoices/{order_id}.pdf",
+            "mime_type": "application/pdf",
+        }
+        return [{"type": "text", "text": f"invoice of {order_id}: total $20"}, pdf]
+
+    model = recording_model(
+        call("fetch_invoice", {"order_id": "W1"}, "i1"), AIMessage("Here it is."), AIMessage("$20.")
+    )
+    damc = DamcMiddleware(memory())
+    agent = create_agent(model, [fetch_invoice], middleware=[damc], checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "t"}}
+
+    async def two_turns():
+        await agent.ainvoke({"messages": [HumanMessage("Invoice for W1?")]}, config)
+        await agent.ainvoke({"messages": [HumanMessage("What was the total?")]}, config)
+
+    asyncio.run(two_turns())
+
+    (result,) = [c for c in damc.memory_for("t").cards() if c.kind.value == "tool_result"]
+    assert "total $20" in result.summary and "invoices/W1.pdf" in result.summary
+    assert "https://shop.example/invoices/W1.pdf" in damc.memory_for("t").recall(result.id)["content"]
+    turns = [c.text for c in damc.memory_for("t").cards() if c.kind.value != "tool_result"][-3:]
+    assert turns == ["Here it is.", "What was the total?", "$20."]
+    assert "<memory>" in text(model.received[-1])  # DAMC's context, not the request unchanged
+
+
 def test_a_tools_artifact_is_kept_in_the_record(recording_model):
     @tool(response_format="content_and_artifact")
     def find_order(order_id: str) -> tuple[str, dict]:
