@@ -368,8 +368,10 @@ class MessageRecorder:
 
 
 def tool_messages(result: Any) -> list[ToolMessage]:
-    """The tool messages a tool's result holds: the result itself, or those of a langgraph
-    ``Command``'s update."""
+    """The tool messages a tool's result holds: the result itself, those of a langgraph
+    ``Command``'s update, or those of each of several such a tool returns at once (a list)."""
+    if isinstance(result, list):
+        return [message for item in result for message in tool_messages(item)]
     update = getattr(result, "update", None)
     messages = update.get("messages", ()) if isinstance(update, dict) else (result,)
     return [m for m in messages if isinstance(m, ToolMessage)] if isinstance(messages, (list, tuple)) else []

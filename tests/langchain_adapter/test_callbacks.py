@@ -355,6 +355,30 @@ def test_a_command_answer_and_an_image_result_become_the_cards_they_stand_for(re
     assert memory.recall(results["snapshot"].id)["content"][1]["base64"] == screenshot  # kept in the record
 
 
+def test_a_tool_answering_with_a_list_of_updates_is_recorded_as_its_answer(recording_model):
+    from langchain.agents import AgentState
+
+    class SeatState(AgentState):
+        seat: str
+
+    @tool
+    async def hold_seat(seat: str, tool_call_id: Annotated[str, InjectedToolCallId]) -> list:
+        """Hold a seat for ten minutes."""
+        return [Command(update={"seat": seat}), ToolMessage(f"seat {seat} held", tool_call_id=tool_call_id)]
+
+    model = recording_model(call("hold_seat", {"seat": "12A"}, "s1"), AIMessage("Seat 12A is held."))
+    memory = DecisionMemory(store=InMemoryStore())
+    agent = create_agent(model, [hold_seat], state_schema=SeatState)
+
+    state = asyncio.run(
+        agent.ainvoke({"messages": [HumanMessage("Hold 12A")]}, {"callbacks": [DamcCallbackHandler(memory)]})
+    )
+
+    assert state["seat"] == "12A"
+    (result,) = [c for c in memory.cards() if c.kind is CardKind.TOOL_RESULT]
+    assert memory.recall(result.id)["content"] == "seat 12A held"  # not the repr of the updates
+
+
 def test_a_tools_artifact_is_kept_in_the_record_in_an_async_run(recording_model):
     @tool(response_format="content_and_artifact")
     async def find_order(order_id: str) -> tuple[str, dict]:

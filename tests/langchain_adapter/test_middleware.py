@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from typing import Annotated
 
 import pytest
 
@@ -12,7 +13,7 @@ pytest.importorskip("langchain")
 from conftest import PATCH, observe_custom_tool_step
 from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
-from langchain_core.tools import tool
+from langchain_core.tools import InjectedToolCallId, tool
 
 from damc_core import DecisionMemory, InMemoryStore, MemorySettings, SQLiteStore
 from damc_langchain import DamcMiddleware
@@ -668,6 +669,58 @@ def test_an_image_a_tool_returns_reaches_the_model_beside_its_card(recording_mod
         sent.content[0]["text"].endswith("checkout page P7\n[image_url]")
         and pixels in sent.content[1]["image_url"]["url"]
     )
+
+
+def test_a_tool_answering_with_a_list_of_updates_is_remembered_when_the_call_beside_it_raises(
+    recording_model,
+):
+    """A tool may return several updates at once (``[Command(...), ToolMessage(...)]``): its answer is
+    recorded as it returns, so a call beside it that ends the run does not lose it."""
+    from langchain.agents import AgentState
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.types import Command
+
+    class SeatState(AgentState):
+        seat: str
+
+    @tool
+    async def hold_seat(seat: str, tool_call_id: Annotated[str, InjectedToolCallId]) -> list:
+        """Hold a seat for ten minutes."""
+        return [Command(update={"seat": seat}), ToolMessage(f"seat {seat} held", tool_call_id=tool_call_id)]
+
+    @tool
+    async def weather(city: str) -> str:
+        """The weather in a city."""
+        await asyncio.sleep(0.01)
+        raise ConnectionError("weather service down")
+
+    both = AIMessage(
+        "",
+        tool_calls=[
+            {"name": "hold_seat", "args": {"seat": "12A"}, "id": "s1"},
+            {"name": "weather", "args": {"city": "Paris"}, "id": "w1"},
+        ],
+    )
+    model = recording_model(both, AIMessage("Seat 12A is held."))
+    damc = DamcMiddleware(memory())
+    agent = create_agent(
+        model, [hold_seat, weather], middleware=[damc], state_schema=SeatState, checkpointer=InMemorySaver()
+    )
+    config = {"configurable": {"thread_id": "t"}}
+
+    async def run():
+        with pytest.raises(ConnectionError):
+            await agent.ainvoke({"messages": [HumanMessage("Hold 12A; weather in Paris?")]}, config)
+        await agent.ainvoke({"messages": [HumanMessage("Is my seat held?")]}, config)
+
+    asyncio.run(run())
+
+    assert tool_results(damc.memory_for("t")) == [
+        ("seat 12A held", None),
+        ("Error: ConnectionError: weather service down", "error"),
+    ]
+    answers = {m.tool_call_id: m.content for m in model.received[-1] if isinstance(m, ToolMessage)}
+    assert answers["s1"].endswith("seat 12A held")
 
 
 def test_a_file_by_url_a_tool_returns_is_recorded_and_the_thread_goes_on_remembered(recording_model):
