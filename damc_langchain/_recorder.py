@@ -373,8 +373,24 @@ def tool_messages(result: Any) -> list[ToolMessage]:
     if isinstance(result, list):
         return [message for item in result for message in tool_messages(item)]
     update = getattr(result, "update", None)
-    messages = update.get("messages", ()) if isinstance(update, dict) else (result,)
-    return [m for m in messages if isinstance(m, ToolMessage)] if isinstance(messages, (list, tuple)) else []
+    if not isinstance(update, dict):
+        return [result] if isinstance(result, ToolMessage) else []
+    messages = update.get("messages", ())
+    if not isinstance(messages, (list, tuple)):
+        return []
+    return [m for m in map(_as_message, messages) if isinstance(m, ToolMessage)]
+
+
+def _as_message(item: Any) -> BaseMessage | None:
+    """A message of a ``Command``'s update as the state takes it: one in OpenAI's form (a dict)
+    or a ``(role, content)`` pair is converted; ``None`` for what is no message."""
+    if isinstance(item, BaseMessage):
+        return item
+    try:
+        (message,) = convert_to_messages([item])
+    except (ValueError, TypeError, NotImplementedError):
+        return None
+    return message
 
 
 def announcement(

@@ -355,6 +355,27 @@ def test_a_command_answer_and_an_image_result_become_the_cards_they_stand_for(re
     assert memory.recall(results["snapshot"].id)["content"][1]["base64"] == screenshot  # kept in the record
 
 
+def test_a_command_answering_in_openai_form_is_recorded_as_its_answer(recording_model):
+    @tool
+    async def hold_seat(seat: str, tool_call_id: Annotated[str, InjectedToolCallId]) -> Command:
+        """Hold a seat for ten minutes."""
+        answer = {"role": "tool", "content": f"seat {seat} held", "tool_call_id": tool_call_id}
+        return Command(update={"messages": [answer]})  # langgraph reads it as a ToolMessage
+
+    model = recording_model(call("hold_seat", {"seat": "12A"}, "s1"), AIMessage("Seat 12A is held."))
+    memory = DecisionMemory(store=InMemoryStore())
+
+    asyncio.run(
+        create_agent(model, [hold_seat]).ainvoke(
+            {"messages": [HumanMessage("Hold 12A")]}, {"callbacks": [DamcCallbackHandler(memory)]}
+        )
+    )
+
+    (result,) = [c for c in memory.cards() if c.kind is CardKind.TOOL_RESULT]
+    assert memory.recall(result.id)["content"] == "seat 12A held"  # not the repr of the Command
+    assert [m.content for m in model.received[1] if isinstance(m, ToolMessage)] == ["seat 12A held"]
+
+
 def test_a_tool_answering_with_a_list_of_updates_is_recorded_as_its_answer(recording_model):
     from langchain.agents import AgentState
 

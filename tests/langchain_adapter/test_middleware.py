@@ -671,11 +671,11 @@ def test_an_image_a_tool_returns_reaches_the_model_beside_its_card(recording_mod
     )
 
 
-def test_a_tool_answering_with_a_list_of_updates_is_remembered_when_the_call_beside_it_raises(
-    recording_model,
-):
-    """A tool may return several updates at once (``[Command(...), ToolMessage(...)]``): its answer is
-    recorded as it returns, so a call beside it that ends the run does not lose it."""
+@pytest.mark.parametrize("form", ["updates", "openai"])
+def test_a_tool_answering_with_updates_is_remembered_when_the_call_beside_it_raises(recording_model, form):
+    """A tool may return several updates at once (``[Command(...), ToolMessage(...)]``), or a
+    Command whose answer is in OpenAI's form: its answer is recorded as it returns, so a call beside
+    it that ends the run does not lose it."""
     from langchain.agents import AgentState
     from langgraph.checkpoint.memory import InMemorySaver
     from langgraph.types import Command
@@ -686,6 +686,9 @@ def test_a_tool_answering_with_a_list_of_updates_is_remembered_when_the_call_bes
     @tool
     async def hold_seat(seat: str, tool_call_id: Annotated[str, InjectedToolCallId]) -> list:
         """Hold a seat for ten minutes."""
+        if form == "openai":
+            answer = {"role": "tool", "content": f"seat {seat} held", "tool_call_id": tool_call_id}
+            return Command(update={"seat": seat, "messages": [answer]})
         return [Command(update={"seat": seat}), ToolMessage(f"seat {seat} held", tool_call_id=tool_call_id)]
 
     @tool
