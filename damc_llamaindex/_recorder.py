@@ -877,16 +877,19 @@ def _model_data(raw: Any) -> Any:
     ``RetrieverTool``'s nodes) are left as they are: their dump is the index's storage form
     (embedding, templates, relationships), and the tool gave the model their text."""
     models = raw if isinstance(raw, (list, tuple)) and raw else [raw]
-    if not all(
-        isinstance(m, BaseModel) and not hasattr(m, "block_type") and not isinstance(m, BaseComponent)
-        for m in models
-    ):
+    if not all(isinstance(m, BaseModel) and not _llama_index_own(m) for m in models):
         return raw
     try:
         data = [model.model_dump(mode="json") for model in models]
     except Exception:  # a model whose fields do not serialise: its text, as before
         return raw
     return data if isinstance(raw, (list, tuple)) else data[0]
+
+
+def _llama_index_own(model: BaseModel) -> bool:
+    """Whether ``model`` is one of LlamaIndex's objects (a node, a content block, a ``ToolOutput`` a
+    ``FunctionTool``'s function returned, whose dump holds its pictures' base64)."""
+    return isinstance(model, BaseComponent) or type(model).__module__.startswith("llama_index.")
 
 
 _RECORDERS: weakref.WeakKeyDictionary[DecisionMemory, Recorder] = weakref.WeakKeyDictionary()

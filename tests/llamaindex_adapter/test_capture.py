@@ -194,6 +194,36 @@ def test_a_tool_returning_a_picture_is_remembered_as_having_returned_one(recordi
     assert memory.recall(charted.id)["blocks"][0]["image_mimetype"] == "image/png"
 
 
+def test_a_tool_returning_a_tool_output_is_remembered_as_the_text_the_model_was_given(recording_llm):
+    from llama_index.core.base.llms.types import ImageBlock
+    from llama_index.core.tools import ToolOutput
+
+    def chart(metric: str) -> ToolOutput:
+        """Draw a chart of a metric, with its peak."""
+        blocks = [
+            TextBlock(text=f"Chart of {metric}:"),
+            ImageBlock(image=b"\x89PNG-chart", image_mimetype="image/png"),
+            TextBlock(text="peak 42 in May"),
+        ]
+        return ToolOutput(tool_name="chart", raw_input={"metric": metric}, raw_output=None, blocks=blocks)
+
+    memory = damc()
+    llm = recording_llm(
+        call("chart", {"metric": "sales"}, "k1"), ChatMessage(role="assistant", content="Peaked in May.")
+    )
+    agent = FunctionAgent(tools=[FunctionTool.from_defaults(chart)], llm=DamcLLM(llm=llm, memory=memory))
+
+    run(agent, "Chart the sales.")
+
+    # FunctionTool gives the model the text of the ToolOutput its function returned
+    sent = next(m for m in llm.received[1] if m.role.value == "tool")
+    (charted,) = tool_results(memory)
+    assert charted.summary == "[c2] chart(metric=sales) -> Chart of sales:\npeak 42 in May"
+    assert memory.recall(charted.id)["content"] == "Chart of sales:\npeak 42 in May"
+    # not the ToolOutput's fields, the picture's base64 among them
+    assert "is_error" not in str(sent.content) and "raw_input" not in str(sent.content)
+
+
 def test_a_tool_called_outside_an_agent_is_recorded_too(spans):
     memory = damc()
     spans(memory, TOOLS[2])
