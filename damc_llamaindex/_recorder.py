@@ -246,7 +246,7 @@ def react_call_text(thought: str | None, name: str, arguments: str) -> str:
     return f"Thought: {thought or 'I need to use a tool.'}\nAction: {name}\nAction Input: {rendered}"
 
 
-def _args_key(arguments: Mapping[str, Any] | str | None) -> str:
+def args_key(arguments: Mapping[str, Any] | str | None) -> str:
     """A call's arguments as the tool got them: a message's text read as function-calling LLMs
     read it (partial JSON: a call cut off at ``max_tokens`` ran with what had arrived), else as
     ReAct's ``Action Input``; a span's are the parsed ones already."""
@@ -257,7 +257,7 @@ def _args_key(arguments: Mapping[str, Any] | str | None) -> str:
 
 @functools.lru_cache(maxsize=4096)
 def _text_args_key(text: str) -> str:
-    """``_args_key`` of arguments as text, remembered: every view the agent hands over holds the
+    """``args_key`` of arguments as text, remembered: every view the agent hands over holds the
     calls of the whole conversation, each read again."""
     try:
         parsed = parse_partial_json(text)
@@ -292,7 +292,7 @@ in the history between runs too)."""
 def _call_key(call: Mapping[str, Any]) -> str:
     """A tool call by id, name and arguments (a span and a message spell the arguments apart)."""
     function = call["function"]
-    return json.dumps(["call", call["id"], function["name"], _args_key(function["arguments"])])
+    return json.dumps(["call", call["id"], function["name"], args_key(function["arguments"])])
 
 
 def _result_key(call_id: str, blocks: Sequence[ContentBlock]) -> str:
@@ -584,7 +584,7 @@ class Recorder:
                     self._seen.setdefault(_result_key(given, output.blocks), []).append(result_card)
                 self.pending.update((call_card, result_card))
                 observation = str(output.content).strip()  # as a ReAct observation shows it
-                self._steps[(name, _args_key(arguments), observation)] = (call_id, call_card, result_card)
+                self._steps[(name, args_key(arguments), observation)] = (call_id, call_card, result_card)
         except Exception:
             logger.exception("damc: recording the %s result failed; the agent goes on", name)
 
@@ -714,7 +714,7 @@ class Recorder:
                 action = step
             elif step.kind == "observation" and action is not None:
                 self._react_step(action, step.text, confirm=confirm)
-                _, call_card, result_card = self._steps[(action.tool, _args_key(action.arguments), step.text)]
+                _, call_card, result_card = self._steps[(action.tool, args_key(action.arguments), step.text)]
                 cards += [call_card, result_card]
                 action = None
             elif step.kind == "answer" and not answer and self._answers.get(("assistant", step.answer)):
@@ -727,7 +727,7 @@ class Recorder:
 
     def _react_step(self, action: ReactStep, observation: str, *, confirm: bool) -> str:
         """Record one action and its observation unless already recorded; return the result's card id."""
-        key = (action.tool, _args_key(action.arguments), observation)
+        key = (action.tool, args_key(action.arguments), observation)
         known = self._steps.get(key)
         if known is not None and known[2]:
             call_id, call_card, result_card = known

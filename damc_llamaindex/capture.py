@@ -42,7 +42,7 @@ from llama_index_instrumentation import get_dispatcher
 from damc_core import DecisionMemory
 
 from ._recorder import Recorder, recorder_for
-from .llm import DamcLLM
+from .llm import PREDICTING, DamcLLM
 from .memory import DamcMemory
 
 logger = logging.getLogger("damc.llamaindex")
@@ -96,6 +96,12 @@ def _memory_of(candidate: object) -> DecisionMemory | None:
         return candidate.memory
     memories = {id(m): m for m in _memories_by_agent(candidate).values()}
     return next(iter(memories.values())) if len(memories) == 1 else None
+
+
+def _predicting_recorder() -> Recorder | None:
+    """The recorder of the ``DamcLLM.predict_and_call`` this tool is called by, if any."""
+    predicting = PREDICTING.get()
+    return None if predicting is None else predicting.recorder
 
 
 class _ByAgent:
@@ -169,7 +175,7 @@ class _ToolSpans(BaseSpanHandler[SimpleSpan]):
             and any(m in id_ for m in _TOOL)
             and parent_span_id not in self._open
         ):
-            owner = self._owner(instance)
+            owner = self._owner(instance) or _predicting_recorder()
         else:
             return None
         if owner is None:
@@ -200,9 +206,7 @@ class _ToolSpans(BaseSpanHandler[SimpleSpan]):
             elif owner is not None and isinstance(result, AgentOutput):
                 _expect_calls(owner, result)
             elif owner is not None and isinstance(instance, BaseTool) and isinstance(result, ToolOutput):
-                owner.record_tool_output(
-                    instance.metadata.get_name(), _tool_arguments(instance, bound_args), result, call_id=None
-                )
+                _record_tool(owner, instance, bound_args, result)
         except Exception:  # never raise into the instrumented code
             logger.exception("damc: reading a tool span failed; the agent goes on")
         return self._close(id_)
@@ -215,7 +219,28 @@ class _ToolSpans(BaseSpanHandler[SimpleSpan]):
         err: BaseException | None = None,
         **kwargs: Any,
     ) -> SimpleSpan | None:
-        self._open.pop(id_, None)
+        owner = self._open.pop(id_, None)
+        predicting = PREDICTING.get()
+        try:  # a tool predict_and_call ran raised: it answers the call with the error, as a step does
+            if (
+                owner is not None
+                and predicting is not None
+                and predicting.recorder is owner
+                and isinstance(instance, BaseTool)
+                and isinstance(err, Exception)
+            ):
+                name = instance.metadata.get_name()
+                failed = ToolOutput(
+                    content=str(err),
+                    tool_name=name,
+                    raw_input=_tool_arguments(instance, bound_args),
+                    raw_output=str(err),
+                    is_error=True,
+                    exception=err,
+                )
+                _record_tool(owner, instance, bound_args, failed)
+        except Exception:
+            logger.exception("damc: reading a tool span failed; the agent goes on")
         return self._close(id_)
 
     def _close(self, id_: str) -> SimpleSpan | None:
@@ -322,6 +347,15 @@ class DamcEventRecorder:
         async for event in events:
             self.record(event)
             yield event
+
+
+def _record_tool(owner: Recorder, tool: BaseTool, bound: inspect.BoundArguments, output: ToolOutput) -> None:
+    """Record the output of a tool called outside an agent step; in a ``predict_and_call``, under
+    the id the model gave the call."""
+    name, arguments = tool.metadata.get_name(), _tool_arguments(tool, bound)
+    predicting = PREDICTING.get()
+    call_id = predicting.call_id(name, arguments) if predicting and predicting.recorder is owner else None
+    owner.record_tool_output(name, arguments, output, call_id=call_id)
 
 
 def _tool_arguments(tool: BaseTool, bound: inspect.BoundArguments) -> dict[str, Any]:

@@ -12,7 +12,9 @@ output and completions are the wrapped model's own.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncGenerator, Generator, Sequence
+from collections.abc import AsyncGenerator, Generator, Mapping, Sequence
+from contextvars import ContextVar
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
 from llama_index.core.base.llms.types import (
@@ -37,13 +39,42 @@ from llama_index.core.types import Model
 
 from damc_core import DecisionMemory
 
-from ._recorder import Recorder, message_text, parse_react, recorder_for
+from ._recorder import Recorder, args_key, message_text, parse_react, recorder_for
 from .recall import offers_recall
 
 if TYPE_CHECKING:
+    from llama_index.core.chat_engine.types import AgentChatResponse
     from llama_index.core.program.utils import FlexibleModel
 
 logger = logging.getLogger("damc.llamaindex")
+
+
+@dataclass(slots=True)
+class Predicting:
+    """A ``DamcLLM.predict_and_call`` under way. No agent step reports the calls it makes: the
+    model's reply is noted here, and each tool's own span records its output under the id the
+    model gave the call (see ``capture``)."""
+
+    recorder: Recorder
+    calls: list[ToolSelection] = field(default_factory=list)
+    replied: bool = False
+
+    def call_id(self, name: str, arguments: Mapping[str, Any]) -> str | None:
+        """The id of the call of ``name`` that ran with ``arguments`` (else the first of ``name``:
+        a tool adds its partial parameters), taken so that the next call of it gets the next id."""
+        key = args_key(arguments)
+        same_name = [call for call in self.calls if call.tool_name == name]
+        call = next((c for c in same_name if args_key(c.tool_kwargs) == key), None) or next(
+            iter(same_name), None
+        )
+        if call is None:
+            return None
+        self.calls.remove(call)
+        return call.tool_id or None
+
+
+PREDICTING: ContextVar[Predicting | None] = ContextVar("damc_predicting", default=None)
+"""The ``predict_and_call`` of a ``DamcLLM`` running in this context, if any."""
 
 
 class DamcLLM(FunctionCallingLLM):
@@ -237,9 +268,71 @@ class DamcLLM(FunctionCallingLLM):
     def get_tool_calls_from_response(
         self, response: ChatResponse, error_on_no_tool_call: bool = True, **kwargs: Any
     ) -> list[ToolSelection]:
-        return self._function_calling().get_tool_calls_from_response(
+        calls = self._function_calling().get_tool_calls_from_response(
             response, error_on_no_tool_call=error_on_no_tool_call, **kwargs
         )
+        predicting = PREDICTING.get()
+        if predicting is not None and predicting.recorder is self._recorder and not predicting.replied:
+            predicting.replied = True  # the reply predict_and_call acts on
+            predicting.calls = list(calls)
+            if calls:
+                self._recorder.expect_calls(response.message, calls)
+            else:  # its text is predict_and_call's answer
+                self._recorder.record_answer(response.message)
+        return calls
+
+    # -- predict and call (no agent step reports the calls: they are recorded here) ---------
+    def predict_and_call(
+        self,
+        tools: Sequence[BaseTool],
+        user_msg: str | ChatMessage | None = None,
+        chat_history: list[ChatMessage] | None = None,
+        verbose: bool = False,
+        allow_parallel_tool_calls: bool = False,
+        error_on_no_tool_call: bool = True,
+        error_on_tool_error: bool = False,
+        **kwargs: Any,
+    ) -> AgentChatResponse:
+        token = PREDICTING.set(Predicting(self._recorder))
+        try:
+            return super().predict_and_call(
+                tools,
+                user_msg=user_msg,
+                chat_history=chat_history,
+                verbose=verbose,
+                allow_parallel_tool_calls=allow_parallel_tool_calls,
+                error_on_no_tool_call=error_on_no_tool_call,
+                error_on_tool_error=error_on_tool_error,
+                **kwargs,
+            )
+        finally:
+            PREDICTING.reset(token)
+
+    async def apredict_and_call(
+        self,
+        tools: Sequence[BaseTool],
+        user_msg: str | ChatMessage | None = None,
+        chat_history: list[ChatMessage] | None = None,
+        verbose: bool = False,
+        allow_parallel_tool_calls: bool = False,
+        error_on_no_tool_call: bool = True,
+        error_on_tool_error: bool = False,
+        **kwargs: Any,
+    ) -> AgentChatResponse:
+        token = PREDICTING.set(Predicting(self._recorder))
+        try:
+            return await super().apredict_and_call(
+                tools,
+                user_msg=user_msg,
+                chat_history=chat_history,
+                verbose=verbose,
+                allow_parallel_tool_calls=allow_parallel_tool_calls,
+                error_on_no_tool_call=error_on_no_tool_call,
+                error_on_tool_error=error_on_tool_error,
+                **kwargs,
+            )
+        finally:
+            PREDICTING.reset(token)
 
     def _function_calling(self) -> FunctionCallingLLM:
         if not isinstance(self.llm, FunctionCallingLLM):

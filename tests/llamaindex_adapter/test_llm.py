@@ -661,3 +661,48 @@ def test_a_custom_tool_call_the_memory_holds_reaches_the_model_with_its_result(r
     (call,) = [b for m in sent for b in m.blocks if isinstance(b, ToolCallBlock)]
     assert (call.tool_call_id, call.tool_name, call.tool_kwargs) == ("call_9", "apply_patch", PATCH)
     assert any(m.role.value == "tool" and "1 hunk" in str(m.content) for m in sent)
+
+
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["predict_and_call", "apredict_and_call"])
+def test_predict_and_call_remembers_the_call_and_its_result_for_the_next_call(recording_llm, asynchronous):
+    def track(order_id: str) -> dict:
+        """Track an order."""
+        return {"order_id": order_id, "status": "in transit", "eta": "2024-05-20"}
+
+    memory = damc()
+    model = recording_llm(
+        call("track", {"order_id": "O-1"}, "t1"), ChatMessage(role="assistant", content="On 2024-05-20.")
+    )
+    llm = DamcLLM(llm=model, memory=memory)
+    tools = [FunctionTool.from_defaults(track)]
+
+    if asynchronous:
+        tracked = asyncio.run(llm.apredict_and_call(tools, user_msg="Where is O-1?"))
+    else:
+        tracked = llm.predict_and_call(tools, user_msg="Where is O-1?")
+    llm.chat([ChatMessage(role="user", content="When does it arrive?")])
+
+    assert tracked.sources[0].raw_output["eta"] == "2024-05-20"
+    (result,) = tool_results(memory)
+    assert (result.tool_name, result.tool_call_id) == ("track", "t1")
+    assert json.loads(memory.recall(result.id)["content"]) == track("O-1")
+    sent = model.received[1]
+    assert "2024-05-20" in text(sent)
+    assert [b.tool_call_id for m in sent for b in m.blocks if isinstance(b, ToolCallBlock)] == ["t1"]
+    assert_valid(sent)
+
+
+def test_predict_and_call_remembers_a_tool_that_raised_as_an_error_of_its_call(recording_llm):
+    def cancel(order_id: str) -> str:
+        """Cancel an order."""
+        raise RuntimeError(f"order {order_id} has shipped")
+
+    memory = damc()
+    llm = DamcLLM(llm=recording_llm(call("cancel", {"order_id": "O-1"}, "x1")), memory=memory)
+
+    with pytest.raises(ValueError, match="has shipped"):
+        llm.predict_and_call([FunctionTool.from_defaults(cancel)], "Cancel O-1", error_on_tool_error=True)
+
+    (failed,) = [c for c in memory.cards() if c.kind.value == "tool_error"]
+    assert failed.tool_call_id == "x1"
+    assert "order O-1 has shipped" in failed.summary
