@@ -5,8 +5,8 @@ running task never pass through memory, so only a wrapper around the model can c
 Function-calling input (``FunctionAgent``) is replaced as a whole by DAMC's context (system prompt
 and memory section, then the recent dialogue). ReAct input keeps its header and its scratchpad of
 ``Thought / Action / Observation`` turns, with each observation replaced by its memory card when
-that is shorter; the history before it comes from DAMC. Tool-call parsing, metadata, structured
-output and completions are the wrapped model's own.
+that is shorter; the history before it comes from DAMC. Tool-call parsing, metadata, and prompts a
+caller formats itself (``predict``, structured output, completions) are the wrapped model's own.
 """
 
 from __future__ import annotations
@@ -33,9 +33,9 @@ from llama_index.core.base.llms.types import (
 from llama_index.core.bridge.pydantic import ConfigDict, Field, PrivateAttr
 from llama_index.core.llms.function_calling import FunctionCallingLLM
 from llama_index.core.llms.llm import LLM, ToolSelection
-from llama_index.core.prompts import PromptTemplate
+from llama_index.core.prompts import BasePromptTemplate, PromptTemplate
 from llama_index.core.tools import BaseTool
-from llama_index.core.types import Model
+from llama_index.core.types import Model, TokenAsyncGen, TokenGen
 
 from damc_core import DecisionMemory
 
@@ -342,10 +342,23 @@ class DamcLLM(FunctionCallingLLM):
             )
         return self.llm
 
-    # -- structured output (a prompt the caller formatted: passed through) -------------------
+    # -- prompts the caller formatted (predictions, structured output): passed through -------
     # ``FunctionAgent(output_cls=...)`` asks for its structured answer with a prompt that already
-    # holds the conversation; taken for a new turn, it was recorded as a user message and sent
-    # after DAMC's context, so the model read the conversation twice.
+    # holds the conversation, and a query engine on the agent's model (a ``QueryEngineTool``) asks
+    # with its own question and context: taken for a new turn, such a prompt was recorded as the
+    # user's message and sent after DAMC's context.
+    def predict(self, prompt: BasePromptTemplate, **prompt_args: Any) -> str:
+        return self.llm.predict(prompt, **prompt_args)
+
+    async def apredict(self, prompt: BasePromptTemplate, **prompt_args: Any) -> str:
+        return await self.llm.apredict(prompt, **prompt_args)
+
+    def stream(self, prompt: BasePromptTemplate, **prompt_args: Any) -> TokenGen:
+        return self.llm.stream(prompt, **prompt_args)
+
+    async def astream(self, prompt: BasePromptTemplate, **prompt_args: Any) -> TokenAsyncGen:
+        return await self.llm.astream(prompt, **prompt_args)
+
     def structured_predict(
         self,
         output_cls: type[Model],

@@ -706,3 +706,29 @@ def test_predict_and_call_remembers_a_tool_that_raised_as_an_error_of_its_call(r
     (failed,) = [c for c in memory.cards() if c.kind.value == "tool_error"]
     assert failed.tool_call_id == "x1"
     assert "order O-1 has shipped" in failed.summary
+
+
+def test_a_query_engine_on_the_agent_s_model_is_answered_from_its_own_prompt(recording_llm):
+    from llama_index.core import PromptHelper, SummaryIndex
+    from llama_index.core.schema import TextNode
+    from llama_index.core.tools import QueryEngineTool
+
+    model = recording_llm(
+        call("policies", {"input": "refund window"}, "p1"),
+        ChatMessage(role="assistant", content="Within 30 days."),  # the query engine's answer
+        ChatMessage(role="assistant", content="You can get a refund within 30 days."),
+    )
+    memory = damc()
+    llm = DamcLLM(llm=model, memory=memory)
+    index = SummaryIndex(nodes=[TextNode(text="Refunds are possible within 30 days of purchase.")])
+    engine = index.as_query_engine(llm=llm, prompt_helper=PromptHelper(tokenizer=offline_tokenizer()))
+    policies = QueryEngineTool.from_defaults(engine, name="policies", description="Company policies.")
+
+    result = run(FunctionAgent(tools=[policies], llm=llm, system_prompt="You help customers."), "Refund?")
+
+    assert str(result) == "You can get a refund within 30 days."
+    question = model.received[1]  # the query engine's own prompt, as it made it
+    assert "<memory>" not in text(question) and "Refund?" not in text(question)
+    answering = model.received[2]
+    assert [m.content for m in answering if m.role.value == "user"] == ["Refund?"]
+    assert [c.summary for c in memory.cards() if c.kind.value == "user_instruction"] == ["[c0] user: Refund?"]
