@@ -350,8 +350,9 @@ class Recorder:
         self.pending: set[str] = set()
         """Card ids recorded while the agent ran but not yet handed to memory (its scratchpad)."""
         self._produced: deque[list[ChatMessage]] = deque(maxlen=8)
-        self._replies: dict[str, tuple[_Reply, str]] = {}
-        """Key of a tool call as the agent runs it -> the reply that made it, and its id there."""
+        self._replies: dict[str, list[tuple[_Reply, str]]] = {}
+        """Key of a tool call as the agent runs it -> the reply that made it, and its id there; one
+        per call a reply made with that key (ollama names two calls alike by their tool)."""
         self._resumed_results: Counter[str] = Counter()
         """Call id -> results a reopened memory held, matched by call id when the text differs."""
         self._answers: dict[tuple[str, str], list[str]] = {}
@@ -544,9 +545,13 @@ class Recorder:
                     given_ids=tuple(call.tool_id or "" for call in calls),
                     held_ids=held if len(held) == len(calls) else (),
                 )
+                waiting: dict[str, list[tuple[_Reply, str]]] = {}
                 for call_id, call in zip(ids, calls, strict=True):
                     key = _call_key(_call(call.tool_id, call.tool_name, call.tool_kwargs))
-                    self._replies[key] = (expected, call_id)
+                    waiting.setdefault(key, []).append((expected, call_id))
+                for key, expecting in waiting.items():  # an earlier reply's call that never ran is forgotten
+                    self._replies.pop(key, None)
+                    self._replies[key] = expecting
                 while len(self._replies) > _REPLIES_KEPT:
                     del self._replies[next(iter(self._replies))]
         except Exception:
@@ -563,7 +568,11 @@ class Recorder:
                     return
                 self._outputs[id(output)] = output
                 given = call_id or ""
-                expected = self._replies.pop(_call_key(_call(given, name, arguments)), None)
+                key = _call_key(_call(given, name, arguments))
+                expecting = self._replies.get(key)
+                expected = expecting.pop(0) if expecting else None
+                if expecting is not None and not expecting:
+                    del self._replies[key]
                 if expected is not None:
                     reply, call_id = expected
                     call_card = self._record_reply(reply)

@@ -264,6 +264,35 @@ def test_calls_without_ids_named_by_their_tool_are_recorded_once_each(recording_
     ]
 
 
+def test_two_calls_alike_under_one_id_are_one_reply_each_answered_by_its_own_result(recording_llm):
+    rolled = iter([3, 5])
+
+    def roll(sides: int) -> int:
+        """Roll a die."""
+        return next(rolled)
+
+    # llama-index-llms-ollama gives every call the tool's name as its id: two rolls are one call twice
+    twice = ChatMessage(
+        role="assistant",
+        blocks=[ToolCallBlock(tool_call_id="roll", tool_name="roll", tool_kwargs={"sides": 6})] * 2,
+    )
+    model = recording_llm(twice, ChatMessage(role="assistant", content="3 and 5."))
+    memory = damc()
+
+    run(
+        FunctionAgent(tools=[FunctionTool.from_defaults(roll)], llm=DamcLLM(llm=model, memory=memory)),
+        "Roll two",
+    )
+
+    (reply,) = [event for event in memory.messages() if event.get("tool_calls")]
+    assert len(reply["tool_calls"]) == 2
+    answered = [c.tool_call_id for c in tool_results(memory)]
+    assert sorted(answered) == sorted(call["id"] for call in reply["tool_calls"])
+    rolls = model.received[1]
+    assert [m.content.split(" -> ")[1] for m in rolls if m.role.value == "tool"] == ["3", "5"]
+    assert_valid(rolls)
+
+
 def test_a_system_note_put_between_runs_is_recorded_once_and_reaches_the_model(recording_llm):
     model = recording_llm(
         ChatMessage(role="assistant", content="Hello!"),
