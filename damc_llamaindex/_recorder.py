@@ -341,9 +341,12 @@ class Recorder:
         """The (role, text) of every text turn recorded, in order: a view is lined up with its tail."""
         self._text_cards: dict[tuple[str, str], list[list[str]]] = {}
         """(role, text) of a turn -> its cards (a ReAct transcript has several), per occurrence."""
-        self._steps: dict[tuple[str, str, str], tuple[str, str, str]] = {}
-        """(tool, arguments, observation) of a ReAct step -> (call id, call card, result card);
-        the result card is "" while the store has not taken the result."""
+        self._steps: dict[tuple[str, str, str], list[tuple[str, str, str]]] = {}
+        """(tool, arguments, observation) of a ReAct step -> (call id, call card, result card) of
+        each time it was taken; the result card is "" while the store has not taken the result."""
+        self._claimed: set[str] = set()
+        """Result cards of the steps a handed-over ReAct transcript holds: a step taken again with
+        the same outcome (a second seat booked) is a step of its own."""
         self._react_ids: set[str] = set()
         self._originals: dict[str, ChatMessage] = {}
         """Tool calls, result call id or text key -> the LlamaIndex message it was recorded from."""
@@ -593,7 +596,8 @@ class Recorder:
                     self._seen.setdefault(_result_key(given, output.blocks), []).append(result_card)
                 self.pending.update((call_card, result_card))
                 observation = str(output.content).strip()  # as a ReAct observation shows it
-                self._steps[(name, args_key(arguments), observation)] = (call_id, call_card, result_card)
+                step = (call_id, call_card, result_card)
+                self._steps.setdefault((name, args_key(arguments), observation), []).append(step)
         except Exception:
             logger.exception("damc: recording the %s result failed; the agent goes on", name)
 
@@ -708,7 +712,7 @@ class Recorder:
                     action = steps[-1]
                 elif text.startswith("Observation:") and action is not None:
                     observation = text[len("Observation:") :].strip()
-                    card = self.memory.card(self._react_step(action, observation, confirm=False))
+                    card = self.memory.card(self._react_step(action, observation, confirm=False)[2])
                     if card is not None:
                         found[index] = card
                     action = None
@@ -718,12 +722,15 @@ class Recorder:
         """Record the steps of a ReAct transcript; return the ids of their call, result and answer cards."""
         action: ReactStep | None = None
         cards = []
+        claimed: set[str] = set()
         for step in steps:
             if step.kind == "action":
                 action = step
             elif step.kind == "observation" and action is not None:
-                self._react_step(action, step.text, confirm=confirm)
-                _, call_card, result_card = self._steps[(action.tool, args_key(action.arguments), step.text)]
+                _, call_card, result_card = self._react_step(
+                    action, step.text, confirm=confirm, claimed=claimed
+                )
+                claimed.add(result_card)
                 cards += [call_card, result_card]
                 action = None
             elif step.kind == "answer" and not answer and self._answers.get(("assistant", step.answer)):
@@ -732,18 +739,29 @@ class Recorder:
                 cards.append(self.memory.observe({"role": "assistant", "content": step.answer}).id)
                 self._count_text(("assistant", step.answer))
                 self._track(cards[-1], confirm)
+        self._claimed |= claimed  # once the whole transcript is recorded: a retry claims them again
         return cards
 
-    def _react_step(self, action: ReactStep, observation: str, *, confirm: bool) -> str:
-        """Record one action and its observation unless already recorded; return the result's card id."""
+    def _react_step(
+        self, action: ReactStep, observation: str, *, confirm: bool, claimed: set[str] | None = None
+    ) -> tuple[str, str, str]:
+        """Record one action and its observation unless already recorded; return (call id, call
+        card, result card). ``claimed``: the step is one of a transcript's, which takes a recorded
+        step no transcript took yet (none of those ``claimed`` from it so far); else the newest."""
         key = (action.tool, args_key(action.arguments), observation)
-        known = self._steps.get(key)
+        taken = self._steps.setdefault(key, [])
+        if claimed is None:
+            index = len(taken) - 1
+        else:
+            unclaimed = (i for i, t in enumerate(taken) if t[2] not in self._claimed and t[2] not in claimed)
+            index = next(unclaimed, -1)
+        known = taken[index] if index >= 0 else None
         if known is not None and known[2]:
-            call_id, call_card, result_card = known
+            call_id, call_card, _ = known
             self._react_ids.add(call_id)
             self._confirm(call_card, confirm)
-            self._confirm(result_card, confirm)
-            return result_card
+            self._confirm(known[2], confirm)
+            return known
         if known is None:  # else the call was recorded and the store refused its result: go on from there
             call_id = self._new_id()
             self._react_ids.add(call_id)
@@ -757,14 +775,16 @@ class Recorder:
                 }
             )
             self._track(call.id, confirm)
-            known = self._steps[key] = (call_id, call.id, "")
+            known = (call_id, call.id, "")
+            taken.append(known)
+            index = len(taken) - 1
         call_id, call_card, _ = known
         result = self.memory.observe(
             {"role": "tool", "tool_call_id": call_id, "name": action.tool, "content": observation}
         )
         self._track(result.id, confirm)
-        self._steps[key] = (call_id, call_card, result.id)
-        return result.id
+        taken[index] = (call_id, call_card, result.id)
+        return taken[index]
 
     def _track(self, card_id: str, confirm: bool) -> None:
         if not confirm:

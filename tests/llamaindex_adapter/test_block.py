@@ -23,6 +23,7 @@ from .scenario import (
     REACT_SCRIPT,
     TOOLS,
     call,
+    react,
     react_answer,
     text,
 )
@@ -328,6 +329,36 @@ def test_a_react_transcript_becomes_call_and_result_cards(recording_llm):
     follow_up = llm.received[-1][-1]
     assert follow_up.role.value == "user" and "<damc>" in follow_up.content
     assert "credit_card_4421486" in follow_up.content and "Which card did I use?" in follow_up.content
+
+
+def test_a_react_step_repeated_with_the_same_outcome_is_a_call_each_time(recording_llm):
+    def book(flight: str) -> str:
+        """Book a seat on a flight."""
+        return "Booked."
+
+    book_it = react("book", {"flight": "HAT107"})
+    llm = recording_llm(
+        book_it,
+        book_it,
+        react_answer("Two seats booked."),
+        book_it,
+        react_answer("One more booked."),
+        function_calling=False,
+    )
+    damc = DecisionMemory(store=InMemoryStore(), settings=MemorySettings(budget=400))
+    memory = memory_with(DamcMemoryBlock(memory=damc), token_limit=4000, insert_method=InsertMethod.USER)
+    agent = ReActAgent(tools=[FunctionTool.from_defaults(book)], llm=llm)
+
+    async def two_runs():
+        await agent.run("Book two seats on HAT107.", memory=memory)
+        await agent.run("And one more.", memory=memory)
+        await memory.aget()  # the block records the second run's transcript
+
+    asyncio.run(two_runs())
+
+    booked = [c for c in damc.cards() if c.kind.value == "tool_result"]
+    assert [c.tool_name for c in booked] == ["book", "book", "book"]  # three seats, three calls
+    assert len({c.tool_call_id for c in booked}) == 3
 
 
 def test_with_span_capture_a_tools_own_data_is_recorded_once(recording_llm):
