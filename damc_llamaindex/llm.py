@@ -126,8 +126,14 @@ class DamcLLM(FunctionCallingLLM):
         start = _react_tail(rest, produced)
         history, retry = _without_retry(rest[:start])
         history, blocks = _without_memory_blocks(history, produced)
-        # a system note the app put in the history between runs goes with the system prompt
-        notes = [m for m in history if m.role in (MessageRole.SYSTEM, MessageRole.DEVELOPER)]
+        # a system note the app put in the history between runs goes with the system prompt; a
+        # memory section DAMC rendered as a system message (DamcMemory(section_role="system")) is
+        # built again below
+        notes = [
+            m
+            for m in history
+            if m.role in (MessageRole.SYSTEM, MessageRole.DEVELOPER) and id(m) not in produced
+        ]
         system = "\n\n".join(message_text(m) for m in (*messages[:head], *notes)) or None
         self._recorder.observe_view(history)
         tail = rest[start:]

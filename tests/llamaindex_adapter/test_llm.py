@@ -761,3 +761,26 @@ def test_a_query_engine_on_the_agent_s_model_is_answered_from_its_own_prompt(rec
     answering = model.received[2]
     assert [m.content for m in answering if m.role.value == "user"] == ["Refund?"]
     assert [c.summary for c in memory.cards() if c.kind.value == "user_instruction"] == ["[c0] user: Refund?"]
+
+
+@pytest.mark.parametrize("section_role", ["system", "user"])
+def test_the_memory_section_reaches_the_model_once_whichever_role_damc_memory_gives_it(
+    recording_llm, section_role
+):
+    memory = damc()
+    model = recording_llm(
+        *FUNCTION_SCRIPT, ChatMessage(role="assistant", content="With credit_card_4421486.")
+    )
+    agent = FunctionAgent(tools=TOOLS, llm=DamcLLM(llm=model, memory=memory), system_prompt="You book.")
+    damc_memory = DamcMemory(memory=memory, section_role=section_role)
+
+    async def go():
+        await agent.run(QUESTION, memory=damc_memory)
+        await agent.run(FOLLOW_UP, memory=damc_memory)
+
+    asyncio.run(go())
+
+    follow_up = model.received[-1]
+    assert text(follow_up).count("<memory>") == 1
+    assert follow_up[0].content.startswith("You book.\n\n<memory>")
+    assert follow_up[-1].content == FOLLOW_UP
