@@ -843,7 +843,8 @@ def _stated_values(scan: TextScan) -> Iterator[tuple[str, str]]:
     # The 1,000 of "$1,000" is that amount, the 07 and 30 of "07:30" that time and the 2026 of
     # ".../2026/03/..." that link, not values of their own (the 12 of "$120" is no part of it).
     parts = {number for amount in scan.distinct("amount") for number in AMOUNT_NUMBER.findall(amount)}
-    parts.update(part for date in scan.distinct("date") for part in _DATE_PARTS.split(date))
+    for date in scan.distinct("date"):  # ("2024-05-01T10" and "00.123Z" of a timestamp too)
+        parts.update(_DATE_PARTS.split(date), identifiers(date))
     parts.update(part for link in scan.distinct("link") for part in identifiers(link))
     firsts = _unique(_exact_values(scan), key=lambda found: found[1])
     return ((kind, value) for kind, value in firsts if not (kind == "id" and value in parts))

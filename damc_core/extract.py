@@ -123,7 +123,12 @@ types that are often a column's name (``date``). Only for reading queries: some 
 codes in other text."""
 
 
-DATE = re.compile(r"\b\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2})?)?\b|\b\d{1,2}:\d{2}(?::\d{2})?\b")
+DATE = re.compile(
+    r"\b\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?\b"
+    r"|\b\d{1,2}:\d{2}(?::\d{2})?\b"
+)
+"""A date, an ISO timestamp with its fraction of a second and zone (``2024-05-01T10:00:00.123Z``,
+``2024-05-01T09:58:12+02:00``: one value a later call takes whole), or a time of day."""
 _NUMBER = r"\d+(?:,\d{3})*(?:\.\d+)?"  # 1000, 1,000, 1,234.50 (not the comma after "$1,000,")
 AMOUNT = re.compile(rf"[$€£]\s?{_NUMBER}|\b{_NUMBER}\s?(?:USD|EUR|GBP|dollars?)\b", re.I)
 AMOUNT_NUMBER = re.compile(_NUMBER)

@@ -389,6 +389,25 @@ def test_a_time_is_one_value_not_its_hours_and_minutes(memory, msg):
     assert skeleton == f"[{card.id}] assistant: 07:30, 10:05, HAT136, 14"
 
 
+def test_an_iso_timestamp_with_its_fraction_and_zone_is_one_value(memory):
+    """A deploy log's timestamps, as APIs write them: a later call (a rollback before the window
+    closes) takes each whole, not its date and the pieces around its colons."""
+    card = memory.observe_tool(
+        "get_deploys",
+        {"service": "api"},
+        "Deploy d-8812 finished at 2024-05-01T10:00:00.123Z after build b-77 started at "
+        "2024-05-01T09:58:12+02:00. Rollback window closes 2024-05-02T10:00:00Z.",
+    )
+
+    assert [(f.kind, f.value) for f in card.facts] == [
+        ("date", "2024-05-01T10:00:00.123Z"),
+        ("date", "2024-05-01T09:58:12+02:00"),
+        ("date", "2024-05-02T10:00:00Z"),
+        ("id", "d-8812"),
+        ("id", "b-77"),
+    ]
+
+
 def test_tool_call_card_records_the_parsed_arguments(memory, msg):
     card = memory.observe(msg.call("call_9", "cancel_reservation", {"reservation_id": "ZFA04Y"}))
 
