@@ -792,24 +792,33 @@ def _entity_keys(
     result without one (a list, free text, an error message) is the call's own record, so the same
     call answered again replaces it."""
     keys: list[tuple[str, str]] = []
-    root_ids = [
-        f
-        for f in facts
-        if f.path != "text"  # an id found in free text names nothing its other values belong to
-        and "." not in f.path
-        and "[" not in f.path
-        and f.kind == "id"
-        and fact_kind(f.path, f.value) == "id"
-        and snake_case(f.path) != "user_id"
-    ]
-    entity = root_ids[0].value if root_ids else None
-    if entity:
-        keys.extend((entity, f.path.split(".")[0].split("[")[0]) for f in facts if f is not root_ids[0])
-        keys.extend((entity, t.path.split(".")[0]) for t in tables)
+    root = root_id(facts)
+    if root is not None and root.value:
+        keys.extend((root.value, f.path.split(".")[0].split("[")[0]) for f in facts if f is not root)
+        keys.extend((root.value, t.path.split(".")[0]) for t in tables)
     else:
         signature = json.dumps(arguments, sort_keys=True, default=str)[:400]
         keys.append((f"{name}({signature})", "result"))
     return tuple(dict.fromkeys(keys))
+
+
+def root_id(facts: Iterable[Fact]) -> Fact | None:
+    """The id at the top of a record, which names the entity its other fields describe (a
+    reservation's ``reservation_id``, not the ``flight_number`` it also holds); None for a record
+    without one. A ``user_id`` beside other fields says whose record it is, not what it is."""
+    return next(
+        (
+            f
+            for f in facts
+            if f.path != "text"  # an id found in free text names nothing its other values belong to
+            and "." not in f.path
+            and "[" not in f.path
+            and f.kind == "id"
+            and fact_kind(f.path, f.value) == "id"
+            and snake_case(f.path) != "user_id"
+        ),
+        None,
+    )
 
 
 _FACT_KINDS: tuple[tuple[str, ValueKind], ...] = (

@@ -50,6 +50,7 @@ from .encode import (
     argument_values,
     field_name,
     parse_arguments,
+    root_id,
 )
 from .errors import ConfigError, RecordExistsError, StoreError
 from .excerpt import excerpt
@@ -740,7 +741,7 @@ class DecisionMemory:
 
     def _refreshed(self, card: Card) -> list[tuple[str, str, tuple[str, ...]]]:
         """(older card id, entity, columns) for each table row this card re-quotes: it names the
-        entity (by an id in its arguments or at its top level) and states prices, statuses or
+        entity (by the id at its top level, else by an id in its arguments) and states prices, statuses or
         availability: the row's own columns in part give ``columns`` (a seat count without the
         price: the row keeps its other values); all of them, or values under other names (a
         fare lookup's ``price_per_passenger``), give none: every volatile cell of the row is out
@@ -749,8 +750,11 @@ class DecisionMemory:
         keeps naming) is still re-quoted in its search."""
         if card.kind is not CardKind.TOOL_RESULT or not card.volatile or _is_recall_answer(card):
             return []  # (a recalled record is the older data itself, not a newer quote)
-        names = {v.lower() for v in argument_ids(card.arguments) if is_identifier(v)}
-        names |= {f.value.lower() for f in card.facts if f.kind == "id" and "." not in f.path}
+        root = root_id(card.facts)
+        if root is not None and root.value:  # a booking's status is its own, not its flight's
+            names = {root.value.lower()}
+        else:
+            names = {v.lower() for v in argument_ids(card.arguments) if is_identifier(v)}
         listed: set[str] = set().union(*(t.columns for t in card.tables))
         stated = {f.path for f in card.facts} | listed
         found = []

@@ -200,6 +200,25 @@ def test_a_record_that_only_shares_an_airport_re_quotes_nothing(memory, msg, mem
     assert "1859" in memory_text(memory.build(budget=2000).messages)
 
 
+def test_a_booking_of_a_flight_re_quotes_none_of_the_flights_values(memory, msg, memory_text):
+    flights = [{**row, "status": "available"} for row in SEARCH]
+    memory.observe(msg.call("s1", "search_direct_flight", {"origin": "MCO", "destination": "BOS"}))
+    search = memory.observe(msg.result("s1", "search_direct_flight", flights))
+    memory.observe(msg.call("b1", "book_reservation", {"user_id": "mia_li_3668", "flight_number": "HAT028"}))
+    memory.observe(
+        msg.result(
+            "b1",
+            "book_reservation",
+            {"reservation_id": "ZFA04Y", "flight_number": "HAT028", "status": "confirmed", "price": 1859},
+        )
+    )
+
+    # the reservation's status is the booking's; the flight is still available at its price
+    assert memory.card(search.id).stale_rows == () and memory.card(search.id).stale_cells == ()
+    fenced = memory_text(memory.build(budget=2000).messages)
+    assert "all status=available" in fenced and "HAT028 MCO BOS 1859" in fenced
+
+
 SEATS = [
     {"flight_number": f"HAT00{n}", "status": "available", "available_seats": 5, "price": 100 + n}
     for n in range(1, 5)
