@@ -789,14 +789,31 @@ class DecisionMemory:
         older = [
             old for i in older_ids if i != card.id and not _about_another(asked, (old := session.cards[i]))
         ]
+        trusted = {old.id: old for old in older if self.supersession.outranks(old, card)}  # won a tie
+        if winner := next(
+            (old for old in trusted.values() if set(card.entity_keys) <= set(old.entity_keys)), None
+        ):
+            self._set_aside(session.cards[card.id], winner.id)
+            return
         superseded = {c.id for c in self.supersession.superseded(card, older)}
         for old in older:
             if old.id in superseded:
-                session.put(updated(old, superseded_by=card.id))
-                for key in old.entity_keys:  # nothing newer supersedes it again: not looked at again
-                    session.by_entity[key].discard(old.id)
+                self._set_aside(old, card.id)
+            elif old.id in trusted:  # its values stand: the new card's that differ are the stale ones
+                if outdated := _changed_facts(new := session.cards[card.id], old):
+                    session.put(
+                        updated(new, stale_facts=(*new.stale_facts, *((p, old.id) for p in outdated)))
+                    )
             elif outdated := _changed_facts(old, card):
                 session.put(updated(old, stale_facts=(*old.stale_facts, *((p, card.id) for p in outdated))))
+
+    def _set_aside(self, card: Card, by: str) -> None:
+        """Mark ``card`` superseded by the card ``by``; nothing supersedes it again, so it leaves
+        the entity index."""
+        session = self._session
+        session.put(updated(card, superseded_by=by))
+        for key in card.entity_keys:
+            session.by_entity[key].discard(card.id)
 
     # -- build ---------------------------------------------------------------------------------
     @_synchronized

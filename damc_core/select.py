@@ -171,13 +171,15 @@ class Supersession:
         for old in older:
             if old.id == new.id or old.superseded_by or not old.entity_keys:
                 continue
-            if not set(old.entity_keys) <= keys:
-                continue
-            tie = abs(new.created_at - old.created_at) <= self.same_moment and new.seq - old.seq <= 1
-            if tie and new.trust < old.trust:
-                continue
-            out.append(old)
+            if set(old.entity_keys) <= keys and not self.outranks(old, new):
+                out.append(old)
         return out
+
+    def outranks(self, old: Card, new: Card) -> bool:
+        """Whether ``old`` wins a tie with ``new``: of the same moment and more trusted, so its
+        values stand and ``new``'s are the ones to set aside."""
+        tie = abs(new.created_at - old.created_at) <= self.same_moment and new.seq - old.seq <= 1
+        return tie and new.trust < old.trust
 
 
 def upgrade_detail(

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 
 import pytest
 
-from damc_core import MemorySettings, Supersession
+from damc_core import Card, DefaultEncoder, MemorySettings, Supersession, explain
 
 BEFORE = {
     "reservation_id": "ZFA04Y",
@@ -164,6 +164,45 @@ def test_trust_breaks_ties_between_cards_of_the_same_moment(memory, msg, newer_t
     chosen = Supersession().superseded(replace(newer, trust=newer_trust), [old])
 
     assert (chosen == [old]) is superseded
+
+
+@dataclass(frozen=True)
+class PartnerTrustedLess:
+    """The default encoder, with a partner's feed trusted less than the airline's own API."""
+
+    inner: DefaultEncoder = field(default_factory=DefaultEncoder)
+
+    def encode(self, message, **context) -> Card:
+        card = self.inner.encode(message, **context)
+        return replace(card, trust=0.3) if card.tool_name == "partner_flight_status" else card
+
+
+def test_the_less_trusted_of_two_answers_at_once_is_the_one_superseded(make_memory, msg, memory_text):
+    memory = make_memory(encoder=PartnerTrustedLess(), settings=MemorySettings(recent_messages=0))
+    memory.observe(msg.user("Is HAT069 on time?"))
+    memory.observe(
+        msg.calls(
+            [
+                ("a1", "airline_flight_status", {"flight_number": "HAT069"}),
+                ("p1", "partner_flight_status", {"flight_number": "HAT069"}),
+            ]
+        )
+    )
+    airline = memory.observe(
+        msg.result("a1", "airline_flight_status", {"flight_number": "HAT069", "status": "on time"})
+    )
+    partner = memory.observe(
+        msg.result("p1", "partner_flight_status", {"flight_number": "HAT069", "status": "delayed"})
+    )
+
+    assert memory.card(partner.id).superseded_by == airline.id
+    assert memory.card(airline.id).superseded_by is None and memory.card(airline.id).stale_facts == ()
+    built = memory.build(budget=2000)
+    fenced = memory_text(built.messages)
+    assert f"[{airline.id}] airline_flight_status(flight_number=HAT069) -> status=on time" in fenced
+    assert "delayed" not in fenced
+    assert f"superseded by {airline.id}" in explain(built)
+    assert "delayed" in memory.recall(partner.id)["content"]
 
 
 SEARCH = [
