@@ -184,6 +184,17 @@ def argument_ids(arguments: Mapping[str, Any]) -> list[str]:
     return [text for name, text in texts if fact_kind(name, text) == "id"]
 
 
+def argument_dates(arguments: Mapping[str, Any]) -> dict[str, set[str]]:
+    """The dates tool-call arguments ask for, by the name of the field holding them
+    (``{"date": {"2024-05-20"}}``)."""
+    dates: dict[str, set[str]] = {}
+    for key, value in _argument_leaves(arguments):
+        text = "" if value is None or isinstance(value, bool) else scalar_text(value)
+        if text and fact_kind(field_name(key), text) == "date":
+            dates.setdefault(field_name(key), set()).add(text)
+    return dates
+
+
 def argument_fields(arguments: Mapping[str, Any]) -> set[str]:
     """Names of the fields that carry values in tool-call arguments (``flights[].date`` -> ``date``)."""
     return {field_name(key) for key, _ in _argument_leaves(arguments) if key}

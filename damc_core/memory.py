@@ -45,6 +45,7 @@ from .encode import (
     DefaultEncoder,
     Encoder,
     ToolCall,
+    argument_dates,
     argument_fields,
     argument_ids,
     argument_values,
@@ -54,7 +55,15 @@ from .encode import (
 )
 from .errors import ConfigError, RecordExistsError, StoreError
 from .excerpt import excerpt
-from .extract import FUNCTION_WORDS, IDENTIFIER_TERM, exact_terms, is_handle, is_identifier, names_in_text
+from .extract import (
+    FUNCTION_WORDS,
+    IDENTIFIER_TERM,
+    changes_state,
+    exact_terms,
+    is_handle,
+    is_identifier,
+    names_in_text,
+)
 from .render import CardRenderer
 from .select import FAR_OVER_BUDGET, OVER_BUDGET, HybridSelector, Selector, Supersession, upgrade_detail
 from .stores import MemoryStore, SQLiteStore
@@ -762,6 +771,8 @@ class DecisionMemory:
             holders = self._session.by_term.get(name, ())[-MENTION_FANOUT:]
             quoting = [c for i in reversed(holders) if (c := self._session.cards[i]).volatile and c.tables]
             for other in quoting[:LINK_FANOUT]:  # the newest tables that may list it
+                if _on_another_day(card, other):
+                    continue
                 for table in other.tables:
                     held = _rows_holding(table, name)
                     if held is None:
@@ -787,7 +798,11 @@ class DecisionMemory:
         )
         asked = set(argument_ids(card.arguments))
         older = [
-            old for i in older_ids if i != card.id and not _about_another(asked, (old := session.cards[i]))
+            old
+            for i in older_ids
+            if i != card.id
+            and not _about_another(asked, (old := session.cards[i]))
+            and not _on_another_day(card, old)
         ]
         trusted = {old.id: old for old in older if self.supersession.outranks(old, card)}  # won a tie
         if winner := next(
@@ -1818,6 +1833,21 @@ def _about_another(asked: set[str], old: Card) -> bool:
         return False
     returned = (f.value for f in old.facts if f.kind == "id" and "." not in f.path and "[" not in f.path)
     return asked.isdisjoint({*asked_before, *returned})
+
+
+def _on_another_day(new: Card, old: Card) -> bool:
+    """Whether a lookup ``new`` asked for a date that ``old``'s call asked no such date for, under
+    the same field (a stock's close, a flight's status or a hotel's rates on another day): the
+    same entity on another day is another record, which neither supersedes nor re-quotes the
+    first. A call that changes state (moving a booking to a new date) is newer news whatever it
+    asked."""
+    if changes_state(new.tool_name):
+        return False
+    before = argument_dates(old.arguments)
+    return any(
+        field in before and dates.isdisjoint(before[field])
+        for field, dates in argument_dates(new.arguments).items()
+    )
 
 
 def _rows_holding(table: Table, name: str) -> Literal["row", "all"] | None:

@@ -306,3 +306,48 @@ def test_the_same_failed_call_repeated_keeps_only_its_newest_error(memory, msg, 
 
     assert [memory.card(e.id).superseded_by for e in errors] == [e.id for e in errors[1:]] + [None]
     assert str(memory.build().messages).count("not available") == 1  # the newest, in the recent window
+
+
+def test_the_same_stock_on_another_day_is_another_record(memory, msg, memory_text):
+    memory.observe(msg.user("How did AAPL close on 2024-05-20 and on 2024-05-21?"))
+    first = memory.observe_tool(
+        "get_daily_price",
+        {"symbol": "AAPL", "date": "2024-05-20"},
+        {"symbol": "AAPL", "date": "2024-05-20", "close": 191.04},
+    )
+    memory.observe_tool(
+        "get_daily_price",
+        {"symbol": "AAPL", "date": "2024-05-21"},
+        {"symbol": "AAPL", "date": "2024-05-21", "close": 192.35},
+    )
+
+    assert memory.card(first.id).superseded_by is None and memory.card(first.id).stale_facts == ()
+    fenced = memory_text(memory.build(budget=2000, recent_messages=0).messages)
+    assert "close=191.04" in fenced and "close=192.35" in fenced
+
+
+def test_a_booking_moved_to_another_day_supersedes_its_first_date(memory, msg):
+    def moved(day: str) -> dict:
+        return {"hotel_booking_id": "HB9", "check_in": day, "status": "confirmed"}
+
+    first = memory.observe_tool(
+        "update_booking", {"booking_id": "HB9", "check_in": "2024-06-01"}, moved("2024-06-01")
+    )
+    second = memory.observe_tool(
+        "update_booking", {"booking_id": "HB9", "check_in": "2024-06-08"}, moved("2024-06-08")
+    )
+
+    assert memory.card(first.id).superseded_by == second.id
+
+
+def test_a_flights_seats_on_another_day_re_quote_none_of_its_search(memory, msg, memory_text):
+    memory.observe(
+        msg.call("s1", "search_direct_flight", {"origin": "JFK", "destination": "SEA", "date": "2024-05-20"})
+    )
+    search = memory.observe(msg.result("s1", "search_direct_flight", SEATS))
+    memory.observe(msg.call("q1", "get_seats", {"flight_number": "HAT002", "date": "2024-05-27"}))
+    memory.observe(msg.result("q1", "get_seats", {"flight_number": "HAT002", "available_seats": 0}))
+
+    assert memory.card(search.id).stale_cells == () and memory.card(search.id).stale_rows == ()
+    fenced = memory_text(memory.build(budget=2000).messages)
+    assert "all status=available, available_seats=5" in fenced and "HAT002 102" in fenced
