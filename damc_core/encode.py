@@ -808,9 +808,15 @@ def _entity_keys(
         keys.extend((root.value, f.path.split(".")[0].split("[")[0]) for f in facts if f is not root)
         keys.extend((root.value, t.path.split(".")[0]) for t in tables)
     else:
-        signature = json.dumps(arguments, sort_keys=True, default=str)[:400]
-        keys.append((f"{name}({signature})", "result"))
+        keys.append(call_key(name, arguments))
     return tuple(dict.fromkeys(keys))
+
+
+def call_key(name: str, arguments: Mapping[str, Any]) -> tuple[str, str]:
+    """The (entity, attribute) of a call's own record: what a result without an id of its own
+    (a list, free text, an error) is filed under, so the same call answered again replaces it."""
+    signature = json.dumps(arguments, sort_keys=True, default=str)[:400]
+    return f"{name}({signature})", "result"
 
 
 def root_id(facts: Iterable[Fact]) -> Fact | None:

@@ -49,6 +49,7 @@ from .encode import (
     argument_fields,
     argument_ids,
     argument_values,
+    call_key,
     field_name,
     parse_arguments,
     root_id,
@@ -793,6 +794,12 @@ class DecisionMemory:
         if _is_recall_answer(card):  # the record recalled, or part of it: nothing newer
             return
         session = self._session
+        if card.kind is CardKind.TOOL_RESULT and card.tool_name:  # the call failed before, not now
+            for old_id in sorted(
+                session.by_entity.get(call_key(card.tool_name, card.arguments), ()), key=_seq_of
+            ):
+                if old_id != card.id and (old := session.cards[old_id]).kind is CardKind.TOOL_ERROR:
+                    self._set_aside(old, card.id)
         older_ids = (
             set().union(*(session.by_entity[k] for k in card.entity_keys)) if card.entity_keys else set()
         )

@@ -351,3 +351,21 @@ def test_a_flights_seats_on_another_day_re_quote_none_of_its_search(memory, msg,
     assert memory.card(search.id).stale_cells == () and memory.card(search.id).stale_rows == ()
     fenced = memory_text(memory.build(budget=2000).messages)
     assert "all status=available, available_seats=5" in fenced and "HAT002 102" in fenced
+
+
+def test_a_call_that_failed_and_then_succeeded_keeps_only_its_success(memory, msg, memory_text):
+    booking = {"user_id": "mia_li_3668", "flight_number": "HAT069", "date": "2024-05-20"}
+    memory.observe(msg.user("Book HAT069 on 2024-05-20 for me."))
+    memory.observe(msg.call("b1", "book_reservation", booking))
+    failed = memory.observe(msg.result("b1", "book_reservation", "Error: payment service timed out"))
+    memory.observe(msg.call("b2", "book_reservation", booking))
+    booked = memory.observe(
+        msg.result("b2", "book_reservation", {"reservation_id": "ZFA04Y", "status": "confirmed"})
+    )
+
+    assert memory.card(failed.id).superseded_by == booked.id
+    built = memory.build(budget=2000, recent_messages=0)
+    fenced = memory_text(built.messages)
+    assert "reservation_id=ZFA04Y" in fenced and "timed out" not in fenced
+    assert f"superseded by {booked.id}" in explain(built)
+    assert "timed out" in memory.recall(failed.id)["content"]
