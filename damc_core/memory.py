@@ -803,7 +803,7 @@ class DecisionMemory:
         older_ids = (
             set().union(*(session.by_entity[k] for k in card.entity_keys)) if card.entity_keys else set()
         )
-        asked = set(argument_ids(card.arguments))
+        asked = {value.lower() for value in argument_ids(card.arguments)}
         older = [
             old
             for i in older_ids
@@ -1831,15 +1831,15 @@ def _holds(cell: str, values: set[str]) -> bool:
 
 
 def _about_another(asked: set[str], old: Card) -> bool:
-    """Whether a call that asked for the ids ``asked`` is about other records than ``old`` (asked
-    for other ids, and returned none of them): two orders of one customer share its id, and
-    neither is newer news of the other; a booking's status looked up by the id its booking call
-    returned is."""
+    """Whether a call that asked for the ids ``asked`` (lower-cased) is about other records than
+    ``old`` (asked for other ids, and returned none of them): two orders of one customer share its
+    id, and neither is newer news of the other; a booking's status looked up by the id its booking
+    call returned is, and so is a booking looked up as ``zfa04y`` after ``ZFA04Y``."""
     asked_before = argument_ids(old.arguments)
     if not (asked and asked_before):
         return False
     returned = (f.value for f in old.facts if f.kind == "id" and "." not in f.path and "[" not in f.path)
-    return asked.isdisjoint({*asked_before, *returned})
+    return asked.isdisjoint(value.lower() for value in (*asked_before, *returned))
 
 
 def _on_another_day(new: Card, old: Card) -> bool:

@@ -369,3 +369,11 @@ def test_a_call_that_failed_and_then_succeeded_keeps_only_its_success(memory, ms
     assert "reservation_id=ZFA04Y" in fenced and "timed out" not in fenced
     assert f"superseded by {booked.id}" in explain(built)
     assert "timed out" in memory.recall(failed.id)["content"]
+
+
+def test_a_reservation_looked_up_again_in_lower_case_supersedes_the_first_lookup(memory, msg):
+    first = memory.observe_tool("get_reservation_details", {"reservation_id": "ZFA04Y"}, BEFORE)
+    again = memory.observe_tool("get_reservation_details", {"reservation_id": "zfa04y"}, AFTER)
+
+    assert memory.card(first.id).superseded_by == again.id
+    assert "basic_economy" not in memory.build(budget=2000, recent_messages=0).memory
