@@ -28,6 +28,7 @@ from .extract import (
     SENTENCE_BREAK,
     TextScan,
     ValueKind,
+    changes_state,
     exact_terms,
     fact_kind,
     identifiers,
@@ -803,7 +804,7 @@ def _entity_keys(
     result without one (a list, free text, an error message) is the call's own record, so the same
     call answered again replaces it."""
     keys: list[tuple[str, str]] = []
-    root = root_id(facts)
+    root = root_id(name, arguments, facts)
     if root is not None and root.value:
         keys.extend((root.value, f.path.split(".")[0].split("[")[0]) for f in facts if f is not root)
         keys.extend((root.value, t.path.split(".")[0]) for t in tables)
@@ -819,23 +820,28 @@ def call_key(name: str, arguments: Mapping[str, Any]) -> tuple[str, str]:
     return f"{name}({signature})", "result"
 
 
-def root_id(facts: Iterable[Fact]) -> Fact | None:
-    """The id at the top of a record, which names the entity its other fields describe (a
-    reservation's ``reservation_id``, not the ``flight_number`` it also holds); None for a record
-    without one. A ``user_id`` beside other fields says whose record it is, not what it is."""
-    return next(
-        (
-            f
-            for f in facts
-            if f.path != "text"  # an id found in free text names nothing its other values belong to
-            and "." not in f.path
-            and "[" not in f.path
-            and f.kind == "id"
-            and fact_kind(f.path, f.value) == "id"
-            and snake_case(f.path) != "user_id"
-        ),
-        None,
-    )
+def root_id(name: str, arguments: Mapping[str, Any], facts: Iterable[Fact]) -> Fact | None:
+    """The id at the top of a record, which names the entity its other fields describe; None for
+    a record without one. A lookup that asked for one id is about that id's record (an order's
+    ``order_id``, not the ``customer_id`` printed before it); otherwise the first id is (a
+    booking's ``reservation_id``, not the flight it was asked for). A ``user_id`` beside other
+    fields says whose record it is, not what it is."""
+    ids = [
+        f
+        for f in facts
+        if f.path != "text"  # an id found in free text names nothing its other values belong to
+        and "." not in f.path
+        and "[" not in f.path
+        and f.kind == "id"
+        and fact_kind(f.path, f.value) == "id"
+        and snake_case(f.path) != "user_id"
+    ]
+    if not ids:
+        return None
+    asked = {value.lower() for value in argument_ids(arguments)}
+    if len(asked) == 1 and not changes_state(name):
+        return next((f for f in ids if f.value.lower() in asked), ids[0])
+    return ids[0]
 
 
 _FACT_KINDS: tuple[tuple[str, ValueKind], ...] = (

@@ -760,7 +760,7 @@ class DecisionMemory:
         keeps naming) is still re-quoted in its search."""
         if card.kind is not CardKind.TOOL_RESULT or not card.volatile or _is_recall_answer(card):
             return []  # (a recalled record is the older data itself, not a newer quote)
-        root = root_id(card.facts)
+        root = root_id(card.tool_name or "", card.arguments, card.facts)
         if root is not None and root.value:  # a booking's status is its own, not its flight's
             names = {root.value.lower()}
         else:

@@ -377,3 +377,20 @@ def test_a_reservation_looked_up_again_in_lower_case_supersedes_the_first_lookup
 
     assert memory.card(first.id).superseded_by == again.id
     assert "basic_economy" not in memory.build(budget=2000, recent_messages=0).memory
+
+
+def test_a_customers_status_dates_nothing_of_an_order_that_names_the_customer_first(memory, msg, memory_text):
+    order = memory.observe_tool(
+        "get_order",
+        {"order_id": "O-1"},
+        {"customer_id": "C-77", "order_id": "O-1", "status": "delivered", "total": 40},
+    )
+    memory.observe_tool(
+        "get_customer",
+        {"customer_id": "C-77"},
+        {"customer_id": "C-77", "name": "Ann Lee", "status": "active"},
+    )
+
+    assert ("O-1", "status") in order.entity_keys
+    assert memory.card(order.id).stale_facts == ()
+    assert "status=delivered" in memory_text(memory.build(budget=2000, recent_messages=0).messages)
