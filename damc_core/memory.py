@@ -1728,7 +1728,9 @@ def _card_ids(exclude: object) -> frozenset[str]:
 
 
 def _changed_facts(old: Card, new: Card) -> list[str]:
-    """Paths of ``old``'s facts that ``new`` states differently for the same entity."""
+    """Paths of ``old``'s facts that ``new`` states differently for the same entity, or states
+    at all once a card between them did: ``see`` then points to the newest value, not to a card
+    that ``new`` may supersede and the memory drop (a status updated twice)."""
     shared = {attribute for _, attribute in set(old.entity_keys) & set(new.entity_keys)}
     if not shared:
         return []
@@ -1739,8 +1741,7 @@ def _changed_facts(old: Card, new: Card) -> list[str]:
         for f in old.facts
         if f.path.split(".")[0] in shared
         and f.path in current
-        and current[f.path] != f.value
-        and f.path not in marked
+        and (current[f.path] != f.value or f.path in marked)
     ]
 
 

@@ -394,3 +394,22 @@ def test_a_customers_status_dates_nothing_of_an_order_that_names_the_customer_fi
     assert ("O-1", "status") in order.entity_keys
     assert memory.card(order.id).stale_facts == ()
     assert "status=delivered" in memory_text(memory.build(budget=2000, recent_messages=0).messages)
+
+
+def test_a_status_updated_twice_points_the_first_lookup_to_the_newest_update(memory, msg, memory_text):
+    order = memory.observe_tool(
+        "get_order", {"order_id": "O-1"}, {"order_id": "O-1", "status": "pending", "total": 40}
+    )
+    first = memory.observe_tool(
+        "set_order_status",
+        {"order_id": "O-1", "to": "processing"},
+        {"order_id": "O-1", "status": "processing"},
+    )
+    second = memory.observe_tool(
+        "set_order_status", {"order_id": "O-1", "to": "shipped"}, {"order_id": "O-1", "status": "shipped"}
+    )
+
+    assert memory.card(first.id).superseded_by == second.id
+    fenced = memory_text(memory.build(budget=2000, recent_messages=0).messages)
+    assert f"[{order.id}] get_order(order_id=O-1) -> status=see {second.id}; total=40" in fenced
+    assert f"[{first.id}]" not in fenced and "status=shipped" in fenced
