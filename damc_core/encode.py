@@ -806,11 +806,35 @@ def _entity_keys(
     keys: list[tuple[str, str]] = []
     root = root_id(name, arguments, facts)
     if root is not None and root.value:
-        keys.extend((root.value, f.path.split(".")[0].split("[")[0]) for f in facts if f is not root)
-        keys.extend((root.value, t.path.split(".")[0]) for t in tables)
+        entity = _entity_name(name, arguments, root)
+        keys.extend((entity, f.path.split(".")[0].split("[")[0]) for f in facts if f is not root)
+        keys.extend((entity, t.path.split(".")[0]) for t in tables)
     else:
         keys.append(call_key(name, arguments))
     return tuple(dict.fromkeys(keys))
+
+
+def _entity_name(name: str, arguments: Mapping[str, Any], root: Fact) -> str:
+    """The entity a record's id names: the id, with what it identifies when it is a number
+    (``order_id=7``, see :func:`id_kind`)."""
+    kind = id_kind(name, arguments, field_name(root.path), root.value)
+    return root.value if kind is None else f"{kind}={root.value}"
+
+
+def id_kind(tool: str, arguments: Mapping[str, Any], field: str, value: str) -> str | None:
+    """What a number used as an id identifies, since a customer, an order and a product may all
+    be ``7``: the field holding it (``order_id``), for a bare ``id`` the argument of another name
+    that asked for it, else the tool's ``id``. None for an id with letters, which names one thing."""
+    if not value.isdigit():
+        return None
+    if field != "id":
+        return field
+    asked = (
+        name
+        for key, asked_value in _argument_leaves(arguments)
+        if asked_value is not None and scalar_text(asked_value) == value and (name := field_name(key)) != "id"
+    )
+    return next(asked, f"{tool}.id")
 
 
 def call_key(name: str, arguments: Mapping[str, Any]) -> tuple[str, str]:

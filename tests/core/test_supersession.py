@@ -413,3 +413,25 @@ def test_a_status_updated_twice_points_the_first_lookup_to_the_newest_update(mem
     fenced = memory_text(memory.build(budget=2000, recent_messages=0).messages)
     assert f"[{order.id}] get_order(order_id=O-1) -> status=see {second.id}; total=40" in fenced
     assert f"[{first.id}]" not in fenced and "status=shipped" in fenced
+
+
+def test_a_customer_and_an_order_with_the_same_number_are_two_records(memory, msg, memory_text):
+    customer = memory.observe_tool(
+        "get_customer", {"customer_id": 7}, {"id": 7, "name": "Ann Lee", "status": "active"}
+    )
+    order = memory.observe_tool(
+        "get_order", {"order_id": 7}, {"id": 7, "name": "Spring order", "status": "shipped", "total": 30}
+    )
+    cancelled = memory.observe_tool("cancel_order", {"order_id": 7}, {"order_id": 7, "status": "cancelled"})
+
+    assert memory.card(customer.id).superseded_by is None and memory.card(customer.id).stale_facts == ()
+    assert memory.card(order.id).stale_facts == (("status", cancelled.id),)
+    fenced = memory_text(memory.build(budget=2000, recent_messages=0).messages)
+    assert "name=Ann Lee; status=active" in fenced
+
+
+def test_records_of_two_tools_asked_for_the_same_bare_id_are_two_records(memory, msg):
+    customer = memory.observe_tool("get_customer", {"id": 7}, {"id": 7, "status": "active"})
+    memory.observe_tool("get_order", {"id": 7}, {"id": 7, "status": "shipped"})
+
+    assert memory.card(customer.id).superseded_by is None
