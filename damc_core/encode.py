@@ -177,12 +177,17 @@ def argument_values(arguments: Mapping[str, Any]) -> list[str]:
 def argument_ids(arguments: Mapping[str, Any]) -> list[str]:
     """Leaf values of tool-call arguments that name something, by their field or their form
     (``order_id=O-1``, ``flight=HAT001``), not counts and limits (``max_results=10``)."""
+    return [text for _, text in argument_id_fields(arguments)]
+
+
+def argument_id_fields(arguments: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """:func:`argument_ids`, each with the name of the field holding it (``("order_id", "O-1")``)."""
     texts = (
         (field_name(key), scalar_text(value))
         for key, value in _argument_leaves(arguments)
         if value is not None and not isinstance(value, bool)
     )
-    return [text for name, text in texts if fact_kind(name, text) == "id"]
+    return [(name, text) for name, text in texts if fact_kind(name, text) == "id"]
 
 
 def argument_dates(arguments: Mapping[str, Any]) -> dict[str, set[str]]:

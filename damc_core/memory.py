@@ -47,10 +47,12 @@ from .encode import (
     ToolCall,
     argument_dates,
     argument_fields,
+    argument_id_fields,
     argument_ids,
     argument_values,
     call_key,
     field_name,
+    id_kind,
     parse_arguments,
     root_id,
 )
@@ -760,22 +762,27 @@ class DecisionMemory:
         keeps naming) is still re-quoted in its search."""
         if card.kind is not CardKind.TOOL_RESULT or not card.volatile or _is_recall_answer(card):
             return []  # (a recalled record is the older data itself, not a newer quote)
-        root = root_id(card.tool_name or "", card.arguments, card.facts)
+        tool = card.tool_name or ""
+        root = root_id(tool, card.arguments, card.facts)
         if root is not None and root.value:  # a booking's status is its own, not its flight's
-            names = {root.value.lower()}
+            named = [(field_name(root.path), root.value)]
         else:
-            names = {v.lower() for v in argument_ids(card.arguments) if is_identifier(v)}
+            named = [
+                (key, value) for key, value in argument_id_fields(card.arguments) if is_identifier(value)
+            ]
+        # each name with the column it must be in when it is a number (a customer's 7 is no order's)
+        names = {value.lower(): id_kind(tool, card.arguments, key, value) for key, value in named}
         listed: set[str] = set().union(*(t.columns for t in card.tables))
         stated = {f.path for f in card.facts} | listed
         found = []
-        for name in sorted(names):
+        for name, kind in sorted(names.items()):
             holders = self._session.by_term.get(name, ())[-MENTION_FANOUT:]
             quoting = [c for i in reversed(holders) if (c := self._session.cards[i]).volatile and c.tables]
             for other in quoting[:LINK_FANOUT]:  # the newest tables that may list it
                 if _on_another_day(card, other):
                     continue
                 for table in other.tables:
-                    held = _rows_holding(table, name)
+                    held = _rows_holding(table, name, kind)
                     if held is None:
                         continue
                     quoted = {table.columns[i] for i in volatile_columns(table.columns)}
@@ -1858,11 +1865,14 @@ def _on_another_day(new: Card, old: Card) -> bool:
     )
 
 
-def _rows_holding(table: Table, name: str) -> Literal["row", "all"] | None:
-    """How ``table`` holds the entity ``name`` in an identity column: as one of its rows
-    (``"row"``), in a column every row shares (``"all"``: the hotel all the offers are of), or not."""
+def _rows_holding(table: Table, name: str, kind: str | None) -> Literal["row", "all"] | None:
+    """How ``table`` holds the entity ``name`` in an identity column (one named ``kind`` when
+    given): as one of its rows (``"row"``), in a column every row shares (``"all"``: the hotel all
+    the offers are of), or not."""
     found: Literal["row", "all"] | None = None
     for i in identity_columns(table.columns):
+        if kind is not None and field_name(table.columns[i]) != kind:
+            continue
         cells = {row[i].lower() if i < len(row) else "" for row in table.rows}
         if name in cells:
             if len(cells) > 1 or len(table.rows) == 1:

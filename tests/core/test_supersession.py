@@ -435,3 +435,21 @@ def test_records_of_two_tools_asked_for_the_same_bare_id_are_two_records(memory,
     memory.observe_tool("get_order", {"id": 7}, {"id": 7, "status": "shipped"})
 
     assert memory.card(customer.id).superseded_by is None
+
+
+def test_a_customers_number_re_quotes_no_order_of_that_number_in_a_list(memory, msg, memory_text):
+    orders = [
+        {"order_id": 1001, "status": "pending", "total": 5},
+        {"order_id": 1002, "status": "shipped", "total": 9},
+    ]
+    listed = memory.observe_tool("list_orders", {"customer_id": 1001}, orders)
+    memory.observe_tool(
+        "get_customer", {"customer_id": 1001}, {"id": 1001, "name": "Ann Lee", "status": "active"}
+    )
+
+    assert memory.card(listed.id).stale_cells == () and memory.card(listed.id).stale_rows == ()
+    assert "1001 pending 5" in memory_text(memory.build(budget=2000, recent_messages=0).messages)
+
+    status = memory.observe_tool("get_order_status", {"order_id": 1001}, {"status": "shipped"})
+
+    assert memory.card(listed.id).stale_cells == (("1001", "status", status.id),)
