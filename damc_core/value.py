@@ -248,8 +248,9 @@ reservations looked up one by one and then changed one by one, the next to chang
 lookup the action has not taken. Not when the user has just agreed to a proposal: that names the
 next action, which may leave the series (a return after a run of cancellations). Also the score of
 the next lookup of a run whose values the agent takes into later calls one lookup after the other
-(a search for each reservation's route), see ``_next_to_take``."""
-_PENDING_WHY = "looked up with the entities the agent has gone through one by one; not reached yet"
+(a search for each reservation's route, see ``_next_to_take``), and of a list of ids the agent looks
+up one after the other (a profile's reservations, see ``_lists_gone_through``)."""
+_PENDING_WHY = "holds what the agent goes through one by one and has not reached yet"
 _REQUEST_SCORE = Score("request", 1.0, _REQUEST_WHY)
 _PROPOSAL_SCORE = Score("proposal", PROPOSAL, _PROPOSAL_WHY)
 _PENDING_SCORE = Score("pending", PENDING_IN_SERIES, _PENDING_WHY)
@@ -277,7 +278,7 @@ def _pending_in_series(cards: Sequence[Card]) -> frozenset[str]:
         elif not card.constraints:  # a cancelled order, a sold-out flight: ruled out, not next
             lookups.append((card, handles))
     series = {name: values for name, values in acted.items() if len(values) >= 2}
-    taken_next = _next_to_take(lookups)
+    taken_next = _next_to_take(lookups) | _lists_gone_through(cards)
     if not series:
         return taken_next
     pending = set()
@@ -317,6 +318,29 @@ def _next_to_take(lookups: Sequence[tuple[Card, frozenset[tuple[str, str]]]]) ->
         after = [card for card in cards if taken[-1].seq < card.seq < first_uses[0]]
         if after:
             out.add(after[0].id)
+    return frozenset(out)
+
+
+def _lists_gone_through(cards: Sequence[Card]) -> frozenset[str]:
+    """Ids of the results that list ids (a profile's reservations) which calls look up in the
+    list's order, a later call taking one from the card, with some still to look up: the list is
+    what the next lookup takes its id from."""
+    looked_up = {
+        value for card in cards if card.kind is CardKind.TOOL_RESULT for _, value in _handles_of(card)
+    }
+    out = set()
+    for card in cards:
+        if card.kind is not CardKind.TOOL_RESULT or not card.decision_links:
+            continue
+        for fact in card.facts:
+            items = list_items(fact.value)
+            if items is None:
+                continue
+            taken = [item.lower() in looked_up for item in items]
+            done = taken.index(False) if False in taken else len(taken)
+            if 0 < done < len(taken) and not any(taken[done:]):  # the first items looked up, not the rest
+                out.add(card.id)
+                break
     return frozenset(out)
 
 

@@ -565,6 +565,46 @@ def test_lookups_taken_out_of_order_are_no_run_to_go_through(make_memory, msg):
     assert not any(s.name == "pending" for d in built.decisions for s in d.scores)
 
 
+def test_a_list_of_ids_looked_up_in_its_order_is_kept_until_its_last_id(make_memory, msg, memory_text):
+    """The profile lists five reservations; the agent has looked the first three up, one after the
+    other: the next lookup takes its id from the profile."""
+    memory = make_memory(settings=MemorySettings(budget=180, recent_messages=0))
+    memory.observe(msg.user("What is booked under my name? I am daiki_muller_1116."))
+    memory.observe(msg.call("p", "get_user_details", {"user_id": "daiki_muller_1116"}))
+    reservations = ["7WPL39", "XEHM4B", "59XX6W", "3EMQJ6", "A90KR2"]
+    profile = {"user_id": "daiki_muller_1116", "membership": "silver", "reservations": reservations}
+    memory.observe(msg.result("p", "get_user_details", profile))
+    for i, reservation in enumerate(reservations[:3]):
+        memory.observe(msg.call(f"r{i}", "get_reservation_details", {"reservation_id": reservation}))
+        details = {
+            "reservation_id": reservation,
+            "origin": "LAS",
+            "destination": "ATL",
+            "flights": [{"flight_number": f"HAT00{i}", "date": f"2024-05-2{i}"}],
+        }
+        memory.observe(msg.result(f"r{i}", "get_reservation_details", details))
+
+    built = memory.build()
+
+    assert "3EMQJ6" in memory_text(built.messages)
+    listed = next(d for d in built.decisions if d.card_id == "c2")  # the profile's result
+    assert listed.kept and any(s.name == "pending" for s in listed.scores)
+
+
+def test_a_list_whose_ids_are_all_looked_up_is_not_pending(make_memory, msg):
+    memory = make_memory(settings=MemorySettings(budget=180, recent_messages=0))
+    memory.observe(msg.call("p", "get_user_details", {"user_id": "daiki_muller_1116"}))
+    profile = {"user_id": "daiki_muller_1116", "reservations": ["7WPL39", "XEHM4B"]}
+    memory.observe(msg.result("p", "get_user_details", profile))
+    for i, reservation in enumerate(profile["reservations"]):
+        memory.observe(msg.call(f"r{i}", "get_reservation_details", {"reservation_id": reservation}))
+        memory.observe(msg.result(f"r{i}", "get_reservation_details", {"reservation_id": reservation}))
+
+    listed = next(d for d in memory.build().decisions if d.card_id == "c1")
+
+    assert not any(s.name == "pending" for s in listed.scores)
+
+
 def test_an_agreed_proposal_outranks_the_series_it_leaves(make_memory, msg, memory_text):
     memory = make_memory(settings=MemorySettings(budget=260, recent_messages=0))
     memory.observe(msg.user("Cancel my pending orders, then return the lamp I got."))
