@@ -622,23 +622,9 @@ class DecisionMemory:
         Without ``call_id`` the pair gets a random one: two workers on one conversation must not
         give their calls the same id. ``artifact``: what the tool returned for the application,
         not the model (a LangChain tool's artifact), kept in the record for ``recall``, never sent."""
-        call_id = call_id or f"call_{uuid.uuid4().hex[:24]}"
-        args_text = arguments if isinstance(arguments, str) else _arguments_text(arguments)
-        self.observe(
-            {
-                "role": "assistant",
-                "content": None,
-                "tool_calls": [
-                    {"id": call_id, "type": "function", "function": {"name": name, "arguments": args_text}}
-                ],
-            }
-        )
-        message: dict[str, Any] = {"role": "tool", "tool_call_id": call_id, "name": name, "content": result}
-        if error:
-            message["status"] = "error"
-        if artifact is not None:
-            message["artifact"] = artifact
-        return self.observe(message)
+        call, answer = tool_events(name, arguments, result, call_id=call_id, error=error, artifact=artifact)
+        self.observe(call)
+        return self.observe(answer)
 
     def _pending_call(self, message: Message) -> ToolCall | None:
         if message.get("role") != "tool":
@@ -2225,6 +2211,35 @@ def _stored_message(body: str, message: Message) -> Message:
     """The message a stored body holds, as ``normalize_event`` made it (an escaped lone surrogate
     comes back as one, and is replaced again; a legacy function call is read as a tool call)."""
     return normalize_event(message)[0] if "\\ud" in body else _with_tool_calls(message)
+
+
+def tool_events(
+    name: str,
+    arguments: Mapping[str, Any] | str | None,
+    result: object,
+    *,
+    call_id: str | None = None,
+    error: bool = False,
+    artifact: object = None,
+) -> tuple[Message, Message]:
+    """The assistant message making a tool call and the tool message answering it, as
+    ``DecisionMemory.observe_tool`` records them: a caller that observes them one by one can try
+    again the one a store refused (a full disk) without recording the other twice."""
+    call_id = call_id or f"call_{uuid.uuid4().hex[:24]}"
+    args_text = arguments if isinstance(arguments, str) else _arguments_text(arguments)
+    call: Message = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": call_id, "type": "function", "function": {"name": name, "arguments": args_text}}
+        ],
+    }
+    answer: Message = {"role": "tool", "tool_call_id": call_id, "name": name, "content": result}
+    if error:
+        answer["status"] = "error"
+    if artifact is not None:
+        answer["artifact"] = artifact
+    return call, answer
 
 
 def _arguments_text(arguments: object) -> str:

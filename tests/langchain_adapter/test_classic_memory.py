@@ -250,3 +250,37 @@ def test_a_reply_the_executor_could_not_parse_is_recorded_as_an_error(recording_
     (failed,) = [c for c in memory.memory.cards() if c.tool_name and c.kind.value != "tool_call"]
     assert (failed.kind.value, failed.tool_name) == ("tool_error", "_Exception")
     assert failed.text == "Invalid or incomplete response"
+
+
+def test_a_run_the_store_refuses_returns_its_answer_and_is_recorded_once_the_store_is_back(
+    recording_model, tmp_path, caplog
+):
+    import sqlite3
+
+    from damc_core import SQLiteStore
+
+    path = tmp_path / "memory.sqlite3"
+    decision = DecisionMemory(store=SQLiteStore(path, timeout=0.1), settings=MemorySettings(budget=500))
+    memory = DAMCMemory(memory=decision, return_messages=True, input_key="input", output_key="output")
+    model = recording_model(*SCRIPT, AIMessage("Your card is credit_card_4421486."))
+    agent = executor(model, memory)
+    other_process = sqlite3.connect(path, isolation_level=None)
+    other_process.execute("BEGIN IMMEDIATE")  # another process holds the file for the whole run
+
+    first = agent.invoke({"input": "Book HAT107 for mia_li_3668 with my visa"})
+
+    assert first["output"] == "Booked HAT107, reservation 4WQ150."
+    assert decision.event_count == 0 and "recording the run waits for the store" in caplog.text
+    other_process.execute("COMMIT")
+
+    agent.invoke({"input": "Which card did I use?"})
+
+    assert "credit_card_4421486" in text(model.received[-1])  # the first run, in order, then this one
+    kinds = [c.kind.value for c in decision.cards()]
+    assert kinds == [
+        "user_instruction",
+        *["tool_call", "tool_result"] * 3,
+        "assistant_conclusion",
+        "user_instruction",
+        "assistant_conclusion",
+    ]
