@@ -198,7 +198,16 @@ class _DamcStep:
         """Record the model's reply as it comes; whether it is recorded, so its results can follow
         it. A reply without an id is known by the place it takes in the next prompt's run, right
         after the run the model was given, unless the scratchpad leaves it out there as a message
-        it already holds: it is recorded from the next prompt then."""
+        it already holds: it is recorded from the next prompt then. The run goes in first: a
+        result the store refused as its tool returned (a file locked for a moment) precedes the
+        call made after it, or the reply waits for it, recorded from the next prompt."""
+        try:
+            self.recorder.observe(self.run)
+        except Exception as error:
+            logger.warning(
+                "damc: the model's reply waits for the step before it, not recorded yet: %s", error
+            )
+            return False
         if not reply.id:
             if reply in self.run:
                 return False

@@ -14,7 +14,17 @@ from langchain_core.messages import AIMessage, SystemMessage, ToolMessage
 from damc_core import CardKind, DecisionMemory, InMemoryStore, MemorySettings
 from damc_langchain import recall_tool, wrap
 
-from .scenario import FLIGHTS, HISTORY_PROMPT, SCRIPT, book, executor, get_user_details, search_flights, text
+from .scenario import (
+    FLIGHTS,
+    HISTORY_PROMPT,
+    SCRIPT,
+    book,
+    call,
+    executor,
+    get_user_details,
+    search_flights,
+    text,
+)
 
 
 def memory():
@@ -607,3 +617,57 @@ def test_arguments_the_tool_handles_as_invalid_are_recorded_as_an_error(recordin
 
     (card,) = [c for c in damc.cards() if c.tool_name == "check_seats" and c.kind is not CardKind.TOOL_CALL]
     assert card.kind is CardKind.TOOL_ERROR and card.text == "Tool input validation error"
+
+
+def test_a_result_the_store_refused_goes_in_before_the_next_call_once_the_store_is_back(
+    recording_model, tmp_path
+):
+    import sqlite3
+
+    from langchain_core.callbacks import BaseCallbackHandler
+    from langchain_core.tools import tool
+
+    from damc_core import SQLiteStore, valid_sequence
+
+    path = tmp_path / "memory.sqlite3"
+    other_process = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+
+    @tool
+    def get_reservation(reservation_id: str) -> str:
+        """Look up a reservation."""
+        other_process.execute("BEGIN IMMEDIATE")  # another process writes the file meanwhile
+        return '{"reservation_id": "ABC123", "payment": "gift_card_7777"}'
+
+    @tool
+    def check_in(reservation_id: str) -> str:
+        """Check in."""
+        return "checked in"
+
+    class WriteEnds(BaseCallbackHandler):
+        """The other process commits while the model thinks about its next step."""
+
+        def on_chat_model_start(self, serialized, messages, **kwargs):
+            if other_process.in_transaction:
+                other_process.execute("COMMIT")
+
+    model = recording_model(
+        call("get_reservation", {"reservation_id": "ABC123"}, "t1"),
+        call("check_in", {"reservation_id": "ABC123"}, "t2"),
+        AIMessage("Checked in; paid with gift_card_7777."),
+    )
+    memory = DecisionMemory(store=SQLiteStore(path, timeout=0.1), settings=MemorySettings(budget=400))
+    tools = [get_reservation, check_in]
+    agent = wrap(executor(model, tools=tools), memory)
+
+    agent.invoke({"input": "Check in ABC123"}, config={"callbacks": [WriteEnds()]})
+
+    events = memory.messages()
+    assert [(e["role"], e.get("tool_call_id")) for e in events] == [
+        ("user", None),
+        ("assistant", None),  # calls t1
+        ("tool", "t1"),  # answered before the model's next call
+        ("assistant", None),  # calls t2
+        ("tool", "t2"),
+        ("assistant", None),
+    ]
+    assert valid_sequence(events) == events
