@@ -19,7 +19,7 @@ import threading
 import uuid
 import weakref
 from collections import Counter, deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,7 +37,7 @@ from llama_index.core.llms.utils import parse_partial_json
 from llama_index.core.schema import BaseComponent
 from llama_index.core.tools import ToolOutput
 
-from damc_core import Card, DecisionMemory
+from damc_core import Card, DecisionMemory, StoreClosedError, StoreError
 from damc_core.tokens import call_function, content_text
 
 logger = logging.getLogger("damc.llamaindex")
@@ -49,6 +49,8 @@ _ANSWER = re.compile(r"^Answer(?: \(Starts With\))?:[ \t]*(.*)\Z", re.M | re.S)
 _REPLIES_KEPT = 1024
 """Tool calls kept awaiting their result, the oldest forgotten past this many: a run stopped before
 its calls returned leaves them behind."""
+_WAITING_KEPT = 1024
+"""Steps of tool outputs that wait for a store that refuses them before DAMC gives up on them."""
 _ORIGINALS_KEPT = 1024
 """Messages kept to be handed back as the very objects the agent put (the newest ones: a view
 holds the newest messages of the conversation)."""
@@ -366,6 +368,8 @@ class Recorder:
         """The latest answers recorded, and assistant messages handed to memory: the event stream
         may report one as the answer after the agent put it (an answer made when the run stops at
         its iteration limit). Held, not known by ``id``: a freed message's id is reused."""
+        self._waiting: list[Callable[[], None]] = []
+        """The steps of recording tool outputs (a call, a result) the store refused, in order."""
 
     def _resume(self, memory: DecisionMemory, since: int = 0) -> None:
         """Know what a reopened memory holds, so a history handed over again (an app passing its
@@ -564,7 +568,8 @@ class Recorder:
         self, name: str, arguments: Mapping[str, Any] | None, output: ToolOutput, *, call_id: str | None
     ) -> None:
         """A tool's output as it returns, as a call and its result (an error when the tool failed),
-        once per output object; never raises into the agent."""
+        once per output object; never raises into the agent. One the store refuses (a file locked
+        for a moment) waits for the next event recorded, and goes in before it."""
         try:
             with self._lock:
                 if self._outputs.get(id(output)) is output:
@@ -576,30 +581,75 @@ class Recorder:
                 expected = expecting.pop(0) if expecting else None
                 if expecting is not None and not expecting:
                     del self._replies[key]
+                call_card = [""]
                 if expected is not None:
                     reply, call_id = expected
-                    call_card = self._record_reply(reply)
+
+                    def record_call() -> None:
+                        call_card[0] = self._record_reply(reply)
+
                 else:
                     call_id = call_id or self._new_id()
                     call = _call(call_id, name, arguments)
-                    call_card = self._observe(
-                        _call_key(call), {"role": "assistant", "content": None, "tool_calls": [call]}
-                    )
-                event: dict[str, Any] = _with_blocks(
-                    {"role": "tool", "tool_call_id": call_id, "name": name, "content": _tool_content(output)},
-                    output.blocks,
-                )
-                if output.is_error:
-                    event["status"] = "error"
-                result_card = self._observe(_result_key(call_id, output.blocks), event)
-                if given != call_id:  # the result message handed over later names the given id
-                    self._seen.setdefault(_result_key(given, output.blocks), []).append(result_card)
-                self.pending.update((call_card, result_card))
-                observation = str(output.content).strip()  # as a ReAct observation shows it
-                step = (call_id, call_card, result_card)
-                self._steps.setdefault((name, args_key(arguments), observation), []).append(step)
+
+                    def record_call() -> None:
+                        call_card[0] = self._observe(
+                            _call_key(call), {"role": "assistant", "content": None, "tool_calls": [call]}
+                        )
+
+                answered = call_id
+                self._waiting += [
+                    record_call,
+                    lambda: self._record_result(name, arguments, output, answered, given, call_card[0]),
+                ]
+                self._record_waiting()
+        except StoreError as exc:
+            logger.warning("damc: recording the %s result waits for the store: %s", name, exc)
         except Exception:
             logger.exception("damc: recording the %s result failed; the agent goes on", name)
+
+    def _record_result(
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | None,
+        output: ToolOutput,
+        call_id: str,
+        given: str,
+        call_card: str,
+    ) -> None:
+        """Record a tool's output as the result of its call, recorded as ``call_card``."""
+        event: dict[str, Any] = _with_blocks(
+            {"role": "tool", "tool_call_id": call_id, "name": name, "content": _tool_content(output)},
+            output.blocks,
+        )
+        if output.is_error:
+            event["status"] = "error"
+        result_card = self._observe(_result_key(call_id, output.blocks), event)
+        if given != call_id:  # the result message handed over later names the given id
+            self._seen.setdefault(_result_key(given, output.blocks), []).append(result_card)
+        self.pending.update((call_card, result_card))
+        observation = str(output.content).strip()  # as a ReAct observation shows it
+        step = (call_id, call_card, result_card)
+        self._steps.setdefault((name, args_key(arguments), observation), []).append(step)
+
+    def _record_waiting(self) -> None:
+        """Record the tool outputs waiting, in order, before anything recorded after them: a
+        result keeps its place right after its call. Raises the store's error while it refuses
+        them (they wait, up to ``_WAITING_KEPT`` steps); a step that fails otherwise is left out."""
+        while self._waiting:
+            try:
+                self._waiting[0]()
+            except StoreError as exc:
+                if isinstance(exc, StoreClosedError) or len(self._waiting) > _WAITING_KEPT:
+                    logger.error(
+                        "damc: %s; %d steps of tool outputs are not recorded", exc, len(self._waiting)
+                    )
+                    self._waiting.clear()
+                raise
+            except Exception:
+                self._waiting.pop(0)
+                raise
+            self._waiting.pop(0)
 
     def _record_reply(self, reply: _Reply) -> str:
         """The card of ``reply``'s assistant message, recorded when its first call returns."""
@@ -639,6 +689,7 @@ class Recorder:
     ) -> None:
         """``answer``: the message is an answer as its step ends; any other may repeat one.
         ``event``: the message's ``to_event``, when the caller has it."""
+        self._record_waiting()  # first: the message may be a waiting tool output handed over
         event = to_event(message) if event is None else event
         role = event["role"]
         if role == "tool":
@@ -703,6 +754,7 @@ class Recorder:
         """ReAct scratchpad messages (assistant actions, ``Observation:`` turns): record new steps,
         return the result card of each observation message by its position."""
         with self._lock:
+            self._record_waiting()
             found: dict[int, Card] = {}
             action: ReactStep | None = None
             for index, message in enumerate(messages):

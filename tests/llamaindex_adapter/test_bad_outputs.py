@@ -90,3 +90,65 @@ def test_a_record_json_cannot_encode_still_becomes_a_structured_card(recording_l
     (card,) = [c for c in damc.cards() if c.kind is CardKind.TOOL_RESULT]
     facts = {fact.path: fact.value for fact in card.facts}
     assert facts == {"reservation_id": "ZFA04Y", "departs": "2024-05-20T09:05:00", "fare": "129.50"}
+
+
+@pytest.mark.parametrize("agent_kind", ["function", "react"])
+@pytest.mark.parametrize("surface", ["memory", "llm", "spans"])
+def test_a_result_the_store_refused_goes_in_after_its_call_once_the_store_is_back(
+    recording_llm, agent_kind, surface, tmp_path
+):
+    import sqlite3
+
+    from damc_core import SQLiteStore, valid_sequence
+
+    path = tmp_path / "memory.sqlite3"
+    other_process = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+
+    def get_reservation(reservation_id: str) -> dict:
+        """Look up a reservation."""
+        other_process.execute("BEGIN IMMEDIATE")  # another process writes the file meanwhile
+        return {"reservation_id": reservation_id, "payment": "gift_card_7777"}
+
+    def check_in(reservation_id: str) -> str:
+        """Check in."""
+        other_process.execute("COMMIT")
+        return "checked in"
+
+    args = {"reservation_id": "ABC123"}
+    if agent_kind == "function":
+        replies = [call("get_reservation", args, "t1"), call("check_in", args, "t2")]
+        model = recording_llm(*replies, Message(role="assistant", content="Checked in."))
+    else:
+        replies = [react("get_reservation", args), react("check_in", args)]
+        model = recording_llm(*replies, react_answer("Checked in."), function_calling=False)
+    damc = DecisionMemory(store=SQLiteStore(path, timeout=0.1), settings=MemorySettings(budget=400))
+    llm = DamcLLM(llm=model, memory=damc) if surface == "llm" else model
+    tools = [FunctionTool.from_defaults(get_reservation), FunctionTool.from_defaults(check_in)]
+    agent = (FunctionAgent if agent_kind == "function" else ReActAgent)(tools=tools, llm=llm)
+    handler = DamcSpanHandler.attach(damc, agent) if surface == "spans" else None
+    try:
+        result = run(
+            agent, "Check in ABC123", memory=DamcMemory(memory=damc) if surface == "memory" else None
+        )
+    finally:
+        if handler is not None:
+            handler.detach()
+
+    assert str(result) == "Checked in."
+    events = damc.messages()
+    tool_of = {c["id"]: c["function"]["name"] for e in events for c in e.get("tool_calls") or ()}
+    steps = [
+        ("call", e["tool_calls"][0]["function"]["name"])
+        if e.get("tool_calls")
+        else ("result", tool_of[e["tool_call_id"]])
+        for e in events
+        if e["role"] == "tool" or e.get("tool_calls")
+    ]
+    assert steps == [
+        ("call", "get_reservation"),
+        ("result", "get_reservation"),  # answered before the next call, as it was
+        ("call", "check_in"),
+        ("result", "check_in"),
+    ]
+    assert valid_sequence(events) == events
+    assert "gift_card_7777" in str([e["content"] for e in events if e["role"] == "tool"])
