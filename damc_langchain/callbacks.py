@@ -24,12 +24,16 @@ from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.outputs import LLMResult
 
-from damc_core import DecisionMemory
+from damc_core import Card, DecisionMemory, StoreClosedError, StoreError
+from damc_core.memory import tool_events
 
 from ._recorder import PARSE_ERROR_TOOL, announcement, bubbles_up, error_result, tool_messages
 
 logger = logging.getLogger("damc.langchain")
 _RUNS_KEPT = 4096
+_WAITING_KEPT = 1000
+"""Events a store refuses (a file another process holds) that wait for it before DAMC gives up on
+recording them."""
 """Runs remembered for finding a model call's top-level run; the oldest are forgotten."""
 _INVALID_TOOL = "invalid_tool"
 """The tool a langchain-classic ``AgentExecutor`` runs (``InvalidTool``) to answer a call of a tool
@@ -85,6 +89,9 @@ class DamcCallbackHandler(BaseCallbackHandler):
         """Tool runs seen: a model called under one is a sub-agent's, not this conversation's."""
         self._side_calls: OrderedDict[UUID, None] = OrderedDict()
         """Model calls a middleware made for itself (a summarizer): their answers are not turns."""
+        self._waiting: list[dict[str, Any]] = []
+        """Events the store refused, in order: each goes in before the next event recorded."""
+        self._waiting_lock = threading.Lock()
         self._held: Counter[tuple[str, str]] = Counter()
         """(role, text) -> how many such turns the memory held when the handler was made: the
         history a prompt resends is known by them, not by this handler's counts."""
@@ -203,7 +210,7 @@ class DamcCallbackHandler(BaseCallbackHandler):
                     self._turns[("assistant", str(message.content))] += 1
                     if message.id:
                         self._turns[("assistant", message.id)] += 1
-                    self.memory.observe({"role": "assistant", "content": message.content})
+                    self._store({"role": "assistant", "content": message.content})
                     self._open_request = None
         except Exception:
             logger.exception("damc: recording the model's answer failed; the agent goes on")
@@ -217,7 +224,7 @@ class DamcCallbackHandler(BaseCallbackHandler):
                 if prompt and not self._turns[("user", prompt)]:
                     self._turns[("user", prompt)] += 1
                     if not self._was_held("user", prompt):
-                        self.memory.observe({"role": "user", "content": prompt})
+                        self._store({"role": "user", "content": prompt})
         except Exception:
             logger.exception("damc: recording the prompt failed; the model call goes on unchanged")
 
@@ -226,14 +233,41 @@ class DamcCallbackHandler(BaseCallbackHandler):
             run_id, ("unknown_tool", None, None, False, False)
         )
         try:
-            card = self.memory.observe_tool(
+            call, result = tool_events(
                 name, arguments, content, call_id=call_id, error=error or failed, artifact=artifact
             )
+            self._store(call)
+            card = self._store(result)
         except Exception:
             logger.exception("damc: recording the %s result failed; the agent goes on", name)
             return
-        if call_id and announced:
+        if card is not None and call_id and announced:
             self._cards.setdefault(call_id, []).append(card.id)
+
+    def _store(self, event: dict[str, Any]) -> Card | None:
+        """Record ``event`` after the events waiting for the store, and return its card. While
+        the store refuses them (a file another process holds), it waits with them, up to
+        ``_WAITING_KEPT`` events, and this returns ``None``: a result keeps its place after its
+        call, and goes in once the store takes it."""
+        with self._waiting_lock:
+            self._waiting.append(event)
+            card = None
+            while self._waiting:
+                waiting = self._waiting[0]
+                try:
+                    card = self.memory.observe(waiting)
+                except StoreError as exc:
+                    if isinstance(exc, StoreClosedError) or len(self._waiting) > _WAITING_KEPT:
+                        logger.error("damc: %s; %d events are not recorded", exc, len(self._waiting))
+                        self._waiting.clear()
+                    else:
+                        logger.warning("damc: recording waits for the store: %s", exc)
+                    return None
+                except Exception:
+                    logger.exception("damc: recording a %s event failed; it is left out", waiting.get("role"))
+                    card = None
+                self._waiting.pop(0)
+            return card
 
     def _record_turn(
         self, message: BaseMessage, in_prompt: Counter[tuple[str, str]], *, again: bool = False
@@ -258,7 +292,7 @@ class DamcCallbackHandler(BaseCallbackHandler):
             self._turns[key] += 1
             if not again and self._was_held(role, message.content):
                 return False
-            self.memory.observe({"role": role, "content": message.content})
+            self._store({"role": role, "content": message.content})
             self._open_request = str(message.content) if role == "user" else None
             return True
         return False

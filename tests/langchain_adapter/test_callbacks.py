@@ -606,3 +606,45 @@ def test_a_run_retried_with_a_new_handler_after_the_model_failed_records_its_inp
         (CardKind.USER_INSTRUCTION, "Where is order #W123?"),
         (CardKind.ASSISTANT_CONCLUSION, "Delivered."),
     ]
+
+
+def test_a_result_the_store_refused_goes_in_after_its_call_once_the_store_is_back(recording_model, tmp_path):
+    import sqlite3
+
+    from damc_core import SQLiteStore, valid_sequence
+
+    path = tmp_path / "memory.sqlite3"
+    other_process = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+
+    @tool
+    def get_reservation(reservation_id: str) -> str:
+        """Look up a reservation."""
+        other_process.execute("BEGIN IMMEDIATE")  # another process writes the file meanwhile
+        return '{"reservation_id": "ABC123", "payment": "gift_card_7777"}'
+
+    @tool
+    def check_in(reservation_id: str) -> str:
+        """Check in."""
+        other_process.execute("COMMIT")
+        return "checked in"
+
+    model = recording_model(
+        call("get_reservation", {"reservation_id": "ABC123"}, "t1"),
+        call("check_in", {"reservation_id": "ABC123"}, "t2"),
+        AIMessage("Checked in; paid with gift_card_7777."),
+    )
+    memory = DecisionMemory(store=SQLiteStore(path, timeout=0.1))
+    agent = executor(model, tools=[get_reservation, check_in])
+
+    agent.invoke({"input": "Check in ABC123"}, config={"callbacks": [DamcCallbackHandler(memory)]})
+
+    events = memory.messages()
+    assert [(e["role"], e.get("tool_call_id")) for e in events] == [
+        ("user", None),
+        ("assistant", None),  # calls t1
+        ("tool", "t1"),  # kept, in its place
+        ("assistant", None),  # calls t2
+        ("tool", "t2"),
+        ("assistant", None),
+    ]
+    assert "gift_card_7777" in events[2]["content"] and valid_sequence(events) == events
