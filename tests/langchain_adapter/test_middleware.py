@@ -761,6 +761,29 @@ def test_a_file_by_url_a_tool_returns_is_recorded_and_the_thread_goes_on_remembe
     assert "<memory>" in text(model.received[-1])  # DAMC's context, not the request unchanged
 
 
+@pytest.mark.parametrize(
+    "media",
+    [
+        {"type": "video", "base64": "AAAAIGZ0eXBpc29t", "mime_type": "video/mp4"},
+        {"type": "image", "file_id": "file-7Qm2"},
+        {"type": "image", "source": {"type": "file", "file_id": "file_011CNha8iCJcU1wXNR6q4V8w"}},
+    ],
+    ids=["video", "image by file id", "Anthropic image by file"],
+)
+def test_media_openais_format_has_no_part_for_is_recorded_and_sent_as_the_user_gave_it(
+    recording_model, media, caplog
+):
+    question = HumanMessage([{"type": "text", "text": "Is seat 12A on HAT107 in this?"}, media])
+    model = recording_model(call("get_user_details", {"user_id": "mia_li_3668"}, "u1"), AIMessage("Yes."))
+    middleware = DamcMiddleware(memory())
+    create_agent(model, [get_user_details], middleware=[middleware]).invoke({"messages": [question]})
+
+    kinds = [c.kind.value for c in middleware.memory.cards()]
+    assert kinds == ["user_instruction", "tool_call", "tool_result", "assistant_conclusion"]
+    (sent,) = [m for m in model.received[1] if isinstance(m, HumanMessage)]
+    assert sent.content[1] == media and "building the context failed" not in caplog.text
+
+
 def test_a_tools_artifact_is_kept_in_the_record(recording_model):
     @tool(response_format="content_and_artifact")
     def find_order(order_id: str) -> tuple[str, dict]:
