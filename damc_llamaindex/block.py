@@ -14,7 +14,7 @@ import threading
 from collections import OrderedDict
 from typing import Any
 
-from llama_index.core.base.llms.types import ChatMessage, MessageRole
+from llama_index.core.base.llms.types import ChatMessage, MessageRole, TextBlock
 from llama_index.core.bridge.pydantic import ConfigDict, Field, PrivateAttr
 from llama_index.core.memory.memory import BaseMemoryBlock
 
@@ -134,12 +134,18 @@ def _dialogue(messages: list[ChatMessage]) -> list[ChatMessage]:
     """The conversation's turns: system messages are the agent's prompt (and the section's host).
 
     ``Memory.aget(input=...)`` appends the input as a user turn to a history the agent has put it
-    in already: a user turn repeated at the very end is that one turn."""
+    in already: a user turn repeated at the very end is that one turn. A workflow agent passes the
+    text of the user's message, without the images or files it holds."""
     turns = [m for m in messages if m.role != MessageRole.SYSTEM]
     if (
         len(turns) >= 2
         and turns[-1].role == turns[-2].role == MessageRole.USER
-        and message_text(turns[-1]) == message_text(turns[-2])
+        and message_text(turns[-1]) in (message_text(turns[-2]), _text_of(turns[-2]))
     ):
         turns.pop()
     return turns
+
+
+def _text_of(message: ChatMessage) -> str:
+    """The text blocks of ``message``, as a workflow agent gives them as its input."""
+    return "\n".join(block.text for block in message.blocks if isinstance(block, TextBlock))

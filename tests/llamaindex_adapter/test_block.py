@@ -100,6 +100,26 @@ def test_the_section_stays_within_its_budget_and_keeps_the_values_in_focus():
     assert len(section) < len(json.dumps(FLIGHTS)) / 3
 
 
+def test_a_question_with_an_image_that_the_agent_asks_memory_about_is_one_turn(recording_llm):
+    llm = recording_llm(
+        call("get_user_details", {"user_id": "mia_li_3668"}, "c1"),
+        ChatMessage(role="assistant", content="That is your HAT107 boarding pass."),
+    )
+    damc = DecisionMemory(store=InMemoryStore(), settings=MemorySettings(budget=400))
+    agent = FunctionAgent(tools=TOOLS, llm=llm, system_prompt="You book flights.")
+    pass_photo = ImageBlock(image=b"\x89PNG\r\n\x1a\n", image_mimetype="image/png")
+    question = ChatMessage(role="user", blocks=[TextBlock(text="Which flight is this pass for?"), pass_photo])
+
+    async def ask():
+        return await agent.run(question, memory=memory_with(DamcMemoryBlock(memory=damc)))
+
+    asyncio.run(ask())
+
+    kinds = [c.kind.value for c in damc.cards()]
+    assert kinds == ["user_instruction", "tool_call", "tool_result", "assistant_conclusion"]
+    assert [m.role.value for m in llm.received[1]].count("user") == 1  # the question, once
+
+
 def test_a_function_agent_sees_the_cards_of_its_earlier_run(recording_llm):
     llm = recording_llm(*FUNCTION_SCRIPT, ChatMessage(role="assistant", content="With credit_card_4421486."))
     damc = DecisionMemory(store=InMemoryStore(), settings=MemorySettings(budget=400))
