@@ -3,16 +3,33 @@
 from __future__ import annotations
 
 import logging
+import threading
+import weakref
 from collections.abc import Sequence
+from typing import Any
 
 from langchain_core.chat_history import BaseChatMessageHistory
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
-from damc_core import ConfigError, DecisionMemory, checked_budget, valid_sequence
+from damc_core import (
+    ConfigError,
+    DecisionMemory,
+    StoreClosedError,
+    StoreError,
+    checked_budget,
+    valid_sequence,
+)
 
 from ._recorder import conversations_of, to_event, to_messages
 
 logger = logging.getLogger("damc.langchain")
+WAITING_KEPT = 1000
+"""Messages a store refuses (a file another process holds) that wait for it before DAMC gives up
+on recording them."""
+_WAITING: weakref.WeakKeyDictionary[DecisionMemory, list[dict[str, Any]]] = weakref.WeakKeyDictionary()
+"""A session's messages the store refused, in order: kept by its memory, since a chain makes a
+history per run."""
+_WAITING_LOCK = threading.Lock()
 
 
 class DamcChatMessageHistory(BaseChatMessageHistory):
@@ -64,6 +81,8 @@ class DamcChatMessageHistory(BaseChatMessageHistory):
 
     @property
     def messages(self) -> list[BaseMessage]:  # type: ignore[override]
+        if self._read is None:  # a run's first read; a later one must read back the same messages
+            self._record_waiting()
         count = self.memory.event_count
         if self._read is None or self._read[0] != count:
             self._read = (count, self._context())
@@ -95,10 +114,31 @@ class DamcChatMessageHistory(BaseChatMessageHistory):
         return [SystemMessage(prompt), *context] if prompt else context
 
     def add_messages(self, messages: Sequence[BaseMessage]) -> None:
-        """Record each message, in order. A store that fails raises (``RunnableWithMessageHistory``
-        logs it and returns the chain's answer): that message and the ones after it are not held."""
-        for message in messages:
-            self.memory.observe(to_event(message))
+        """Record each message, in order. Those a store refuses (a file another process holds)
+        wait, logged, and go in first when the history is next read or added to, up to
+        ``WAITING_KEPT`` of them; the chain returns its answer meanwhile."""
+        events = [to_event(message) for message in messages]
+        with _WAITING_LOCK:
+            _WAITING.setdefault(self.memory, []).extend(events)
+        self._record_waiting()
+
+    def _record_waiting(self) -> None:
+        """Record the session's waiting messages, in order, until the store refuses one."""
+        with _WAITING_LOCK:
+            waiting = _WAITING.get(self.memory)
+            while waiting:
+                try:
+                    self.memory.observe(waiting[0])
+                except StoreError as exc:
+                    if isinstance(exc, StoreClosedError) or len(waiting) > WAITING_KEPT:
+                        logger.error("damc: %s; %d messages of the chat are not recorded", exc, len(waiting))
+                        waiting.clear()
+                    else:
+                        logger.warning("damc: recording the chat's messages waits for the store: %s", exc)
+                    return
+                except Exception:
+                    logger.exception("damc: recording a chat message failed; it is left out")
+                waiting.pop(0)
 
     def clear(self) -> None:
         """Start the conversation over: nothing before reaches the model again. The records stay in

@@ -267,3 +267,33 @@ def test_a_build_that_fails_sends_the_whole_conversation_and_the_chain_goes_on(r
         "Which order is mine?",
     ]
     assert "building the context failed" in caplog.text
+
+
+def test_a_turn_the_store_refused_reaches_the_next_run_once_the_store_is_back(
+    recording_model, tmp_path, caplog
+):
+    import sqlite3
+
+    path = tmp_path / "memory.sqlite3"
+    model = recording_model(AIMessage("Noted."), AIMessage("It is #W1111111."))
+    memory = DecisionMemory(store=SQLiteStore(path, timeout=0.1))
+    chain = chat_chain(model, memory)
+    other_process = sqlite3.connect(path, isolation_level=None)
+
+    other_process.execute("BEGIN IMMEDIATE")  # another process holds the file as the run ends
+    assert chain.invoke({"input": "My order is #W1111111."}, session("alice")).content == "Noted."
+    other_process.execute("COMMIT")
+    chain.invoke({"input": "Which order is mine?"}, session("alice"))
+
+    assert [m.content for m in model.received[-1]][-3:] == [
+        "My order is #W1111111.",
+        "Noted.",
+        "Which order is mine?",
+    ]
+    assert [m["content"] for m in memory.for_session("alice").messages()] == [
+        "My order is #W1111111.",
+        "Noted.",
+        "Which order is mine?",
+        "It is #W1111111.",
+    ]
+    assert "waits for the store" in caplog.text
