@@ -7,6 +7,7 @@ tool the agent gets the record behind it, verbatim, instead of calling the origi
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from llama_index.core.bridge.pydantic import BaseModel, Field
 from llama_index.core.tools import BaseTool, FunctionTool
@@ -26,7 +27,10 @@ def recall_tool(memory: DecisionMemory) -> FunctionTool:
     """``damc_core.RECALL_TOOL`` as a LlamaIndex tool answered from ``memory``: add it to the
     agent's tools beside ``DamcMemory`` / ``DamcLLM`` on the same memory."""
 
-    def recall(card_id: str, match: str | None = None) -> str:
+    def recall(card_id: str | None = None, match: str | None = None, **_: Any) -> str:
+        # LlamaIndex calls this with the model's arguments as they came, unchecked: a call
+        # without card_id gets the error that says what one is, and a field the model added
+        # is ignored, as a LangChain tool's schema ignores it
         return memory.handle_recall({"card_id": card_id, "match": match})
 
     return FunctionTool.from_defaults(

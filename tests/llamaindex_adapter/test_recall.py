@@ -78,3 +78,19 @@ def test_a_store_that_fails_gives_the_agent_an_answer_not_an_exception():
     answer = recall_tool(memory).call(card_id="c0").content
 
     assert answer.startswith("Could not recall 'c0': ")
+
+
+def test_a_call_missing_its_card_id_is_told_what_one_is_and_a_field_too_many_is_ignored(recording_llm):
+    memory = damc()
+    model = recording_llm(
+        call("recall", {"id": "c0"}, "r1"),
+        call("recall", {"card_id": "c0", "reason": "check the question"}, "r2"),
+        ChatMessage(role="assistant", content="You asked for HAT107."),
+    )
+    agent = FunctionAgent(tools=[recall_tool(memory)], llm=model)
+
+    run(agent, "Book HAT107", memory=DamcMemory(memory=memory))
+
+    answers = [m.content for m in model.received[-1] if m.role.value == "tool"]
+    assert answers[0] == "recall needs a card_id: the id a memory card starts with, such as c12."
+    assert answers[1] == "Book HAT107"  # the user turn behind c0
