@@ -15,7 +15,7 @@ from langchain_core.messages import (
 )
 from pydantic import ConfigDict, Field, PrivateAttr
 
-from damc_core import DecisionMemory, StoreClosedError, StoreError
+from damc_core import DecisionMemory, StoreClosedError, StoreError, valid_sequence
 from damc_core.memory import normalize_event, tool_events
 
 from ._recorder import PARSE_ERROR_TOOL, to_event, to_messages
@@ -64,10 +64,14 @@ class DAMCMemory(BaseMemory):
         self._save_unsaved()
         self._run_start = self.memory.event_count
         query = inputs.get(self._input_key(inputs)) if inputs else None
-        built = self.memory.build(
-            query=str(query) if query else None, budget=self.budget, recall_tool=self.recall_tool
-        )
-        messages = to_messages(built.messages)
+        try:
+            built = self.memory.build(
+                query=str(query) if query else None, budget=self.budget, recall_tool=self.recall_tool
+            )
+            messages = to_messages(built.messages)
+        except Exception:  # the executor runs on the whole conversation rather than fail
+            logger.exception("damc: building the context failed; the history is the whole conversation")
+            messages = to_messages(valid_sequence([message for _, message in self.memory.history()]))
         if self.return_messages:
             return {self.memory_key: messages}
         return {self.memory_key: get_buffer_string(messages, self.human_prefix, self.ai_prefix)}

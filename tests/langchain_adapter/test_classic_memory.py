@@ -284,3 +284,27 @@ def test_a_run_the_store_refuses_returns_its_answer_and_is_recorded_once_the_sto
         "user_instruction",
         "assistant_conclusion",
     ]
+
+
+def test_a_build_that_fails_gives_the_executor_the_whole_conversation_and_it_goes_on(recording_model, caplog):
+    from damc_core import HeuristicValuator
+
+    class FailingValuator(HeuristicValuator):
+        def value(self, cards, *, context):
+            raise RuntimeError("valuator bug")
+
+    model = recording_model(AIMessage("Noted."), AIMessage("It is #W1111111."))
+    decision = DecisionMemory(store=InMemoryStore(), valuator=FailingValuator())
+    agent = executor(model, DAMCMemory(memory=decision, return_messages=True, input_key="input"))
+
+    agent.invoke({"input": "My order is #W1111111."})
+    reply = agent.invoke({"input": "Which order is mine?"})
+
+    assert reply["output"] == "It is #W1111111."
+    assert [m.content for m in model.received[-1]] == [
+        "You book flights.",
+        "My order is #W1111111.",
+        "Noted.",
+        "Which order is mine?",
+    ]
+    assert "building the context failed" in caplog.text
