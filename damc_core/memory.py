@@ -21,7 +21,7 @@ import threading
 import time
 import uuid
 from collections import Counter, defaultdict, deque
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, ParamSpec, TypeVar
 
@@ -756,18 +756,25 @@ class DecisionMemory:
             named = [
                 (key, value) for key, value in argument_id_fields(card.arguments) if is_identifier(value)
             ]
-        # each name with the column it must be in when it is a number (a customer's 7 is no order's)
-        names = {value.lower(): id_kind(tool, card.arguments, key, value) for key, value in named}
         listed: set[str] = set().union(*(t.columns for t in card.tables))
         stated = {f.path for f in card.facts} | listed
+        # each name with the column it must be in when it is a number (a customer's 7 is no order's)
+        # and the fields this card states of it
+        names: dict[str, tuple[str | None, set[str], str | None]] = {
+            value.lower(): (id_kind(tool, card.arguments, key, value), stated, None) for key, value in named
+        }
+        for name, kind, path, columns in _quoted_rows(card):
+            names.setdefault(name, (kind, columns, path))
         found = []
-        for name, kind in sorted(names.items()):
+        for name, (kind, fields, row_of) in sorted(names.items()):
             holders = self._session.by_term.get(name, ())[-MENTION_FANOUT:]
             quoting = [c for i in reversed(holders) if (c := self._session.cards[i]).volatile and c.tables]
             for other in quoting[:LINK_FANOUT]:  # the newest tables that may list it
                 if _on_another_day(card, other):
                     continue
                 for table in other.tables:
+                    if row_of is not None and table.path != row_of:
+                        continue  # a row re-quotes rows of its own list: a payment is no gift card's balance
                     held = _rows_holding(table, name, kind)
                     if held is None:
                         continue
@@ -775,9 +782,9 @@ class DecisionMemory:
                     # rows that all hold the name (the offers of one hotel) are re-quoted only by
                     # a newer list of such rows, not by the entity's own record (a customer's
                     # status is not the status of each of its orders)
-                    shared = quoted & (stated if held == "row" else listed)
-                    if held == "all" and not shared:
-                        continue
+                    shared = quoted & (fields if held == "row" else listed)
+                    if (held == "all" or row_of is not None) and not shared:
+                        continue  # (a row of this card re-quotes only the fields it states again)
                     partly = tuple(sorted(shared)) if shared != quoted else ()
                     found.append((other.id, name, partly))
                     break
@@ -1849,6 +1856,31 @@ def _on_another_day(new: Card, old: Card) -> bool:
         field in before and dates.isdisjoint(before[field])
         for field, dates in argument_dates(new.arguments).items()
     )
+
+
+REQUOTING_ROWS = 8
+"""Rows of a short table, each of which re-quotes its entity's row in older tables (a product
+looked up again lists the one variant whose price changed); a longer list is a search, which a
+newer search of the same call replaces whole."""
+
+
+def _quoted_rows(card: Card) -> Iterator[tuple[str, str | None, str, set[str]]]:
+    """(entity, the column a number must be in, the table's path, the row's fields) for each row
+    of the card's short tables, named by its identity column: the same entity's row in an older
+    list of the same name (a product's ``variants``) is re-quoted in the fields this row states
+    again under the same names (``price``), and only in those. A row of another list (a cart's
+    ``items``, a reservation's ``payment_history``) states what was paid, not a new price or a
+    gift card's balance."""
+    tool = card.tool_name or ""
+    for table in card.tables:
+        if len(table.rows) > REQUOTING_ROWS:
+            continue
+        columns = set(table.columns)
+        for i in identity_columns(table.columns):
+            key = field_name(table.columns[i])
+            for row in table.rows:
+                if i < len(row) and is_identifier(row[i]):
+                    yield row[i].lower(), id_kind(tool, card.arguments, key, row[i]), table.path, columns
 
 
 def _rows_holding(table: Table, name: str, kind: str | None) -> Literal["row", "all"] | None:

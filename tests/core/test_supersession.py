@@ -258,6 +258,43 @@ def test_a_booking_of_a_flight_re_quotes_none_of_the_flights_values(memory, msg,
     assert "all status=available" in fenced and "HAT028 MCO BOS 1859" in fenced
 
 
+PILLOW = {
+    "product_id": "7359931509",
+    "title": "Voyager Neck Pillow Plus",
+    "variants": [
+        {"item_id": "4530077987", "options": {"color": "navy"}, "price": 326.44, "available": True},
+        {"item_id": "9777315623", "options": {"color": "grey"}, "price": 356.33, "available": True},
+    ],
+}
+
+
+def test_a_product_looked_up_again_with_one_variant_re_quotes_that_variants_row(memory, msg, memory_text):
+    """The shop answers a second lookup with the one variant whose price changed."""
+    memory.observe(msg.call("p1", "get_product_details", {"product_id": "7359931509"}))
+    first = memory.observe(msg.result("p1", "get_product_details", PILLOW))
+    memory.observe(msg.call("p2", "get_product_details", {"product_id": "7359931509"}))
+    changed = {**PILLOW, "variants": [{**PILLOW["variants"][1], "price": 310.57, "price_updated": True}]}
+    again = memory.observe(msg.result("p2", "get_product_details", changed))
+
+    assert memory.card(first.id).stale_rows == (("9777315623", again.id),)
+    fenced = memory_text(memory.build(budget=2000, recent_messages=0).messages)
+    assert "310.57" in fenced and "356.33" not in fenced
+
+
+def test_an_item_added_to_a_cart_re_quotes_none_of_its_product_row(memory, msg, memory_text):
+    memory.observe(msg.call("p1", "get_product_details", {"product_id": "7359931509"}))
+    product = memory.observe(msg.result("p1", "get_product_details", PILLOW))
+    memory.observe(msg.call("a1", "add_to_cart", {"item_id": "9777315623", "quantity": 2}))
+    cart = {
+        "cart_id": "CARTFGP5TQFA",
+        "items": [{"item_id": "9777315623", "quantity": 2, "unit_price": 356.33}],
+    }
+    memory.observe(msg.result("a1", "add_to_cart", cart))
+
+    # the cart's unit price is what the item was added at, not a newer price of the product
+    assert memory.card(product.id).stale_rows == () and memory.card(product.id).stale_cells == ()
+
+
 SEATS = [
     {"flight_number": f"HAT00{n}", "status": "available", "available_seats": 5, "price": 100 + n}
     for n in range(1, 5)
