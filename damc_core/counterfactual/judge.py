@@ -30,15 +30,23 @@ Memory card:
 How important is this card for the current decision, 0-10, and why?
 Answer as: SCORE: <0-10> - <one short reason>"""
 
-_LABELLED = re.compile(r"\bscore\b\**[\"']?\s*[:=]\s*\**\s*[\"']?(-?\d+(?:\.\d+)?)", re.I)
+_LABELLED = re.compile(
+    r"\bscore\b\**[\"']?\s*[:=]\s*\**\s*[\"']?(-?\d+(?:\.\d+)?)(?!\s*[-\u2013]\s*10\b)", re.I
+)
 """``SCORE: 7``, ``**Score:** 7``, ``"score": 7``: the word, then a colon or ``=`` (not the
-``score 720`` of a credit score, nor the ``underscore`` of a text)."""
-_UNSCORED = re.compile(r"\bscore\b\**[\"']?\s*[:=]\s*\**\s*[\"']?(?=[^\W\d_])", re.I)
-"""``SCORE: N/A``, ``"score": null``: the judge declined to rate, so a number in its reason is
-not a score."""
+``score 720`` of a credit score, nor the ``underscore`` of a text, nor the scale ``SCORE: 0-10``
+a judge copies from the prompt)."""
+_UNSCORED = re.compile(r"\bscore\b\**[\"']?\s*[:=]\s*\**\s*[\"']?(?=[^\W\d_]|\d+\s*[-\u2013]\s*10\b)", re.I)
+"""``SCORE: N/A``, ``"score": null``, ``SCORE: 0-10``: the judge declined to rate, or repeated
+the scale, so a number in its reason is not a score."""
 _RATED = re.compile(r"(?<![\w.])(-?\d+(?:\.\d+)?)\s*(?:/\s*10\b|out of 10\b)", re.I)
-_NUMBER = re.compile(r"(?<![\w.])(-?\d+(?:\.\d+)?)(?![\w])")
-"""A number on its own: not the ``3`` of the card id ``[c3]`` or of ``ZXQ987`` that judges echo."""
+_NUMBER = re.compile(
+    r"(?<![\w.])(?<!\w[-\u2013])(?<!\d\s[-\u2013]\s)(?<!\d[-\u2013]\s)(?<!\d\s[-\u2013])"
+    r"(-?\d+(?:\.\d+)?)(?![\w]|\s*[-\u2013]\s*10\b)"
+)
+"""A number on its own: not the ``3`` of the card id ``[c3]``, of ``ZXQ987`` or the ``8`` of
+``HX-8`` that judges echo, nor either end of the scale ``0-10`` the prompt names (small models
+repeat it: "not very important, 0-10"); of a range (``7-8``), its first."""
 
 
 _PLACEHOLDER = re.compile(r"\{(query|card)\}")
@@ -79,7 +87,7 @@ def parse_rating(reply: object) -> Rating:
     text = reply.strip()
     labelled = _LABELLED.search(text)
     if labelled is None and _UNSCORED.search(text):
-        return Rating(None, f"no number after the score label in reply {_clip(text)!r}")
+        return Rating(None, f"no score after the score label in reply {_clip(text)!r}")
     match = labelled or _RATED.search(text) or _NUMBER.search(text)
     if match is None:
         return Rating(None, f"no score in reply {_clip(text)!r}")

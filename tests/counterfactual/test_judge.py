@@ -70,6 +70,8 @@ def openai_judge(endpoint: RecordingEndpoint) -> OpenAIJudge:
         ('{"reason": "lists 2 payment methods", "score": 8}', 8.0),
         ('{"reason": "card c3 from 2024-05-20", "score": 9}', 9.0),
         ("The user's credit score 720 is on file. SCORE: 8 - needed for the loan", 8.0),
+        ("SCORE: 7-8 - holds the payment id", 7.0),
+        ("Rated 0 - 10: 6, it lists the flights", 6.0),
         ("The underscore 12 in the id is odd. SCORE: 6 - still needed", 6.0),
     ],
 )
@@ -97,8 +99,12 @@ def test_the_reason_of_a_rating_on_the_scale_starts_after_the_scale(reply, reaso
     [
         ("SCORE: 70 - very important", "outside 0-10"),
         ("This card is crucial.", "no score"),
-        ("SCORE: N/A - the card only lists 2 flights", "no number after the score label"),
-        ('{"score": null, "reason": "it repeats 3 earlier cards"}', "no number after the score label"),
+        ("SCORE: N/A - the card only lists 2 flights", "no score after the score label"),
+        ('{"score": null, "reason": "it repeats 3 earlier cards"}', "no score after the score label"),
+        # SmolLM2-135M's replies to the default prompt: the scale it was given is no rating
+        ("The card is not very important to the current decision, 0-10. It's a simple choice.", "no score"),
+        ("SCORE: 0-10 - the card lists 2 flights", "no score after the score label"),
+        ("Booking HX-8 is needed for the stay", "no score"),
         ("", "empty"),
         (None, "empty or non-text"),
     ],
