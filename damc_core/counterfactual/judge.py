@@ -179,11 +179,25 @@ class OpenAIJudge:
     Works with OpenAI-compatible servers too: pass a client made with their ``base_url``.
     """
 
-    def __init__(self, client: Any, *, model: str, temperature: float = 0.0, max_tokens: int = 80) -> None:
+    def __init__(
+        self,
+        client: Any,
+        *,
+        model: str,
+        temperature: float = 0.0,
+        max_tokens: int = 80,
+        timeout: float | None = 30.0,
+    ) -> None:
+        if timeout is not None and not timeout > 0:
+            raise ConfigError(f"timeout must be > 0 seconds (or None for the client's own), got {timeout}")
         self.client = client
         self.model = model
         self.temperature = temperature
         self.max_tokens = max_tokens
+        self.timeout = timeout
+        """Seconds a rating may take; ``None`` leaves it to the client, whose default (the
+        ``openai`` package's: 10 minutes, tried three times) would hold the agent's step that long
+        on a server that stopped answering."""
 
     @property
     def name(self) -> str:
@@ -195,6 +209,7 @@ class OpenAIJudge:
             messages=[{"role": "user", "content": prompt}],
             temperature=self.temperature,
             max_tokens=self.max_tokens,
+            **({"timeout": self.timeout} if self.timeout is not None else {}),
         )
         content = response.choices[0].message.content if response.choices else None
         return content if isinstance(content, str) else ""

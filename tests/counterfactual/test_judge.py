@@ -225,3 +225,35 @@ def test_a_prompt_that_shows_the_json_it_wants_rates_every_card(airline_messages
     assert asked.endswith('Answer as JSON: {"score": <0-10>, "reason": "..."}')
     judged = [s for d in built.decisions for s in d.scores if s.name == "judge"]
     assert judged and all(s.value == 0.7 for s in judged)
+
+
+def test_a_judge_server_that_stops_answering_holds_the_step_for_the_timeout_only(make_memory, caplog):
+    """A server that took the connection and never replies: the rating gives up after the judge's
+    timeout (the client's own default is 10 minutes a try) and the card keeps the default."""
+    import socket
+    import time
+
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        client = openai.OpenAI(
+            api_key="local", base_url=f"http://127.0.0.1:{silent.getsockname()[1]}/v1", max_retries=0
+        )
+        memory = make_memory()
+        memory.observe({"role": "user", "content": "Book HAT069 for mia_li_3668"})
+        judge = LLMJudgeValuator(OpenAIJudge(client, model="judge-mini", timeout=0.5), default=0.4)
+
+        started = time.monotonic()
+        with caplog.at_level("WARNING", logger="damc"):
+            (scored,) = judge.value(memory.cards(), context=ValuationContext(DecisionFocus(), 1, 0.0))
+
+    assert time.monotonic() - started < 5
+    assert scored.value == 0.4
+    assert scored.scores[0].provenance == "judge openai:judge-mini failed (APITimeoutError); default"
+    assert "judge openai:judge-mini failed on card c0" in caplog.text
+
+
+def test_a_judge_timeout_that_is_not_a_positive_number_is_a_config_error():
+    endpoint = RecordingEndpoint("SCORE: 1")
+    with pytest.raises(ConfigError, match="timeout must be > 0 seconds"):
+        OpenAIJudge(openai_judge(endpoint).client, model="judge-mini", timeout=0)
