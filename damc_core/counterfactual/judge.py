@@ -137,30 +137,42 @@ class LLMJudgeValuator:
 
     def value(self, cards: Sequence[Card], *, context: ValuationContext) -> list[ScoredCard]:
         rated = {c.id for c in sorted(cards, key=lambda c: -c.seq)[: self.max_cards]}
+        failed: str | None = None
         out = []
         for card in cards:
             if card.id in rated:
-                score = self._rate(card, context.focus.query)
+                score, failing = self._rate(card, context.focus.query, failed)
+                failed = card.id if failing else failed
             else:
                 score = Score("judge", self.default, f"judge {self.model.name}: not rated (max_cards)")
             out.append(ScoredCard(card, score.value, (score,)))
         return out
 
-    def _rate(self, card: Card, query: str) -> Score:
+    def _rate(self, card: Card, query: str, failed: str | None) -> tuple[Score, bool]:
+        """The card's score, and whether the model failed to give one. Once it failed on card
+        ``failed``, the decision's other cards are not asked: a server that is down or times out
+        would otherwise hold the step once per card."""
         key = (card.id, card.summary, query)
         with self._lock:
             cached = self._cache.get(key)
         if cached is not None:
-            return cached
+            return cached, False
+        if failed is not None:
+            why = f"judge {self.model.name}: not asked, it failed on card {failed}; default"
+            return Score("judge", self.default, why), False
         filled = {"query": query or "(not stated)", "card": card.summary}
         prompt = _PLACEHOLDER.sub(lambda found: filled[found.group(1)], self.prompt)
         try:
             reply: Any = self.model.complete(prompt)
         except Exception as exc:  # a judge must never stop the agent
-            logger.warning("damc: judge %s failed on card %s (%s)", self.model.name, card.id, exc)
-            return Score(
-                "judge", self.default, f"judge {self.model.name} failed ({type(exc).__name__}); default"
+            logger.warning(
+                "damc: judge %s failed on card %s (%s); the decision's cards not rated yet keep the default",
+                self.model.name,
+                card.id,
+                exc,
             )
+            why = f"judge {self.model.name} failed ({type(exc).__name__}); default"
+            return Score("judge", self.default, why), True
         rating = parse_rating(reply)
         if rating.score is None:
             score = Score("judge", self.default, f"judge {self.model.name}: {rating.reason}; default")
@@ -170,7 +182,7 @@ class LLMJudgeValuator:
             if len(self._cache) >= self.cache_size:
                 self._cache.clear()
             self._cache[key] = score
-        return score
+        return score, False
 
 
 class OpenAIJudge:

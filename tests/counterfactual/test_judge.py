@@ -164,7 +164,12 @@ def test_a_real_model_behind_an_openai_endpoint_rates_a_card(chat_server, record
 
 
 def test_failing_judge_gives_the_default_and_records_why(airline_messages, make_memory):
+    """Once the model failed, the decision's other cards are not asked: a server that is down
+    or slow would hold the step once per card."""
+    refused: list[httpx.Request] = []
+
     def refuse(request: httpx.Request) -> httpx.Response:
+        refused.append(request)
         return httpx.Response(500, json={"error": {"message": "overloaded"}})
 
     client = openai.OpenAI(
@@ -180,8 +185,14 @@ def test_failing_judge_gives_the_default_and_records_why(airline_messages, make_
 
     scored = judge.value(memory.cards(), context=ValuationContext(DecisionFocus(), 4, 0.0))
 
-    assert {s.value for s in scored} == {0.4}
-    assert all("failed (InternalServerError)" in s.scores[0].provenance for s in scored)
+    assert len(scored) == 4 and {s.value for s in scored} == {0.4}
+    first, *rest = (s.scores[0].provenance for s in scored)
+    assert first == "judge openai:judge-mini failed (InternalServerError); default"
+    assert set(rest) == {"judge openai:judge-mini: not asked, it failed on card c0; default"}
+    assert len(refused) == 1
+
+    judge.value(memory.cards(), context=ValuationContext(DecisionFocus(), 4, 0.0))
+    assert len(refused) == 2  # a failure is not remembered: the next decision asks again
 
 
 def test_judge_combines_with_heuristics_and_keeps_both_provenances(airline_messages, make_memory):
