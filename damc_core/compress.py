@@ -671,7 +671,8 @@ class SummarizingCompressor:
         if not isinstance(summary, str) or not summary.strip():  # e.g. a chat model's reply object
             return self._template(card, focus, detail, f"returned {reprlib.repr(summary)}, not text")
         summary = summary.strip()
-        missing = [t for t in dict.fromkeys(identifiers(card.text)) if t not in summary]
+        kept = frozenset(identifiers(summary))  # as values: ``W1234`` does not keep ``W123``
+        missing = [t for t in dict.fromkeys(identifiers(card.text)) if t not in kept]
         if missing:
             summary += " | also: " + ", ".join(missing)
         return self.templates.render(replace(card, text=summary), focus=focus, detail=detail)

@@ -447,6 +447,21 @@ def test_summarizer_is_used_for_long_free_text_and_cannot_drop_identifiers(memor
     assert text.startswith(f"[{card.id}]")
 
 
+def test_an_identifier_the_summary_drops_is_appended_though_a_longer_one_holds_its_text(memory, msg):
+    """Order W123 is not kept by W1234, nor room 12 by 2024-06-12: the summary is read as values."""
+    memory.observe(msg.call("c1", "read_email", {"folder": "orders"}))
+    email = (
+        "Hello, your order W1234 shipped on 2024-06-12 and arrives in two days. "
+        "Order W123 is still pending: the item is back-ordered. Your room 12 booking is unchanged. "
+    ) * 3
+    card = memory.observe(msg.result("c1", "read_email", email))
+    llm = RecordingSummarizer("Order W1234 shipped on 2024-06-12.")
+
+    text = SummarizingCompressor(llm, min_chars=100).render(card)
+
+    assert text.endswith("Order W1234 shipped on 2024-06-12. | also: W123, 12")
+
+
 def test_structured_results_never_reach_the_summarizer(memory, msg, airline_messages):
     for message in airline_messages:
         memory.observe(message)
