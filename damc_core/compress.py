@@ -8,13 +8,15 @@ output is checked: any identifier it dropped is appended, so a summary never los
 from __future__ import annotations
 
 import functools
+import hashlib
 import itertools
 import logging
 import math
 import re
 import reprlib
+import threading
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol
 
 from .checks import whole_number
@@ -647,6 +649,12 @@ class SummarizingCompressor:
     templates: TemplateCompressor = TemplateCompressor()
     min_chars: int = 400
     """Free text shorter than this is left to the template (a model call would cost more than it saves)."""
+    _summaries: dict[bytes, str | None] = field(default_factory=dict, init=False, repr=False, compare=False)
+    """Each text's summary (``None``: the summarizer failed on it), by digest: a card is rendered
+    at every detail and cut, and each would otherwise send the whole text to the model again."""
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False, compare=False)
+    """Guards ``_summaries``: sessions on other threads share the compressor (not held during
+    the model call)."""
 
     def __post_init__(self) -> None:
         if not callable(getattr(self.summarizer, "summarize", None)):
@@ -664,27 +672,46 @@ class SummarizingCompressor:
             return self.templates.render(card, focus=focus, detail=detail)
         if card.tables or len(card.text) < self.min_chars:
             return self.templates.render(card, focus=focus, detail=detail)
+        digest = hashlib.blake2b(card.text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+        with self._lock:
+            known = digest in self._summaries
+            summary = self._summaries.get(digest)
+        if not known:
+            summary = self._summary(card)
+            with self._lock:
+                if len(self._summaries) >= SUMMARIES_KEPT:
+                    del self._summaries[next(iter(self._summaries))]
+                self._summaries[digest] = summary
+        if summary is None:
+            return self.templates.render(card, focus=focus, detail=detail)
+        return self.templates.render(replace(card, text=summary), focus=focus, detail=detail)
+
+    def _summary(self, card: Card) -> str | None:
+        """The card's text summarized, with every identifier it dropped appended; ``None`` (said in
+        the log, since the card is then sent unsummarized) when the summarizer failed."""
         try:
             summary = self.summarizer.summarize(card.text, instructions=SUMMARY_INSTRUCTIONS)
         except Exception as exc:  # the summarizer is optional: a failed call falls back to the template
-            return self._template(card, focus, detail, f"raised {type(exc).__name__}: {exc}")
+            return self._failed(card, f"raised {type(exc).__name__}: {exc}")
         if not isinstance(summary, str) or not summary.strip():  # e.g. a chat model's reply object
-            return self._template(card, focus, detail, f"returned {reprlib.repr(summary)}, not text")
+            return self._failed(card, f"returned {reprlib.repr(summary)}, not text")
         summary = summary.strip()
         kept = frozenset(identifiers(summary))  # as values: ``W1234`` does not keep ``W123``
         missing = [t for t in dict.fromkeys(identifiers(card.text)) if t not in kept]
         if missing:
             summary += " | also: " + ", ".join(missing)
-        return self.templates.render(replace(card, text=summary), focus=focus, detail=detail)
+        return summary
 
-    def _template(self, card: Card, focus: DecisionFocus | None, detail: Detail, why: str) -> str:
-        """The template's rendering, at the detail asked for, of a card the summarizer failed on;
-        said in the log, since every such card is then sent unsummarized."""
+    @staticmethod
+    def _failed(card: Card, why: str) -> None:
         logger.warning("damc: the summarizer %s on card %s; its template is used instead", why, card.id)
-        return self.templates.render(card, focus=focus, detail=detail)
 
     def depends_on_focus(self, card: Card, *, detail: Detail) -> bool:
         return self.templates.depends_on_focus(card, detail=detail)
 
     def terms_read(self, card: Card, *, detail: Detail) -> frozenset[str]:
         return self.templates.terms_read(card, detail=detail)
+
+
+SUMMARIES_KEPT = 1024
+"""Summaries a ``SummarizingCompressor`` remembers, the oldest forgotten first."""

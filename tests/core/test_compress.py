@@ -587,7 +587,9 @@ def test_as_of_and_superseded_tags_count_in_the_budget(make_memory, msg, clock, 
     assert abs(explained + memory.counter.count(fence_memory([])) - built.memory_tokens) <= 4  # tags included
 
 
-def test_a_long_free_text_result_is_summarized_once_whatever_the_focus(make_memory, msg):
+def test_a_long_free_text_result_is_summarized_once_whatever_the_focus_or_detail(make_memory, msg):
+    """The card is rendered whole when it comes, then at key and skeleton detail and cut to a
+    share of the budget; each is the same text, sent to the model once."""
     from damc_core import MemorySettings
 
     llm = RecordingSummarizer("Maris Lodge has rooms from 2024-06-01; quote HX-88213 at check-in.")
@@ -597,13 +599,38 @@ def test_a_long_free_text_result_is_summarized_once_whatever_the_focus(make_memo
     )
     memory.observe(msg.call("c1", "web_search", {"query": "Maris Lodge"}))
     memory.observe(msg.result("c1", "web_search", LONG_TEXT * 3))
-    asked = len(llm.requests)
 
     for turn in ("Is HX-88213 my booking?", "Does Maris Lodge have a view?", "Book it for 2024-06-01."):
         memory.observe(msg.user(turn))
-        memory.build()
+        for budget in (60, 120, 800):
+            memory.build(budget=budget)
 
-    assert len(llm.requests) - asked <= 1
+    assert len(llm.requests) == 1
+
+
+def test_a_text_the_summarizer_failed_on_is_not_sent_again_at_every_rendering(make_memory, msg, caplog):
+    """A provider that is down or times out costs the step once, not once per detail."""
+
+    class Down:
+        calls = 0
+
+        def summarize(self, text: str, *, instructions: str) -> str:
+            Down.calls += 1
+            raise TimeoutError("provider down")
+
+    memory = make_memory(
+        compressor=SummarizingCompressor(Down(), min_chars=100),
+        settings=MemorySettings(budget=120, recent_messages=0),
+    )
+    memory.observe(msg.call("c1", "web_search", {"query": "Maris Lodge"}))
+    with caplog.at_level("WARNING", logger="damc"):
+        memory.observe(msg.result("c1", "web_search", LONG_TEXT * 3))
+        memory.observe(msg.user("Is HX-88213 my booking?"))
+        for budget in (60, 800):
+            built = memory.build(budget=budget)
+
+    assert Down.calls == 1 and caplog.text.count("the summarizer raised TimeoutError") == 1
+    assert "HX-88213" in built.messages[0]["content"]
 
 
 def _reservation_and_search(memory, msg):
