@@ -2,7 +2,8 @@
 
 Every rendering starts with ``[card_id]`` so the model (or a person) can ``recall`` the raw record.
 Structured cards use templates only; an LLM summarizer may be plugged in for free text, and its
-output is checked: any identifier it dropped is appended, so a summary never loses an exact value.
+output is checked: any identifier it dropped is appended, so a summary never loses an exact value,
+and one that states an identifier the text does not hold is not used.
 """
 
 from __future__ import annotations
@@ -696,8 +697,12 @@ class SummarizingCompressor:
         if not isinstance(summary, str) or not summary.strip():  # e.g. a chat model's reply object
             return self._failed(card, f"returned {reprlib.repr(summary)}, not text")
         summary = summary.strip()
+        source = dict.fromkeys(identifiers(card.text))
+        if invented := [t for t in dict.fromkeys(identifiers(summary)) if t not in source]:
+            # a reference off by a digit, or one cut short at the reply's token limit (``ZFA0``)
+            return self._failed(card, f"wrote {', '.join(invented[:3])} (not in the text)")
         kept = frozenset(identifiers(summary))  # as values: ``W1234`` does not keep ``W123``
-        missing = [t for t in dict.fromkeys(identifiers(card.text)) if t not in kept]
+        missing = [t for t in source if t not in kept]
         if missing:
             summary += " | also: " + ", ".join(missing)
         return summary

@@ -462,6 +462,27 @@ def test_an_identifier_the_summary_drops_is_appended_though_a_longer_one_holds_i
     assert text.endswith("Order W1234 shipped on 2024-06-12. | also: W123, 12")
 
 
+@pytest.mark.parametrize(
+    ("summary", "invented"),
+    [
+        ("Maris Lodge, 2024-06-01 to 2024-06-05; quote HX-88214 at check-in.", "HX-88214"),
+        ("Maris Lodge has rooms from 2024-06-01; quote HX-88", "HX-88"),  # cut at the token limit
+    ],
+    ids=["off by a digit", "cut short"],
+)
+def test_a_summary_that_states_an_identifier_the_text_does_not_hold_is_not_used(
+    memory, msg, caplog, summary, invented
+):
+    memory.observe(msg.call("c1", "web_search", {"query": "Maris Lodge"}))
+    card = memory.observe(msg.result("c1", "web_search", LONG_TEXT))
+
+    with caplog.at_level("WARNING", logger="damc"):
+        text = SummarizingCompressor(RecordingSummarizer(summary), min_chars=100).render(card)
+
+    assert text == TemplateCompressor().render(card)
+    assert f"the summarizer wrote {invented} (not in the text) on card c1" in caplog.text
+
+
 def test_structured_results_never_reach_the_summarizer(memory, msg, airline_messages):
     for message in airline_messages:
         memory.observe(message)
