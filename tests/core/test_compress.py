@@ -740,3 +740,48 @@ def test_a_rendering_is_reused_while_the_focus_names_nothing_new_the_card_reads(
 
     assert again is first
     assert on_cabin is not first and "economy" in on_cabin.summary and "economy" not in first.summary
+
+
+def test_a_real_model_summarizes_a_long_text_without_losing_or_making_up_an_identifier(
+    make_memory, msg, chat_server, recorded_http
+):
+    """SmolLM2-135M behind llama-cpp-python's OpenAI-compatible server, as a user would plug in
+    any chat model: the card keeps every identifier of the text and states none it lacks."""
+    openai = pytest.importorskip("openai")
+    import httpx
+
+    from damc_core.extract import identifiers
+
+    client = openai.OpenAI(
+        api_key="local",
+        base_url=chat_server,
+        http_client=httpx.Client(transport=recorded_http),
+        max_retries=0,
+    )
+
+    class ChatSummarizer:
+        def summarize(self, text: str, *, instructions: str) -> str:
+            reply = client.chat.completions.create(
+                model="smollm2",
+                messages=[{"role": "system", "content": instructions}, {"role": "user", "content": text}],
+                max_tokens=60,
+                temperature=0.0,
+            )
+            return reply.choices[0].message.content or ""
+
+    email = (
+        "Flight HAT069 from JFK to SEA on 2024-05-20 departs at 06:00 and arrives at 09:30. Economy "
+        "seats cost $121 and 3 seats remain. Flight HAT083 on the same day is sold out. The airline "
+        "recommends arriving two hours before departure. Baggage allowance is one carry-on and one "
+        "personal item; checked bags cost $35 each. Reservation ZFA04Y was created for mia_li_3668."
+    )
+    memory = make_memory(compressor=SummarizingCompressor(ChatSummarizer(), min_chars=100))
+    memory.observe(msg.call("c1", "read_email", {"folder": "inbox"}))
+    card = memory.observe(msg.result("c1", "read_email", email))
+    memory.observe(msg.user("Is ZFA04Y on HAT069?"))
+    memory.build(budget=60, recent_messages=0)
+
+    assert recorded_http.statuses == [200]  # one summary, reused at every detail
+    shown = set(identifiers(card.summary))
+    assert set(identifiers(email)) <= shown
+    assert shown <= {card.id, *identifiers(email), *identifiers("read_email(folder=inbox)")}
