@@ -198,7 +198,7 @@ class OpenAIJudge:
         model: str,
         temperature: float = 0.0,
         max_tokens: int = 80,
-        timeout: float | None = 30.0,
+        timeout: float | None = 120.0,
     ) -> None:
         if timeout is not None and not timeout > 0:
             raise ConfigError(f"timeout must be > 0 seconds (or None for the client's own), got {timeout}")
@@ -207,9 +207,10 @@ class OpenAIJudge:
         self.temperature = temperature
         self.max_tokens = max_tokens
         self.timeout = timeout
-        """Seconds a rating may take; ``None`` leaves it to the client, whose default (the
-        ``openai`` package's: 10 minutes, tried three times) would hold the agent's step that long
-        on a server that stopped answering."""
+        """Seconds a rating may take (a small local model on a busy CPU reads a card of 1,400 tokens
+        in over 30); ``None`` leaves it to the client, whose default (the ``openai`` package's: 10
+        minutes, tried three times) would hold the agent's step that long on a server that stopped
+        answering."""
 
     @property
     def name(self) -> str:
