@@ -141,38 +141,39 @@ class LLMJudgeValuator:
         out = []
         for card in cards:
             if card.id in rated:
-                score, failing = self._rate(card, context.focus.query, failed)
-                failed = card.id if failing else failed
+                score, failure = self._rate(card, context.focus.query, failed)
+                failed = card.id if failure is not None and _fails_every_card(failure) else failed
             else:
                 score = Score("judge", self.default, f"judge {self.model.name}: not rated (max_cards)")
             out.append(ScoredCard(card, score.value, (score,)))
         return out
 
-    def _rate(self, card: Card, query: str, failed: str | None) -> tuple[Score, bool]:
-        """The card's score, and whether the model failed to give one. Once it failed on card
-        ``failed``, the decision's other cards are not asked: a server that is down or times out
-        would otherwise hold the step once per card."""
+    def _rate(self, card: Card, query: str, failed: str | None) -> tuple[Score, Exception | None]:
+        """The card's score, and the model's error when it failed to give one. Once it failed on
+        card ``failed``, the decision's other cards are not asked: a server that is down or times
+        out would otherwise hold the step once per card."""
         key = (card.id, card.summary, query)
         with self._lock:
             cached = self._cache.get(key)
         if cached is not None:
-            return cached, False
+            return cached, None
         if failed is not None:
             why = f"judge {self.model.name}: not asked, it failed on card {failed}; default"
-            return Score("judge", self.default, why), False
+            return Score("judge", self.default, why), None
         filled = {"query": query or "(not stated)", "card": card.summary}
         prompt = _PLACEHOLDER.sub(lambda found: filled[found.group(1)], self.prompt)
         try:
             reply: Any = self.model.complete(prompt)
         except Exception as exc:  # a judge must never stop the agent
             logger.warning(
-                "damc: judge %s failed on card %s (%s); the decision's cards not rated yet keep the default",
+                "damc: judge %s failed on card %s (%s)%s",
                 self.model.name,
                 card.id,
                 exc,
+                "; the decision's cards not rated yet keep the default" if _fails_every_card(exc) else "",
             )
             why = f"judge {self.model.name} failed ({type(exc).__name__}); default"
-            return Score("judge", self.default, why), True
+            return Score("judge", self.default, why), exc
         rating = parse_rating(reply)
         if rating.score is None:
             score = Score("judge", self.default, f"judge {self.model.name}: {rating.reason}; default")
@@ -182,7 +183,15 @@ class LLMJudgeValuator:
             if len(self._cache) >= self.cache_size:
                 self._cache.clear()
             self._cache[key] = score
-        return score, False
+        return score, None
+
+
+def _fails_every_card(exc: Exception) -> bool:
+    """Whether a judge's error would come back for any card: a server down, slow or failing.
+    Not a request error about this card's prompt (a 4xx, such as a card longer than the model's
+    context), after which the other cards can still be rated."""
+    status = getattr(exc, "status_code", None)
+    return not (isinstance(status, int) and 400 <= status < 500 and status not in (408, 429))
 
 
 class OpenAIJudge:

@@ -163,6 +163,31 @@ def test_a_real_model_behind_an_openai_endpoint_rates_a_card(chat_server, record
     assert 0.0 <= scored.value <= 1.0
 
 
+def test_a_card_longer_than_the_judges_context_leaves_the_other_cards_rated(
+    chat_server, recorded_http, make_memory
+):
+    """The server refuses that card's prompt (400, context length exceeded); the others are asked."""
+    memory = make_memory()
+    catalog = [{"sku": f"SKU{i:05d}", "tags": " ".join(f"tag{j}-{i}" for j in range(40))} for i in range(60)]
+    memory.observe_tool("list_products", {"category": "all"}, catalog)
+    memory.observe({"role": "user", "content": "Book HAT069 for mia_li_3668"})
+    memory.observe({"role": "assistant", "content": "Which payment method?"})
+    client = openai.OpenAI(
+        api_key="local",
+        base_url=chat_server,
+        http_client=httpx.Client(transport=recorded_http),
+        max_retries=0,
+    )
+    judge = LLMJudgeValuator(OpenAIJudge(client, model="smollm2", max_tokens=8))
+
+    scored = judge.value(memory.cards(), context=ValuationContext(DecisionFocus(), 4, 0.0))
+
+    provenance = {s.card.id: s.scores[0].provenance for s in scored}
+    assert provenance["c1"] == "judge openai:smollm2 failed (BadRequestError); default"
+    assert sorted(recorded_http.statuses) == [200] * (len(scored) - 1) + [400]
+    assert not any("not asked" in why for why in provenance.values())
+
+
 def test_failing_judge_gives_the_default_and_records_why(airline_messages, make_memory):
     """Once the model failed, the decision's other cards are not asked: a server that is down
     or slow would hold the step once per card."""
