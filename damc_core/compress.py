@@ -688,8 +688,9 @@ class SummarizingCompressor:
         return self.templates.render(replace(card, text=summary), focus=focus, detail=detail)
 
     def _summary(self, card: Card) -> str | None:
-        """The card's text summarized, with every identifier it dropped appended; ``None`` (said in
-        the log, since the card is then sent unsummarized) when the summarizer failed."""
+        """The card's text summarized, with every identifier it dropped appended; ``None``, and the
+        card sent unsummarized, when the summarizer failed (said in the log) or wrote no less than
+        the text (a small model that repeats it, or rambles to its token limit)."""
         try:
             summary = self.summarizer.summarize(card.text, instructions=SUMMARY_INSTRUCTIONS)
         except Exception as exc:  # the summarizer is optional: a failed call falls back to the template
@@ -705,7 +706,7 @@ class SummarizingCompressor:
         missing = [t for t in source if t not in kept]
         if missing:
             summary += " | also: " + ", ".join(missing)
-        return summary
+        return summary if len(summary) < len(card.text) else None
 
     @staticmethod
     def _failed(card: Card, why: str) -> None:

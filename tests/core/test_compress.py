@@ -483,6 +483,31 @@ def test_a_summary_that_states_an_identifier_the_text_does_not_hold_is_not_used(
     assert f"the summarizer wrote {invented} (not in the text) on card c1" in caplog.text
 
 
+def test_a_summary_no_shorter_than_the_text_is_not_used(memory, msg):
+    """SmolLM2-135M asked for one or two sentences of a 410-character text repeated it and went on
+    to its token limit: with the ids it dropped appended, the card would grow."""
+    text = (
+        "Flight HAT069 from JFK to SEA on 2024-05-20 departs at 06:00 and arrives at 09:30. Economy "
+        "seats cost $121 and 3 seats remain. Flight HAT083 on the same day is sold out. The airline "
+        "recommends arriving two hours before departure. Baggage allowance is one carry-on and one "
+        "personal item; checked bags cost $35 each. Reservation ZFA04Y was created for mia_li_3668. "
+        "Seat selection opens 24 hours before departure."
+    )
+    memory.observe(msg.call("c1", "read_email", {"folder": "inbox"}))
+    card = memory.observe(msg.result("c1", "read_email", text))
+    ramble = (
+        "Flight HAT069 from JFK to SEA on 2024-05-20 departs at 06:00 and arrives at 09:30. Economy "
+        "seats cost $121, one carry-on costs $35 each, and there are two checked bags for a single "
+        "item. Baggage allowance is one carry-on with one personal item; checked bags cost $35 each. "
+        "The airline recommends arriving two hours before departure. The airline recommends arriving "
+        "two hours before departure on the same day as"
+    )
+
+    rendered = SummarizingCompressor(RecordingSummarizer(ramble)).render(card)
+
+    assert rendered == TemplateCompressor().render(card)
+
+
 def test_structured_results_never_reach_the_summarizer(memory, msg, airline_messages):
     for message in airline_messages:
         memory.observe(message)
