@@ -196,19 +196,31 @@ class CounterfactualValuator:
     def refresh(self) -> int:
         """Value every waiting decision now; returns how many were added to the book.
 
-        A decision the model cannot value is logged and skipped, never raised into the agent.
+        A decision the model cannot value is logged and skipped, never raised into the agent. An
+        error that is not the decision's own (a ``ValueError`` such as ``ContextTooLong`` is) ends
+        the batch: a scoring server that is down or times out would hold the agent's step once
+        per decision, each after the client's timeout and retries.
         """
         with self._lock:
             batch, self._pending = self._pending, []
         if self.value_decision is None:
             return 0
         added = 0
-        for decision in batch:
+        for index, decision in enumerate(batch):
             try:
                 valued = self.value_decision(decision)
-            except Exception as exc:
+            except ValueError as exc:
                 logger.warning("damc: could not value decision at seq %s (%s)", decision.seq, exc)
                 continue
+            except Exception as exc:
+                left = len(batch) - index - 1
+                logger.warning(
+                    "damc: could not value decision at seq %s (%s)%s",
+                    decision.seq,
+                    exc,
+                    f"; the batch ends here, {left} left unvalued" if left else "",
+                )
+                break
             if valued is not None:
                 self.book.add(valued)
                 added += 1

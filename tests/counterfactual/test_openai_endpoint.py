@@ -127,3 +127,40 @@ def test_a_prompt_ending_in_a_character_echoed_as_empty_byte_pieces_counts_it_wh
     )
 
     assert alone == followed == -9.0
+
+
+def test_a_scoring_server_that_stopped_answering_holds_a_step_for_one_decision_only(make_memory, msg, caplog):
+    """Decisions are valued in the step whose result completes a batch; against a server that took
+    the connection and never replies, the first timeout ends the batch instead of one per decision."""
+    import socket
+
+    import openai
+
+    from damc_core.counterfactual import LeaveOneOut, model_valuation
+    from damc_core.counterfactual.valuator import CounterfactualValuator
+
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        client = openai.OpenAI(
+            api_key="local",
+            base_url=f"http://127.0.0.1:{silent.getsockname()[1]}/v1",
+            max_retries=0,
+            timeout=0.5,
+        )
+        scorer = OpenAICompatibleScorer("smollm2", client=client, bos_text="<|im_start|>")
+        valuator = CounterfactualValuator(
+            value_decision=model_valuation(LeaveOneOut(), scorer), batch_every=3
+        )
+        memory = make_memory(valuator=valuator)
+        memory.observe(msg.user("Book HAT069 for mia_li_3668"))
+        with caplog.at_level("WARNING", logger="damc"):
+            for step, tool in enumerate(("get_user_details", "search_direct_flight", "book_reservation")):
+                memory.build(budget=400)
+                memory.observe(msg.call(f"call_{step}", tool, {"user_id": "mia_li_3668"}))
+                memory.observe(msg.result(f"call_{step}", tool, {"status": "ok", "step": step}))
+
+    assert valuator.pending == 0 and len(valuator.book) == 0  # the agent went on
+    # the first decision, a user turn alone, has no card to leave out: it needs no model
+    assert caplog.text.count("could not value decision") == 1
+    assert "at seq 3 (Request timed out.); the batch ends here, 1 left unvalued" in caplog.text
