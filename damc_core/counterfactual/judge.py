@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from ..checks import finite_number, in_unit, whole_number
 from ..errors import ConfigError
 from ..types import Card, Score, ScoredCard
 from ..value import ValuationContext
@@ -121,10 +122,12 @@ class LLMJudgeValuator:
         max_cards: int = 24,
         cache_size: int = 4096,
     ) -> None:
-        if not 0 <= default <= 1:
-            raise ConfigError(f"default must be in [0, 1], got {default}")
-        if max_cards < 0:
-            raise ConfigError(f"max_cards must be >= 0, got {max_cards}")
+        if not in_unit(default):
+            raise ConfigError(f"default must be a number in [0, 1], got {default!r}")
+        if not whole_number(max_cards) or max_cards < 0:
+            raise ConfigError(f"max_cards must be a whole number >= 0, got {max_cards!r}")
+        if not whole_number(cache_size) or cache_size < 0:  # else the first rating stored fails
+            raise ConfigError(f"cache_size must be a whole number >= 0, got {cache_size!r}")
         if "{card}" not in prompt or "{query}" not in prompt:
             raise ConfigError("prompt must contain the {card} and {query} placeholders")
         self.model = model
@@ -209,8 +212,8 @@ class OpenAIJudge:
         max_tokens: int = 80,
         timeout: float | None = 120.0,
     ) -> None:
-        if timeout is not None and not timeout > 0:
-            raise ConfigError(f"timeout must be > 0 seconds (or None for the client's own), got {timeout}")
+        if timeout is not None and not (finite_number(timeout) and timeout > 0):
+            raise ConfigError(f"timeout must be > 0 seconds (or None for the client's own), got {timeout!r}")
         self.client = client
         self.model = model
         self.temperature = temperature

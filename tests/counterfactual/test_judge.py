@@ -237,10 +237,24 @@ def test_judge_combines_with_heuristics_and_keeps_both_provenances(airline_messa
     assert endpoint.requests
 
 
+@pytest.mark.parametrize(
+    ("setting", "match"),
+    [
+        ({"default": 3}, "default must be a number in"),
+        ({"default": "0.3"}, "default must be a number in"),
+        ({"max_cards": "24"}, "max_cards must be a whole number"),
+        ({"max_cards": 2.5}, "max_cards must be a whole number"),
+        ({"cache_size": "4096"}, "cache_size must be a whole number"),
+    ],
+)
+def test_judge_settings_read_from_a_config_file_are_checked_when_made(setting, match):
+    """Each would pass unchecked and fail inside the agent's first build, or at the first rating."""
+    with pytest.raises(ConfigError, match=match):
+        LLMJudgeValuator(openai_judge(RecordingEndpoint("SCORE: 1")), **setting)
+
+
 def test_judge_settings_are_checked_when_made():
     endpoint = RecordingEndpoint("SCORE: 1")
-    with pytest.raises(ConfigError, match="default must be in"):
-        LLMJudgeValuator(openai_judge(endpoint), default=3)
     with pytest.raises(ConfigError, match="placeholders"):
         LLMJudgeValuator(openai_judge(endpoint), prompt="Rate this")
 
@@ -293,3 +307,5 @@ def test_a_judge_timeout_that_is_not_a_positive_number_is_a_config_error():
     endpoint = RecordingEndpoint("SCORE: 1")
     with pytest.raises(ConfigError, match="timeout must be > 0 seconds"):
         OpenAIJudge(openai_judge(endpoint).client, model="judge-mini", timeout=0)
+    with pytest.raises(ConfigError, match="timeout must be > 0 seconds"):
+        OpenAIJudge(openai_judge(endpoint).client, model="judge-mini", timeout="30")
