@@ -264,7 +264,9 @@ def _pending_in_series(cards: Sequence[Card]) -> frozenset[str]:
     """Ids of the lookups of an entity, made before a state-changing tool acted on two or more
     others by the same argument (``reservation_id``), that it has not acted on: the entities were
     looked up, then gone through, and these are next (see ``PENDING_IN_SERIES``). A lookup after
-    the last action is the agent's current view, valued as such."""
+    the last action is the agent's current view, valued as such. With them, the next lookup of a
+    run whose values later calls took in order (``_next_to_take``) and the lists of ids looked up
+    in their order (``_lists_gone_through``)."""
     acted: dict[str, set[str]] = {}
     last_act: dict[str, int] = {}
     lookups: list[tuple[Card, frozenset[tuple[str, str]]]] = []
