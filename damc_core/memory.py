@@ -1929,8 +1929,9 @@ def _kept_reason(scored: ScoredCard) -> str:
 def normalize_event(event: Mapping[str, Any] | Any) -> tuple[Message, str]:
     """An OpenAI-style message dict and its verbatim JSON body, whatever the caller passed.
 
-    ``None`` content stays ``None``; bytes become text (or base64 when not UTF-8); content that is
-    not JSON-serializable is kept as its ``repr``; a non-mapping event becomes an ``unknown`` note.
+    ``None`` content stays ``None``; bytes become text (or base64 when not UTF-8); a NumPy array
+    becomes its items (its ``repr`` leaves out the middle of a long one); content that is not
+    JSON-serializable is kept as its ``repr``; a non-mapping event becomes an ``unknown`` note.
     """
     event = _model_fields(_first_choice(event))
     message = dict(event) if isinstance(event, Mapping) else {"role": "unknown", "content": event}
@@ -1938,6 +1939,8 @@ def normalize_event(event: Mapping[str, Any] | Any) -> tuple[Message, str]:
     if isinstance(calls, (list, tuple)) and not all(isinstance(call, Mapping) for call in calls):
         message["tool_calls"] = [_model_fields(call) for call in calls]  # ``msg.tool_calls`` in a dict
     content = message.get("content")
+    if isinstance(content, np.ndarray):
+        content = message["content"] = content.tolist()
     if isinstance(content, (bytes, bytearray)):
         try:
             message["content"] = bytes(content).decode("utf-8")

@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 from llama_index.core.base.llms.types import (
     ChatMessage,
     ContentBlock,
@@ -940,8 +941,12 @@ def _tool_content(output: ToolOutput) -> Any:
     """What a tool returned: its ``raw_output`` when that is JSON data (``ToolOutput.content`` is
     its Python repr), else its text, with the media blocks it holds named as a message's text names
     them (``ToolOutput.content`` leaves out a picture the tool returned). A pydantic model (or a
-    list of them) is its data: ``ToolOutput.content`` is the model's ``str``, no repr of it."""
+    list of them) is its data: ``ToolOutput.content`` is the model's ``str``, no repr of it. Bytes
+    and a NumPy array are left to the memory, which reads them as text and as rows
+    (``ToolOutput.content`` is ``b'...'`` and the array's printout, without commas)."""
     raw = _model_data(output.raw_output)
+    if isinstance(raw, (bytes, bytearray, np.ndarray)):
+        return raw
     if isinstance(raw, (dict, list)):
         try:
             json.dumps(raw)

@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import pytest
 
 from damc_core import (
@@ -179,6 +180,18 @@ def test_utf8_bytes_are_decoded(memory, msg):
     card = memory.observe(msg.result("call_1", "get_note", "Café ☕ order #W1".encode()))
 
     assert memory.recall(card.id)["content"] == "Café ☕ order #W1"
+
+
+def test_a_numpy_array_is_stored_whole_and_read_as_rows(memory, msg):
+    seats = np.arange(4000).reshape(2000, 2)  # its repr prints "..." for all but the first and last rows
+    memory.observe(msg.call("call_1", "seat_map", {"flight": "HAT136"}))
+
+    card = memory.observe({"role": "tool", "tool_call_id": "call_1", "name": "seat_map", "content": seats})
+
+    assert json.loads(memory.recall(card.id)["content"]) == seats.tolist()
+    (table,) = card.tables
+    assert len(table.rows) + table.left_out == 2000
+    assert table.rows[0] == ("0", "1")
 
 
 @pytest.mark.parametrize("role", ["user", "assistant", "tool"])

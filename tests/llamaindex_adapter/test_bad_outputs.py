@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from decimal import Decimal
 
+import numpy as np
 import pytest
 from llama_index.core.agent.workflow import FunctionAgent, ReActAgent
 from llama_index.core.tools import FunctionTool
@@ -32,12 +33,12 @@ OUTPUTS = {
 }
 
 
-def make_tool(output):
+def make_tool(output, name="lookup"):
     def lookup(query: str):
         """Returns whatever the backend sent."""
         return output
 
-    return FunctionTool.from_defaults(lookup)
+    return FunctionTool.from_defaults(lookup, name=name)
 
 
 def memory():
@@ -90,6 +91,34 @@ def test_a_record_json_cannot_encode_still_becomes_a_structured_card(recording_l
     (card,) = [c for c in damc.cards() if c.kind is CardKind.TOOL_RESULT]
     facts = {fact.path: fact.value for fact in card.facts}
     assert facts == {"reservation_id": "ZFA04Y", "departs": "2024-05-20T09:05:00", "fare": "129.50"}
+
+
+@pytest.mark.parametrize("agent_kind", ["function", "react"])
+@pytest.mark.parametrize("surface", ["memory", "llm", "spans"])
+def test_bytes_are_read_as_text_and_an_array_as_rows(recording_llm, agent_kind, surface):
+    """As the LangChain adapter reads them; ``ToolOutput.content`` is ``b'...'`` and the array's
+    printout, which has no commas to read rows from."""
+    fares = np.array([[129, 2], [99, 0]])
+    if agent_kind == "function":
+        replies = [call("receipt", {"query": "ZFA04Y"}, "b1"), call("fares", {"query": "HAT136"}, "b2")]
+        model = recording_llm(*replies, Message(role="assistant", content="done"))
+    else:
+        replies = [react("receipt", {"query": "ZFA04Y"}), react("fares", {"query": "HAT136"})]
+        model = recording_llm(*replies, react_answer("done"), function_calling=False)
+    damc = memory()
+    llm = DamcLLM(llm=model, memory=damc) if surface == "llm" else model
+    tools = [make_tool(b"PNR ZFA04Y confirmed", "receipt"), make_tool(fares, "fares")]
+    agent = (FunctionAgent if agent_kind == "function" else ReActAgent)(tools=tools, llm=llm)
+    handler = DamcSpanHandler.attach(damc, agent) if surface == "spans" else None
+    try:
+        run(agent, "look it up", memory=DamcMemory(memory=damc) if surface == "memory" else None)
+    finally:
+        if handler is not None:
+            handler.detach()
+
+    receipt, table = [c for c in damc.cards() if c.kind is CardKind.TOOL_RESULT]
+    assert receipt.text == "PNR ZFA04Y confirmed"
+    assert table.tables[0].rows == (("129", "2"), ("99", "0"))
 
 
 @pytest.mark.parametrize("agent_kind", ["function", "react"])
