@@ -40,7 +40,7 @@ from llama_index.core.types import Model, TokenAsyncGen, TokenGen
 from damc_core import DecisionMemory
 
 from ._recorder import Recorder, args_key, message_text, parse_react, recorder_for
-from .recall import offers_recall
+from .recall import lists_recall, offers_recall
 
 if TYPE_CHECKING:
     from llama_index.core.chat_engine.types import AgentChatResponse
@@ -107,7 +107,8 @@ class DamcLLM(FunctionCallingLLM):
     def context(self, messages: Sequence[ChatMessage], *, recall_tool: bool = False) -> list[ChatMessage]:
         """What the wrapped model receives instead of ``messages``; ``messages`` themselves on any
         failure, so the agent never stops because of DAMC. ``recall_tool``: the model is given the
-        ``recall`` tool with them (see ``DecisionMemory.build``)."""
+        ``recall`` tool with them (see ``DecisionMemory.build``); a ReAct prompt that describes it
+        says so by itself."""
         try:
             return self._context(list(messages), recall_tool)
         except Exception:
@@ -119,6 +120,7 @@ class DamcLLM(FunctionCallingLLM):
         head = 0
         while head < len(messages) and _is_prompt(messages[head], produced):
             head += 1
+        recall_tool = recall_tool or any(lists_recall(message_text(m)) for m in messages[:head])
         rest = messages[head:]
         closing: list[ChatMessage] = []  # an instruction the agent appends for this call only
         while rest and rest[-1].role == MessageRole.SYSTEM:  # ("You have reached the maximum ...")

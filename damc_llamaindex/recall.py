@@ -42,3 +42,9 @@ def offers_recall(tools: Iterable[BaseTool]) -> bool:
     """Whether the model is given a tool named ``recall``: only then does the memory section tell
     it that a card can be recalled."""
     return any(tool.metadata.name == _SPEC["name"] for tool in tools)
+
+
+def lists_recall(prompt: str) -> bool:
+    """Whether a ReAct prompt describes the ``recall`` tool, as ``ReActAgent`` lists each of its
+    tools (``> Tool Name: recall``): the model it calls gets the tools in no other way."""
+    return f"> Tool Name: {_SPEC['name']}\n" in prompt

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 
-from llama_index.core.agent.workflow import FunctionAgent
+import pytest
+from llama_index.core.agent.workflow import FunctionAgent, ReActAgent
 from llama_index.core.base.llms.types import ChatMessage
 
 from damc_llamaindex import DamcLLM, DamcMemory, recall_tool
 
-from .scenario import FLIGHTS, TOOLS, call, damc, run, text
+from .scenario import FLIGHTS, TOOLS, call, damc, react, react_answer, run, text
 
 LAST = FLIGHTS[-1]
 
@@ -50,6 +51,27 @@ def test_without_the_recall_tool_the_memory_section_does_not_speak_of_it(recordi
 
     assert "<memory>" in text(model.received[2])
     assert "recall(" not in text(model.received[2])  # no tool to call, so none is spoken of
+
+
+@pytest.mark.parametrize("with_recall", [True, False])
+def test_a_react_agent_is_told_of_recall_when_its_tools_hold_it(recording_llm, with_recall):
+    """ReAct's model gets no tool list, only the prompt that describes each tool: that tells
+    ``DamcLLM`` whether the memory section may speak of recall."""
+    model = recording_llm(
+        react("search_flights", {"date": "2024-05-20"}),
+        react_answer("There are flights."),
+        react_answer("HAT136 is the last one."),
+        function_calling=False,
+    )
+    memory = damc(budget=350)
+    tools = [*TOOLS, recall_tool(memory)] if with_recall else TOOLS
+    agent = ReActAgent(tools=tools, llm=DamcLLM(llm=model, memory=memory))
+
+    run(agent, "Which flights are there on 2024-05-20?", memory=DamcMemory(memory=memory))
+    run(agent, "Which is the last one?", memory=DamcMemory(memory=memory))
+
+    assert "<memory>" in text(model.received[2])
+    assert ("recall(id)" in text(model.received[2])) is with_recall
 
 
 def shown(prompt):
