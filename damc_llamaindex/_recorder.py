@@ -436,6 +436,19 @@ class Recorder:
         except Exception:
             logger.exception("damc: recording the agent's answer failed; the agent goes on")
 
+    def record_direct_answer(self, reply: ChatMessage) -> None:
+        """The output of a ``return_direct`` tool, the answer of the run it stops: no model call
+        follows to hand it over. The agent put it in its memory a moment before (a ``DamcMemory``
+        recorded it then, in a ReAct transcript too): it is not recorded twice."""
+        with self._lock:
+            turn = _text_turn(reply)
+            for key in reversed(self._text_order):
+                if key == turn:
+                    return
+                if key[0] == "user":
+                    break
+            self.record_answer(reply)
+
     def holds_text(self, message: ChatMessage) -> bool:
         """Whether a message with this role and text was recorded already."""
         with self._lock:

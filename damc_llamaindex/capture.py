@@ -36,7 +36,7 @@ from llama_index.core.instrumentation.span import SimpleSpan
 from llama_index.core.instrumentation.span_handlers import BaseSpanHandler
 from llama_index.core.llms.llm import ToolSelection
 from llama_index.core.tools import BaseTool, ToolOutput
-from llama_index.core.workflow import Workflow
+from llama_index.core.workflow import StopEvent, Workflow
 from llama_index_instrumentation import get_dispatcher
 
 from damc_core import DecisionMemory
@@ -52,8 +52,9 @@ _RUN = ".run-"
 _START = ".init_run-"
 """An agent run's first step: its start event holds the run's ``memory=``."""
 _AGENT_STEP = ".run_agent_step-"
-_STEPS = (_AGENT_STEP, ".call_tool-")
-"""The agent steps followed: one model reply (with the tool calls it asks for), one tool call."""
+_STEPS = (_AGENT_STEP, ".call_tool-", ".aggregate_tool_results-")
+"""The agent steps followed: one model reply (with the tool calls it asks for), one tool call, and
+the step that ends a run with the output of a ``return_direct`` tool as its answer."""
 _TOOL = (".acall-", ".call-")
 """A tool's own call; recorded only when no agent step around it is followed."""
 _RUNS_KEPT = 4096
@@ -205,6 +206,10 @@ class _ToolSpans(BaseSpanHandler[SimpleSpan]):
                 _record_result(owner, result)
             elif owner is not None and isinstance(result, AgentOutput):
                 _expect_calls(owner, result)
+            elif (
+                owner is not None and isinstance(result, StopEvent) and isinstance(result.result, AgentOutput)
+            ):
+                owner.record_direct_answer(result.result.response)
             elif owner is not None and isinstance(instance, BaseTool) and isinstance(result, ToolOutput):
                 _record_tool(owner, instance, bound_args, result)
         except Exception:  # never raise into the instrumented code
@@ -324,8 +329,8 @@ class DamcSpanHandler(_ToolSpans):
 
 
 class DamcEventRecorder:
-    """Records the tool calls (``AgentOutput``) and results (``ToolCallResult``) of a workflow's
-    event stream.
+    """Records the tool calls (``AgentOutput``), results (``ToolCallResult``) and the answer a
+    ``return_direct`` tool gives (``StopEvent``) of a workflow's event stream.
 
     >>> recorder = DamcEventRecorder(memory)
     >>> async for event in recorder.relay(agent.run("...").stream_events()):
@@ -341,6 +346,8 @@ class DamcEventRecorder:
             _record_result(self._recorder, event)
         elif isinstance(event, AgentOutput):
             _expect_calls(self._recorder, event)
+        elif isinstance(event, StopEvent) and isinstance(event.result, AgentOutput):
+            self._recorder.record_direct_answer(event.result.response)
 
     async def relay(self, events: AsyncIterator[Any]) -> AsyncIterator[Any]:
         """Yield every event of ``events`` unchanged, recording tool calls and results on the way."""

@@ -515,3 +515,33 @@ def test_a_react_thought_is_kept_with_the_call_it_led_to(recording_llm, spans, s
     call_turn, result = recorded_tool_turns(memory)
     assert call_turn[:2] == ("assistant", thought)
     assert result[0] == "tool" and result[2] == call_turn[2]
+
+
+@pytest.mark.parametrize("agent_class", [FunctionAgent, ReActAgent])
+@pytest.mark.parametrize("surface", ["spans", "events"])
+def test_the_answer_a_return_direct_tool_gives_is_recorded_once(recording_llm, spans, agent_class, surface):
+    def order_status(order_id: str) -> str:
+        """The shipping status of an order."""
+        return f"Order {order_id} shipped on 2024-05-20."
+
+    if agent_class is FunctionAgent:
+        model = recording_llm(call("order_status", {"order_id": "W1"}, "s1"))
+    else:
+        model = recording_llm(react("order_status", {"order_id": "W1"}), function_calling=False)
+    agent = agent_class(tools=[FunctionTool.from_defaults(order_status, return_direct=True)], llm=model)
+    memory = damc()
+    recorder = DamcEventRecorder(memory)
+    if surface == "spans":
+        spans(memory, agent)
+
+    async def go():
+        handler = agent.run("Where is order W1?")
+        events = handler.stream_events()
+        async for _ in recorder.relay(events) if surface == "events" else events:
+            pass
+        return await handler
+
+    answer = asyncio.run(go())
+
+    said = [m["content"] for m in memory.messages() if m["role"] == "assistant" and not m.get("tool_calls")]
+    assert said == [str(answer)] == ["Order W1 shipped on 2024-05-20."]

@@ -784,3 +784,52 @@ def test_the_memory_section_reaches_the_model_once_whichever_role_damc_memory_gi
     assert text(follow_up).count("<memory>") == 1
     assert follow_up[0].content.startswith("You book.\n\n<memory>")
     assert follow_up[-1].content == FOLLOW_UP
+
+
+@pytest.mark.parametrize("agent_kind", ["function", "react"])
+@pytest.mark.parametrize("with_memory", [False, True])
+def test_the_answer_a_return_direct_tool_gives_is_the_assistant_s_answer(
+    recording_llm, agent_kind, with_memory
+):
+    """The run stops with the tool's output as its answer, and no model call follows to show it."""
+
+    def order_status(order_id: str) -> str:
+        """The shipping status of an order."""
+        return f"Order {order_id} shipped on 2024-05-20."
+
+    tool = FunctionTool.from_defaults(order_status, return_direct=True)
+    if agent_kind == "function":
+        replies = [
+            call("order_status", {"order_id": "W1"}, "s1"),
+            ChatMessage(role="assistant", content="Bye."),
+        ]
+        model = recording_llm(*replies)
+    else:
+        model = recording_llm(
+            react("order_status", {"order_id": "W1"}), react_answer("Bye."), function_calling=False
+        )
+    memory = damc()
+    agent = (FunctionAgent if agent_kind == "function" else ReActAgent)(
+        tools=[tool], llm=DamcLLM(llm=model, memory=memory)
+    )
+    ctx = Context(agent)
+    given = {"memory": DamcMemory(memory=memory)} if with_memory else {}
+
+    async def go():
+        answer = await agent.run("Where is order W1?", ctx=ctx, **given)
+        await agent.run("Thanks.", ctx=ctx, **given)
+        return answer
+
+    answer = asyncio.run(go())
+
+    assert str(answer) == "Order W1 shipped on 2024-05-20."
+    assert [c.summary.removeprefix(f"[{c.id}] ") for c in memory.cards() if c.kind.value != "tool_call"] == [
+        "user: Where is order W1?",
+        "order_status(order_id=W1) -> Order W1 shipped on 2024-05-20.",
+        "assistant: Order W1 shipped on 2024-05-20.",
+        "user: Thanks.",
+        "assistant: Bye.",
+    ]
+    assert ("assistant", "Order W1 shipped on 2024-05-20.") in [
+        (m.role.value, m.content) for m in model.received[1]
+    ]
