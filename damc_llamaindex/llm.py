@@ -37,7 +37,7 @@ from llama_index.core.prompts import BasePromptTemplate, PromptTemplate
 from llama_index.core.tools import BaseTool
 from llama_index.core.types import Model, TokenAsyncGen, TokenGen
 
-from damc_core import DecisionMemory
+from damc_core import RECALL_TOOL, DecisionMemory
 
 from ._recorder import Recorder, args_key, message_text, parse_react, recorder_for
 from .recall import lists_recall, offers_recall
@@ -146,7 +146,9 @@ class DamcLLM(FunctionCallingLLM):
         built = self.memory.build(system=system, budget=self.budget, exclude=exclude, recall_tool=recall_tool)
         converted = _with_memory_blocks(self._recorder.to_chat_messages(built.messages), blocks)
         for index, card in cards.items():
-            if card.tokens < card.raw_tokens:
+            # a recall's observation is the record the model asked for whole: its card would cut
+            # it again, and the model would recall it again
+            if card.tokens < card.raw_tokens and card.tool_name != RECALL_TOOL["function"]["name"]:
                 tail[index] = ChatMessage(role=tail[index].role, content=f"Observation: {card.summary}")
         return [*converted, *retry, *tail, *closing]
 

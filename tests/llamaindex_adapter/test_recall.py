@@ -7,6 +7,7 @@ import json
 import pytest
 from llama_index.core.agent.workflow import FunctionAgent, ReActAgent
 from llama_index.core.base.llms.types import ChatMessage
+from llama_index.core.tools import FunctionTool
 
 from damc_llamaindex import DamcLLM, DamcMemory, recall_tool
 
@@ -72,6 +73,34 @@ def test_a_react_agent_is_told_of_recall_when_its_tools_hold_it(recording_llm, w
 
     assert "<memory>" in text(model.received[2])
     assert ("recall(id)" in text(model.received[2])) is with_recall
+
+
+def test_a_react_agent_reads_the_record_it_recalled_whole(recording_llm):
+    """ReAct's observations reach the model as their cards when shorter, but not a recall's: the
+    model asked for the record behind a card, and its card would leave out again what it needs."""
+    log = "\n".join(
+        f"10:{i // 60:02d}:{i % 60:02d} worker-{i % 7} heartbeat ok, depth {i * 3 % 17}" for i in range(120)
+    )
+
+    def read_log(service: str) -> str:
+        """The service's log."""
+        return log
+
+    model = recording_llm(
+        react("read_log", {"service": "refunds"}),
+        react("recall", {"card_id": "c2"}),
+        react_answer("The workers are all up."),
+        function_calling=False,
+    )
+    memory = damc(budget=350)
+    tools = [FunctionTool.from_defaults(read_log), recall_tool(memory)]
+    agent = ReActAgent(tools=tools, llm=DamcLLM(llm=model, memory=memory))
+
+    run(agent, "Are the refund workers up?")
+
+    read, recalled = model.received[2][-3], model.received[2][-1]
+    assert log not in read.content  # the log's card stands for it
+    assert recalled.content == f"Observation: {log}"
 
 
 def shown(prompt):
