@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ..checks import finite_number
 from ..errors import ConfigError
 from .problem import ScoreRequest
 from .scorer import ContextTooLong
@@ -20,7 +21,9 @@ class OpenAICompatibleScorer:
     """``log P(continuation | context)`` from a ``/v1/completions`` endpoint with ``echo`` and ``logprobs``.
 
     ``client`` is an ``openai.OpenAI`` client; without one, a client is made for ``base_url``
-    (``api_key`` defaults to a placeholder: local servers ignore it). ``bos_text`` goes before
+    (``api_key`` defaults to a placeholder: local servers ignore it). ``timeout`` (seconds a
+    request may take) applies to either; ``None`` keeps a given client's own and gives a made one
+    120 s. ``bos_text`` goes before
     every prompt: the model's beginning-of-sequence token as text, for a server that scores the
     echoed prompt right only after one. llama-cpp-python's server pairs each echoed token with
     the logits *after* it when the model adds no such token itself (SmolLM2: pass
@@ -34,11 +37,17 @@ class OpenAICompatibleScorer:
         base_url: str | None = None,
         api_key: str | None = None,
         client: Any | None = None,
-        timeout: float = 120.0,
+        timeout: float | None = None,
         bos_text: str = "",
     ) -> None:
-        if not model:
-            raise ConfigError("OpenAICompatibleScorer needs the served model's name")
+        if not isinstance(model, str) or not model:
+            raise ConfigError(f"OpenAICompatibleScorer needs the served model's name, got {model!r}")
+        if timeout is not None and not (finite_number(timeout) and timeout > 0):
+            raise ConfigError(f"timeout must be > 0 seconds (or None for the client's own), got {timeout!r}")
+        if not isinstance(bos_text, str):  # else every prompt fails at the first score
+            raise ConfigError(f"bos_text must be text ('' for none), got {bos_text!r}")
+        if client is not None and timeout is not None:
+            client = client.with_options(timeout=timeout)
         if client is None:
             if base_url is None:
                 raise ConfigError(
@@ -48,7 +57,7 @@ class OpenAICompatibleScorer:
                 import openai
             except ImportError as exc:
                 raise ConfigError("OpenAICompatibleScorer needs openai; pip install 'damc[openai]'") from exc
-            client = openai.OpenAI(base_url=base_url, api_key=api_key or "unused", timeout=timeout)
+            client = openai.OpenAI(base_url=base_url, api_key=api_key or "unused", timeout=timeout or 120.0)
         self.model = model
         self.client = client
         self.bos_text = bos_text

@@ -84,6 +84,47 @@ def test_settings_are_checked_when_the_scorer_is_made():
         OpenAICompatibleScorer("", base_url="http://127.0.0.1:9/v1")
 
 
+@pytest.mark.parametrize(
+    ("setting", "match"),
+    [
+        ({"bos_text": None}, "bos_text must be text"),
+        ({"timeout": "30"}, "timeout must be > 0 seconds"),
+        ({"timeout": 0}, "timeout must be > 0 seconds"),
+    ],
+)
+def test_settings_read_from_a_config_file_are_checked_when_the_scorer_is_made(setting, match):
+    """Each would pass unchecked and fail at the first score, inside the agent's step."""
+    import openai
+
+    client = openai.OpenAI(api_key="local", base_url="http://127.0.0.1:9/v1")
+    with pytest.raises(ConfigError, match=match):
+        OpenAICompatibleScorer("smollm2", client=client, **setting)
+
+
+def test_the_timeout_given_holds_for_a_client_passed_in():
+    """The caller's own client keeps the ``openai`` package's 10 minutes a try unless the scorer's
+    ``timeout`` applies to it."""
+    import socket
+    import time
+
+    import openai
+
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        client = openai.OpenAI(
+            api_key="local", base_url=f"http://127.0.0.1:{silent.getsockname()[1]}/v1", max_retries=0
+        )
+        scorer = OpenAICompatibleScorer("smollm2", client=client, timeout=0.5)
+
+        started = time.monotonic()
+        with pytest.raises(openai.APITimeoutError):
+            scorer.score([ScoreRequest("Next tool call:", " book_reservation(HAT069)")])
+
+    assert time.monotonic() - started < 5
+    assert client.timeout == openai.DEFAULT_TIMEOUT  # the caller's client itself is left as it was
+
+
 def test_a_prompt_longer_than_the_server_context_is_context_too_long(completion_server):
     from damc_core.counterfactual import ContextTooLong
 
