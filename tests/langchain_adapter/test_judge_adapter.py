@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 
 from damc_core.counterfactual.judge import LLMJudgeValuator
+from damc_core.errors import ConfigError
 from damc_core.types import DecisionFocus
 from damc_core.value import ValuationContext
 from damc_langchain import ChatModelJudge
@@ -83,3 +85,40 @@ def test_the_judges_reply_is_not_streamed_as_the_agents_answer(recording_model):
 
     assert judge.received  # the judge rated the cards of every model call
     assert streamed == [m.content for m in SCRIPT]
+
+
+def test_a_judge_whose_server_stopped_answering_holds_the_step_for_its_timeout_only(make_memory, caplog):
+    """``ChatOpenAI`` waits 10 minutes a try by default; the judge gives up after its own timeout and
+    the card keeps the default."""
+    import socket
+    import time
+
+    from langchain_openai import ChatOpenAI
+
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        model = ChatOpenAI(
+            model="judge-mini",
+            api_key="local",
+            base_url=f"http://127.0.0.1:{silent.getsockname()[1]}/v1",
+            max_retries=0,
+        )
+        memory = make_memory()
+        memory.observe({"role": "user", "content": "Book HAT069 for mia_li_3668"})
+        judge = LLMJudgeValuator(ChatModelJudge(model, timeout=0.5), default=0.4)
+
+        started = time.monotonic()
+        with caplog.at_level("WARNING", logger="damc"):
+            (scored,) = judge.value(memory.cards(), context=ValuationContext(DecisionFocus(), 1, 0.0))
+
+    assert time.monotonic() - started < 5
+    assert scored.value == 0.4
+    assert scored.scores[0].provenance == "judge langchain:openai-chat failed (TimeoutError); default"
+    assert "gave no rating within 0.5 s" in caplog.text
+
+
+def test_a_judge_timeout_that_is_not_a_positive_number_is_a_config_error(recording_model):
+    for timeout in (0, "30", float("nan")):
+        with pytest.raises(ConfigError, match="timeout must be > 0 seconds"):
+            ChatModelJudge(recording_model(), timeout=timeout)
