@@ -136,11 +136,16 @@ class LLMJudgeValuator:
         self.max_cards = max_cards
         self.cache_size = cache_size
         self._cache: dict[tuple[str, str, str], Score] = {}
+        self._failed: tuple[ValuationContext, str] | None = None
+        """The decision whose rating failed for every card, and that card: a build values its
+        candidates and then its recent results in the same context, which would otherwise wait
+        out a server that is down once more."""
         self._lock = threading.Lock()
 
     def value(self, cards: Sequence[Card], *, context: ValuationContext) -> list[ScoredCard]:
         rated = {c.id for c in sorted(cards, key=lambda c: -c.seq)[: self.max_cards]}
-        failed: str | None = None
+        with self._lock:
+            failed = self._failed[1] if self._failed is not None and self._failed[0] is context else None
         out = []
         for card in cards:
             if card.id in rated:
@@ -149,6 +154,9 @@ class LLMJudgeValuator:
             else:
                 score = Score("judge", self.default, f"judge {self.model.name}: not rated (max_cards)")
             out.append(ScoredCard(card, score.value, (score,)))
+        if failed is not None:
+            with self._lock:
+                self._failed = (context, failed)
         return out
 
     def _rate(self, card: Card, query: str, failed: str | None) -> tuple[Score, Exception | None]:

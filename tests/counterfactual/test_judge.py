@@ -309,3 +309,36 @@ def test_a_judge_timeout_that_is_not_a_positive_number_is_a_config_error():
         OpenAIJudge(openai_judge(endpoint).client, model="judge-mini", timeout=0)
     with pytest.raises(ConfigError, match="timeout must be > 0 seconds"):
         OpenAIJudge(openai_judge(endpoint).client, model="judge-mini", timeout="30")
+
+
+def test_a_judge_that_failed_is_not_asked_again_in_the_same_build(airline_messages, make_memory):
+    """A build values its memory candidates, then the tool results of its recent window: a server
+    that is down (or times out) would be waited on twice per step."""
+    refused: list[httpx.Request] = []
+
+    def refuse(request: httpx.Request) -> httpx.Response:
+        refused.append(request)
+        return httpx.Response(503, json={"error": {"message": "overloaded"}})
+
+    client = openai.OpenAI(
+        api_key="local",
+        base_url="http://judge.local/v1",
+        http_client=httpx.Client(transport=httpx.MockTransport(refuse)),
+        max_retries=0,
+    )
+    memory = make_memory(valuator=LLMJudgeValuator(OpenAIJudge(client, model="judge-mini"), default=0.4))
+    for message in airline_messages[:10]:  # the booking's result is the newest message
+        memory.observe(message)
+    assert memory.build(budget=600).messages[-1]["role"] == "tool"
+    assert len(refused) == 1
+
+    memory.observe(airline_messages[10])
+    memory.observe({"role": "user", "content": "Now book the return flight, SEA to JFK"})
+    memory.observe_tool(
+        "search_direct_flight", {"origin": "SEA", "destination": "JFK"}, [{"flight": "HAT112"}]
+    )
+    built = memory.build(budget=600)
+
+    assert len(refused) == 2  # the next decision asks again
+    judged = [s.provenance for d in built.decisions for s in d.scores if s.name == "judge"]
+    assert judged and all(" failed (" in why or "not asked" in why for why in judged)
