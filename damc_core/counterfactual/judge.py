@@ -208,7 +208,10 @@ def _fails_every_card(exc: Exception) -> bool:
 class OpenAIJudge:
     """A :class:`JudgeModel` over an ``openai.OpenAI`` client (or any with the same chat API).
 
-    Works with OpenAI-compatible servers too: pass a client made with their ``base_url``.
+    Works with OpenAI-compatible servers too: pass a client made with their ``base_url``. OpenAI's
+    reasoning models (o1, o3, o4-mini, gpt-5) refuse ``max_tokens`` and any ``temperature`` but
+    their default: pass ``temperature=None`` (none is sent) and ``max_completion_tokens`` (sent
+    instead of ``max_tokens``), with room for their reasoning, which it counts: ~1000.
     """
 
     def __init__(
@@ -216,16 +219,25 @@ class OpenAIJudge:
         client: Any,
         *,
         model: str,
-        temperature: float = 0.0,
+        temperature: float | None = 0.0,
         max_tokens: int = 80,
+        max_completion_tokens: int | None = None,
         timeout: float | None = 120.0,
     ) -> None:
         if timeout is not None and not (finite_number(timeout) and timeout > 0):
             raise ConfigError(f"timeout must be > 0 seconds (or None for the client's own), got {timeout!r}")
+        if temperature is not None and not (finite_number(temperature) and 0 <= temperature <= 2):
+            raise ConfigError(
+                f"temperature must be a number in [0, 2] (or None for the model's own), got {temperature!r}"
+            )
+        for setting, limit in (("max_tokens", max_tokens), ("max_completion_tokens", max_completion_tokens)):
+            if limit is not None and not (whole_number(limit) and limit > 0):
+                raise ConfigError(f"{setting} must be a whole number > 0, got {limit!r}")
         self.client = client
         self.model = model
         self.temperature = temperature
         self.max_tokens = max_tokens
+        self.max_completion_tokens = max_completion_tokens
         self.timeout = timeout
         """Seconds a rating may take (a small local model on a busy CPU reads a card of 1,400 tokens
         in over 30); ``None`` leaves it to the client, whose default (the ``openai`` package's: 10
@@ -237,12 +249,22 @@ class OpenAIJudge:
         return f"openai:{self.model}"
 
     def complete(self, prompt: str) -> str:
+        limit = (
+            {"max_completion_tokens": self.max_completion_tokens}
+            if self.max_completion_tokens is not None
+            else {"max_tokens": self.max_tokens}
+        )
         response = self.client.chat.completions.create(
             model=self.model,
             messages=[{"role": "user", "content": prompt}],
-            temperature=self.temperature,
-            max_tokens=self.max_tokens,
+            **limit,
+            **({"temperature": self.temperature} if self.temperature is not None else {}),
             **({"timeout": self.timeout} if self.timeout is not None else {}),
         )
-        content = response.choices[0].message.content if response.choices else None
+        choice = response.choices[0] if response.choices else None
+        content = choice.message.content if choice is not None else None
+        if not content and getattr(choice, "finish_reason", None) == "length":
+            # a reasoning model spent the limit thinking; so would it on every card
+            (setting, tokens), *_ = limit.items()
+            raise ValueError(f"the reply was cut at {setting}={tokens} before any text; give it more room")
         return content if isinstance(content, str) else ""

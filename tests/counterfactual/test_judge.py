@@ -342,3 +342,79 @@ def test_a_judge_that_failed_is_not_asked_again_in_the_same_build(airline_messag
     assert len(refused) == 2  # the next decision asks again
     judged = [s.provenance for d in built.decisions for s in d.scores if s.name == "judge"]
     assert judged and all(" failed (" in why or "not asked" in why for why in judged)
+
+
+class ReasoningEndpoint(RecordingEndpoint):
+    """Answers as OpenAI does for a reasoning model (o4-mini): ``max_tokens`` and a temperature
+    other than 1 are refused, and the first ``reasoning`` completion tokens go to its reasoning."""
+
+    reasoning = 200
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content)
+        if "max_tokens" in body:
+            return self.refuse(body, "max_tokens", "unsupported_parameter")
+        if body.get("temperature", 1) != 1:
+            return self.refuse(body, "temperature", "unsupported_value")
+        response = super().__call__(request)
+        if body.get("max_completion_tokens", 10_000) <= self.reasoning:
+            reply = json.loads(response.content)
+            reply["choices"][0].update(finish_reason="length", message={"role": "assistant", "content": ""})
+            return httpx.Response(200, json=reply)
+        return response
+
+    def refuse(self, body: dict, param: str, code: str) -> httpx.Response:
+        self.requests.append(body)
+        message = f"Unsupported parameter: '{param}' is not supported with this model."
+        error = {"message": message, "type": "invalid_request_error", "param": param, "code": code}
+        return httpx.Response(400, json={"error": error})
+
+
+def reasoning_judge(endpoint: RecordingEndpoint, **settings) -> OpenAIJudge:
+    client = openai_judge(endpoint).client
+    return OpenAIJudge(client, model="o4-mini", **settings)
+
+
+def test_a_reasoning_model_rates_cards_with_its_own_token_limit_and_no_temperature(make_memory):
+    endpoint = ReasoningEndpoint("SCORE: 9 - the user's id")
+    memory = make_memory()
+    memory.observe({"role": "user", "content": "Book HAT069 for mia_li_3668"})
+    judge = LLMJudgeValuator(reasoning_judge(endpoint, temperature=None, max_completion_tokens=1000))
+
+    (scored,) = judge.value(memory.cards(), context=ValuationContext(DecisionFocus(), 1, 0.0))
+
+    assert scored.value == 0.9
+    (request,) = endpoint.requests
+    assert request["max_completion_tokens"] == 1000
+    assert "max_tokens" not in request and "temperature" not in request
+
+
+def test_a_reasoning_model_that_spends_the_limit_thinking_says_so(make_memory, caplog):
+    """It replies with no text, cut at the limit: the same for every card, so the others are not asked."""
+    endpoint = ReasoningEndpoint("SCORE: 9 - the user's id")
+    memory = make_memory()
+    memory.observe({"role": "user", "content": "Book HAT069 for mia_li_3668"})
+    memory.observe({"role": "user", "content": "With my visa"})
+    judge = LLMJudgeValuator(
+        reasoning_judge(endpoint, temperature=None, max_completion_tokens=80), default=0.4
+    )
+
+    with caplog.at_level("WARNING", logger="damc"):
+        scored = judge.value(memory.cards(), context=ValuationContext(DecisionFocus(), 2, 0.0))
+
+    assert [s.value for s in scored] == [0.4, 0.4] and len(endpoint.requests) == 1
+    assert "the reply was cut at max_completion_tokens=80 before any text; give it more room" in caplog.text
+
+
+@pytest.mark.parametrize(
+    ("setting", "match"),
+    [
+        ({"temperature": "0"}, "temperature must be a number in"),
+        ({"temperature": 3.0}, "temperature must be a number in"),
+        ({"max_tokens": "80"}, "max_tokens must be a whole number > 0"),
+        ({"max_completion_tokens": 0}, "max_completion_tokens must be a whole number > 0"),
+    ],
+)
+def test_openai_judge_settings_are_checked_when_made(setting, match):
+    with pytest.raises(ConfigError, match=match):
+        reasoning_judge(RecordingEndpoint("SCORE: 1"), **setting)
