@@ -198,11 +198,15 @@ class LLMJudgeValuator:
 
 
 def _fails_every_card(exc: Exception) -> bool:
-    """Whether a judge's error would come back for any card: a server down, slow or failing.
-    Not a request error about this card's prompt (a 4xx, such as a card longer than the model's
-    context), after which the other cards can still be rated."""
+    """Whether a judge's error would come back for any card: a server down, slow or failing, a key
+    it refuses (401, 403), a model it does not serve (404), a setting it rejects (a 400 naming
+    ``max_tokens``). Not a request error about this card's prompt (a 400 such as a card longer
+    than the model's context), after which the other cards can still be rated."""
     status = getattr(exc, "status_code", None)
-    return not (isinstance(status, int) and 400 <= status < 500 and status not in (408, 429))
+    if status not in (400, 413, 422):
+        return True
+    param = getattr(exc, "param", None)
+    return isinstance(param, str) and re.split(r"[\[.]", param)[0] not in ("messages", "prompt", "input")
 
 
 class OpenAIJudge:

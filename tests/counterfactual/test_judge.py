@@ -418,3 +418,38 @@ def test_a_reasoning_model_that_spends_the_limit_thinking_says_so(make_memory, c
 def test_openai_judge_settings_are_checked_when_made(setting, match):
     with pytest.raises(ConfigError, match=match):
         reasoning_judge(RecordingEndpoint("SCORE: 1"), **setting)
+
+
+@pytest.mark.parametrize(
+    ("status", "error"),
+    [
+        (401, {"message": "Incorrect API key provided", "code": "invalid_api_key"}),
+        (404, {"message": "The model `judge-mini` does not exist", "code": "model_not_found"}),
+        (400, {"message": "Unsupported parameter: 'max_tokens'", "param": "max_tokens"}),
+    ],
+)
+def test_an_error_about_the_key_model_or_settings_is_not_asked_again_for_each_card(
+    status, error, airline_messages, make_memory
+):
+    """It is no card's own, unlike a card longer than the model's context: every card would get it."""
+    refused: list[httpx.Request] = []
+
+    def refuse(request: httpx.Request) -> httpx.Response:
+        refused.append(request)
+        return httpx.Response(status, json={"error": {"type": "invalid_request_error", **error}})
+
+    client = openai.OpenAI(
+        api_key="local",
+        base_url="http://judge.local/v1",
+        http_client=httpx.Client(transport=httpx.MockTransport(refuse)),
+        max_retries=0,
+    )
+    memory = make_memory()
+    for message in airline_messages[:6]:
+        memory.observe(message)
+    judge = LLMJudgeValuator(OpenAIJudge(client, model="judge-mini"), default=0.4)
+
+    scored = judge.value(memory.cards(), context=ValuationContext(DecisionFocus(), 6, 0.0))
+
+    assert {s.value for s in scored} == {0.4} and len(refused) == 1
+    assert sum("not asked, it failed on card" in s.scores[0].provenance for s in scored) == len(scored) - 1
