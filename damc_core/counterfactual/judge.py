@@ -238,15 +238,22 @@ class OpenAIJudge:
             if limit is not None and not (whole_number(limit) and limit > 0):
                 raise ConfigError(f"{setting} must be a whole number > 0, got {limit!r}")
         self.client = client
+        # each retry of the client's would wait out the timeout again (the ``openai`` package makes
+        # two): the step is held for the timeout once, then the card keeps the default
+        self._client = (
+            client.with_options(max_retries=0)
+            if timeout is not None and hasattr(client, "with_options")
+            else client
+        )
         self.model = model
         self.temperature = temperature
         self.max_tokens = max_tokens
         self.max_completion_tokens = max_completion_tokens
         self.timeout = timeout
-        """Seconds a rating may take (a small local model on a busy CPU reads a card of 1,400 tokens
-        in over 30); ``None`` leaves it to the client, whose default (the ``openai`` package's: 10
-        minutes, tried three times) would hold the agent's step that long on a server that stopped
-        answering."""
+        """Seconds a rating may take, tried once (a small local model on a busy CPU reads a card of
+        1,400 tokens in over 30); ``None`` leaves it to the client, whose default (the ``openai``
+        package's: 10 minutes, tried three times) would hold the agent's step that long on a server
+        that stopped answering."""
 
     @property
     def name(self) -> str:
@@ -258,7 +265,7 @@ class OpenAIJudge:
             if self.max_completion_tokens is not None
             else {"max_tokens": self.max_tokens}
         )
-        response = self.client.chat.completions.create(
+        response = self._client.chat.completions.create(
             model=self.model,
             messages=[{"role": "user", "content": prompt}],
             **limit,

@@ -303,6 +303,28 @@ def test_a_judge_server_that_stops_answering_holds_the_step_for_the_timeout_only
     assert "judge openai:judge-mini failed on card c0" in caplog.text
 
 
+def test_the_timeout_bounds_the_rating_with_the_clients_retries_too(make_memory):
+    """The ``openai`` package tries a request that timed out twice more: three timeouts, with waits
+    between, where the judge's timeout says one."""
+    import socket
+    import time
+
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        client = openai.OpenAI(api_key="local", base_url=f"http://127.0.0.1:{silent.getsockname()[1]}/v1")
+        memory = make_memory()
+        memory.observe({"role": "user", "content": "Book HAT069 for mia_li_3668"})
+        judge = LLMJudgeValuator(OpenAIJudge(client, model="judge-mini", timeout=1.0), default=0.4)
+
+        started = time.monotonic()
+        (scored,) = judge.value(memory.cards(), context=ValuationContext(DecisionFocus(), 1, 0.0))
+
+    assert time.monotonic() - started < 2.0
+    assert scored.scores[0].provenance == "judge openai:judge-mini failed (APITimeoutError); default"
+    assert client.max_retries == openai.DEFAULT_MAX_RETRIES  # the caller's client is left as it was
+
+
 def test_a_judge_timeout_that_is_not_a_positive_number_is_a_config_error():
     endpoint = RecordingEndpoint("SCORE: 1")
     with pytest.raises(ConfigError, match="timeout must be > 0 seconds"):
