@@ -100,10 +100,17 @@ class OpenAICompatibleScorer:
 
 def _context_length_exceeded(exc: Exception) -> bool:
     """Whether a request error is the server refusing a prompt longer than its context (OpenAI,
-    vLLM and llama.cpp's server answer 400 with this code or wording)."""
+    vLLM, llama-cpp-python's and llama.cpp's servers answer 400 with one of these codes or
+    wordings)."""
     if getattr(exc, "status_code", None) != 400:
         return False
-    return getattr(exc, "code", None) == "context_length_exceeded" or "maximum context length" in str(exc)
+    return (
+        getattr(exc, "code", None) == "context_length_exceeded"
+        or getattr(exc, "type", None) == "exceed_context_size_error"  # llama.cpp's server
+        or any(
+            words in str(exc) for words in ("maximum context length", "exceeds the available context size")
+        )
+    )
 
 
 def continuation_log_prob(

@@ -133,6 +133,38 @@ def test_a_prompt_longer_than_the_server_context_is_context_too_long(completion_
         endpoint.score([ScoreRequest("hello world " * 400, " ok")])
 
 
+def test_llama_cpps_server_refusing_a_prompt_longer_than_its_context_is_context_too_long():
+    """llama.cpp's own server (not llama-cpp-python's) words it differently; as its answer, recorded."""
+    import httpx
+    import openai
+
+    from damc_core.counterfactual import ContextTooLong
+
+    sent: list[httpx.Request] = []
+
+    def refuse(request: httpx.Request) -> httpx.Response:
+        sent.append(request)
+        error = {
+            "code": 400,
+            "message": "the request exceeds the available context size, try increasing it",
+            "type": "exceed_context_size_error",
+            "n_prompt_tokens": 1203,
+            "n_ctx": 512,
+        }
+        return httpx.Response(400, json={"error": error})
+
+    client = openai.OpenAI(
+        api_key="local",
+        base_url="http://llama-server.local/v1",
+        http_client=httpx.Client(transport=httpx.MockTransport(refuse)),
+        max_retries=0,
+    )
+    endpoint = OpenAICompatibleScorer("smollm2", client=client)
+    with pytest.raises(ContextTooLong, match="exceeds the available context size"):
+        endpoint.score([ScoreRequest("hello world " * 400, " ok")])
+    assert len(sent) == 1
+
+
 def test_a_continuation_with_multibyte_characters_is_scored_as_the_in_process_scorer_does(
     completion_server,
 ):
