@@ -25,6 +25,8 @@ class ChatModelJudge:
     answering. A rating past it is left to finish in the background, its reply unused."""
 
     def __init__(self, model: BaseChatModel | Runnable[Any, Any], *, timeout: float | None = 120.0) -> None:
+        if not callable(getattr(model, "invoke", None)):  # else every rating fails, logged at each build
+            raise ConfigError(f"ChatModelJudge needs a chat model or a runnable, got {model!r}")
         if timeout is not None and not (finite_number(timeout) and timeout > 0):
             raise ConfigError(f"timeout must be > 0 seconds (or None for the model's own), got {timeout!r}")
         self.model = model

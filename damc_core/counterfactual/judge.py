@@ -228,6 +228,12 @@ class OpenAIJudge:
         max_completion_tokens: int | None = None,
         timeout: float | None = 120.0,
     ) -> None:
+        if not isinstance(model, str) or not model:  # else every rating fails, at every build
+            raise ConfigError(f"OpenAIJudge needs the model's name, got {model!r}")
+        if not callable(getattr(getattr(getattr(client, "chat", None), "completions", None), "create", None)):
+            raise ConfigError(
+                f"OpenAIJudge needs an openai.OpenAI client (client.chat.completions.create), got {client!r}"
+            )
         if timeout is not None and not (finite_number(timeout) and timeout > 0):
             raise ConfigError(f"timeout must be > 0 seconds (or None for the client's own), got {timeout!r}")
         if temperature is not None and not (finite_number(temperature) and 0 <= temperature <= 2):

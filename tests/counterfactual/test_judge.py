@@ -435,11 +435,16 @@ def test_a_reasoning_model_that_spends_the_limit_thinking_says_so(make_memory, c
         ({"temperature": 3.0}, "temperature must be a number in"),
         ({"max_tokens": "80"}, "max_tokens must be a whole number > 0"),
         ({"max_completion_tokens": 0}, "max_completion_tokens must be a whole number > 0"),
+        ({"model": ""}, "needs the model's name"),
+        ({"model": None}, "needs the model's name"),
+        ({"client": "https://api.openai.com/v1"}, "needs an openai.OpenAI client"),
     ],
 )
 def test_openai_judge_settings_are_checked_when_made(setting, match):
+    """Each would pass unchecked and fail every rating, at every build of the agent."""
+    settings = {"client": openai_judge(RecordingEndpoint("SCORE: 1")).client, "model": "o4-mini", **setting}
     with pytest.raises(ConfigError, match=match):
-        reasoning_judge(RecordingEndpoint("SCORE: 1"), **setting)
+        OpenAIJudge(**settings)
 
 
 @pytest.mark.parametrize(

@@ -122,3 +122,8 @@ def test_a_judge_timeout_that_is_not_a_positive_number_is_a_config_error(recordi
     for timeout in (0, "30", float("nan")):
         with pytest.raises(ConfigError, match="timeout must be > 0 seconds"):
             ChatModelJudge(recording_model(), timeout=timeout)
+
+
+def test_a_judge_made_without_a_model_is_a_config_error():
+    with pytest.raises(ConfigError, match="needs a chat model or a runnable"):
+        ChatModelJudge("gpt-4o-mini")
