@@ -60,4 +60,20 @@ class ChatModelJudge:
         # a rating made while a graph runs is DAMC's, not the agent's answer: langgraph's
         # ``stream_mode="messages"`` leaves out the calls tagged ``nostream`` (TAG_NOSTREAM)
         reply = self.model.invoke([HumanMessage(content=prompt)], config={"tags": ["nostream"]})
-        return reply if isinstance(reply, str) else str(reply.text)
+        if isinstance(reply, str):
+            return reply
+        text = str(reply.text)
+        if not text.strip() and _cut_at_limit(getattr(reply, "response_metadata", {})):
+            # a reasoning model spent the limit thinking; so would it on every card
+            raise ValueError(
+                "the reply was cut at the model's token limit before any text; give it more room"
+            )
+        return text
+
+
+def _cut_at_limit(metadata: dict[str, Any]) -> bool:
+    """Whether a reply stopped at its token limit, as OpenAI's, Gemini's or Anthropic's models say."""
+    return (
+        metadata.get("finish_reason") in ("length", "MAX_TOKENS")
+        or metadata.get("stop_reason") == "max_tokens"
+    )

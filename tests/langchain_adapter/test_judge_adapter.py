@@ -87,6 +87,23 @@ def test_the_judges_reply_is_not_streamed_as_the_agents_answer(recording_model):
     assert streamed == [m.content for m in SCRIPT]
 
 
+def test_a_reasoning_model_that_spends_the_limit_thinking_says_so(recording_model, make_memory, caplog):
+    """Its reply has no text, cut at the limit: the same for every card, so the others are not asked."""
+    cut = AIMessage("", response_metadata={"finish_reason": "length"})
+    model = recording_model(cut, cut)
+    memory = make_memory()
+    memory.observe({"role": "user", "content": "Book HAT069 for mia_li_3668"})
+    memory.observe({"role": "user", "content": "With my visa"})
+
+    with caplog.at_level("WARNING", logger="damc"):
+        scored = LLMJudgeValuator(ChatModelJudge(model), default=0.4).value(
+            memory.cards(), context=ValuationContext(DecisionFocus(), 2, 0.0)
+        )
+
+    assert [s.value for s in scored] == [0.4, 0.4] and len(model.received) == 1
+    assert "cut at the model's token limit before any text" in caplog.text
+
+
 def test_a_judge_whose_server_stopped_answering_holds_the_step_for_its_timeout_only(make_memory, caplog):
     """``ChatOpenAI`` waits 10 minutes a try by default; the judge gives up after its own timeout and
     the card keeps the default."""
