@@ -434,8 +434,12 @@ class TemplateCompressor:
                 table = cut
             body += "\n" + self._table(table, focus, detail)
         if omitted:
-            body += " (more)"
-        return body or "(empty)"
+            body = f"{body} (more)" if body else "(more)"
+        if body or not card.facts or card.text:
+            return body or "(empty)"
+        # facts, none shown: each restated the call (a status update returning what it set, which
+        # "(empty)" would misread as nothing back), or key detail left them out
+        return "(more)" if any(True for _ in self._shown_facts(card)) else "(as called)"
 
     def _skeleton_table(
         self, table: Table, wanted: frozenset[str], fields: frozenset[str], *, whole_result: bool = False

@@ -810,3 +810,33 @@ def test_a_real_model_summarizes_a_long_text_without_losing_or_making_up_an_iden
     shown = set(identifiers(card.summary))
     assert set(identifiers(email)) <= shown
     assert shown <= {card.id, *identifiers(email), *identifiers("read_email(folder=inbox)")}
+
+
+def test_a_result_that_only_restates_its_call_reads_as_confirmed_not_empty(make_memory, msg):
+    """A status update that returns the values it was given tells the model the update took;
+    "(empty)" would read as if the tool returned nothing, and a model may call it again."""
+    from damc_core import MemorySettings
+
+    memory = make_memory(settings=MemorySettings(recent_messages=2))
+    memory.observe(msg.user("Mark order O-1 as shipped, and check O-2."))
+    memory.observe(msg.call("k1", "update_order_status", {"order_id": "O-1", "status": "shipped"}))
+    memory.observe(msg.result("k1", "update_order_status", {"order_id": "O-1", "status": "shipped"}))
+    memory.observe(msg.call("k2", "get_order", {"order_id": "O-2"}))
+    memory.observe(msg.result("k2", "get_order", {}))
+    memory.observe(msg.call("k3", "update_order_status", {"order_id": "O-2", "status": "shipped"}))
+    memory.observe(msg.result("k3", "update_order_status", {"order_id": "O-2", "status": "shipped"}))
+
+    built = memory.build()
+
+    assert "[c2] update_order_status(order_id=O-1, status=shipped) -> (as called)" in built.memory
+    assert "[c4] get_order(order_id=O-2) -> (empty)" in built.memory  # it did return nothing
+    assert built.messages[-1]["content"] == "[c6] -> (as called)"  # the recent result, its call just before
+
+
+def test_a_result_whose_facts_key_detail_leaves_out_says_more_not_empty(memory, msg):
+    memory.observe(msg.call("k1", "add_note", {"order_id": "O-1"}))
+    card = memory.observe(
+        msg.result("k1", "add_note", {"note": "The customer was happy with the service and will come back"})
+    )
+
+    assert TemplateCompressor().render(card, detail="key") == "[c1] add_note(order_id=O-1) -> (more)"
