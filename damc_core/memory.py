@@ -207,7 +207,7 @@ class MemorySettings:
     compress_recent_tool_results: bool = True
     """Send tool results inside the recent window as their card text instead of the raw output."""
     as_of_after: float = 300.0
-    """Volatile cards older than this many seconds are shown with ``(as of <time>)``."""
+    """Volatile cards older than this many seconds are shown with ``(as of <time> UTC)``."""
     max_candidates: int = 96
     """Past this many cards, only a shortlist (best prior x decay, focus matches, newest) is valued."""
     superseded: str = "drop"
@@ -1337,9 +1337,10 @@ class DecisionMemory:
 
     def _tagged(self, line: str, card: Card, now: float) -> str:
         """``line`` (a rendering of ``card``) with the card's tags after its id: ``as of`` for an
-        old volatile value, ``superseded by`` for a card a newer one replaced."""
+        old volatile value (UTC, said so: a model reads a bare time in a zone of its own),
+        ``superseded by`` for a card a newer one replaced."""
         if card.volatile and card.as_of is not None and now - card.as_of >= self.settings.as_of_after:
-            stamp = time.strftime("%Y-%m-%d %H:%M", time.gmtime(card.as_of))
+            stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(card.as_of))
             line = line.replace("] ", f"] (as of {stamp}) ", 1)
         if card.superseded_by:  # after the id, which every card starts with
             line = line.replace("] ", f"] (superseded by {card.superseded_by}) ", 1)

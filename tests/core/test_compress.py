@@ -608,7 +608,7 @@ def test_volatile_cards_older_than_the_threshold_show_as_of(make_memory, msg, cl
     stale = memory.build().messages[0]["content"]
 
     assert "as of" not in fresh
-    assert "(as of 2024-05-15 15:00)" in stale
+    assert "(as of 2024-05-15 15:00 UTC)" in stale  # UTC said, so a model in another zone reads it right
 
 
 @pytest.mark.parametrize("superseded", ["drop", "mark"])
