@@ -811,13 +811,20 @@ class DecisionMemory:
             and not _about_another(asked, (old := session.cards[i]))
             and not _on_another_day(card, old)
         ]
-        trusted = {old.id: old for old in older if self.supersession.outranks(old, card)}  # won a tie
+        together = self._same_step(card)
+        trusted = {  # won a tie
+            old.id: old
+            for old in older
+            if self.supersession.outranks(old, card) or (old.id in together and card.trust < old.trust)
+        }
         if winner := next(
             (old for old in trusted.values() if set(card.entity_keys) <= set(old.entity_keys)), None
         ):
             self._set_aside(session.cards[card.id], winner.id)
             return
-        superseded = {c.id for c in self.supersession.superseded(card, older)}
+        superseded = {
+            c.id for c in self.supersession.superseded(card, [old for old in older if old.id not in trusted])
+        }
         for old in older:
             if old.id in superseded:
                 self._set_aside(old, card.id)
@@ -828,6 +835,22 @@ class DecisionMemory:
                     )
             elif outdated := _changed_facts(old, card):
                 session.put(updated(old, stale_facts=(*old.stale_facts, *((p, card.id) for p in outdated))))
+
+    def _same_step(self, card: Card) -> set[str]:
+        """Ids of the results before ``card``, a result, that answer calls of the same assistant
+        step (only results between them): one moment, whatever microseconds apart a real clock
+        read them, so trust decides between their values rather than the order tools returned."""
+        if card.kind not in (CardKind.TOOL_RESULT, CardKind.TOOL_ERROR):
+            return set()
+        together: set[str] = set()
+        seq = card.seq - 1
+        while (before := self._session.cards.get(f"c{seq}")) is not None and before.kind in (
+            CardKind.TOOL_RESULT,
+            CardKind.TOOL_ERROR,
+        ):
+            together.add(before.id)
+            seq -= 1
+        return together
 
     def _set_aside(self, card: Card, by: str) -> None:
         """Mark ``card`` superseded by the card ``by``; nothing supersedes it again, so it leaves

@@ -2,7 +2,8 @@
 
 Selectors see scored cards with their token costs and return the kept ones plus a reason for every
 drop. Conflicts are resolved before selection: a newer card on the same (entity, attribute) wins,
-source trust breaks ties between cards of the same moment, and the loser is marked
+source trust breaks ties between cards of the same moment (the memory counts the results of one
+assistant step as one), and the loser is marked
 ``superseded_by`` (dropped, or shown as superseded, by configuration).
 """
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field, replace
 
 import pytest
@@ -203,6 +204,51 @@ def test_the_less_trusted_of_two_answers_at_once_is_the_one_superseded(make_memo
     assert "delayed" not in fenced
     assert f"superseded by {airline.id}" in explain(built)
     assert "delayed" in memory.recall(partner.id)["content"]
+
+
+def test_trust_decides_between_the_results_of_one_step_however_far_apart_the_clock_read_them(
+    make_memory, msg, memory_text
+):
+    """Parallel calls of one assistant message answer at one moment: a real clock reads their
+    results microseconds apart, and a third call's result may come between them."""
+    memory = make_memory(
+        encoder=PartnerTrustedLess(), clock=time.time, settings=MemorySettings(recent_messages=0)
+    )
+    memory.observe(msg.user("Is HAT069 on time?"))
+    memory.observe(
+        msg.calls(
+            [
+                ("a1", "airline_flight_status", {"flight_number": "HAT069"}),
+                ("w1", "get_weather", {"airport": "JFK"}),
+                ("p1", "partner_flight_status", {"flight_number": "HAT069"}),
+            ]
+        )
+    )
+    airline = memory.observe(
+        msg.result("a1", "airline_flight_status", {"flight_number": "HAT069", "status": "on time"})
+    )
+    memory.observe(msg.result("w1", "get_weather", {"airport": "JFK", "forecast": "rain"}))
+    partner = memory.observe(
+        msg.result("p1", "partner_flight_status", {"flight_number": "HAT069", "status": "delayed"})
+    )
+
+    assert memory.card(partner.id).superseded_by == airline.id
+    assert memory.card(airline.id).superseded_by is None
+    fenced = memory_text(memory.build(budget=2000).messages)
+    assert "status=on time" in fenced and "delayed" not in fenced
+
+
+def test_a_result_of_a_later_step_supersedes_a_more_trusted_one_of_an_earlier_step(make_memory, msg):
+    memory = make_memory(encoder=PartnerTrustedLess(), clock=time.time)
+    memory.observe_tool(
+        "airline_flight_status", {"flight_number": "HAT069"}, {"flight_number": "HAT069", "status": "on time"}
+    )
+    partner = memory.observe_tool(
+        "partner_flight_status", {"flight_number": "HAT069"}, {"flight_number": "HAT069", "status": "delayed"}
+    )
+
+    assert partner.superseded_by is None
+    assert memory.card("c1").superseded_by == partner.id  # newer news, though from a less trusted source
 
 
 SEARCH = [
