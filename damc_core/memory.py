@@ -318,6 +318,8 @@ class _Session:
     last_used: dict[str, int] = field(default_factory=dict)
     """Card id -> seq of the newest event that mentioned it (see ``ValuationContext.last_used``)."""
     priors: np.ndarray = field(default_factory=lambda: np.zeros(1024))
+    aside: np.ndarray = field(default_factory=lambda: np.zeros(1024, dtype=bool))
+    """Whether the card at each position is superseded (left out of the shortlist when dropped)."""
     seqs: np.ndarray = field(default_factory=lambda: np.zeros(1024))
 
     def history_at(self, seq: int) -> int:
@@ -343,7 +345,9 @@ class _Session:
         if position >= len(self.priors):
             self.priors = np.concatenate([self.priors, np.zeros(len(self.priors))])
             self.seqs = np.concatenate([self.seqs, np.zeros(len(self.seqs))])
-        self.priors[position] = -1.0 if card.superseded_by else card.prior
+            self.aside = np.concatenate([self.aside, np.zeros(len(self.aside), dtype=bool)])
+        self.priors[position] = card.prior
+        self.aside[position] = bool(card.superseded_by)
         self.seqs[position] = max(card.seq, self.last_used.get(card.id, -1))
 
     def touch(self, card_id: str, seq: int) -> None:
@@ -1347,7 +1351,10 @@ class DecisionMemory:
         count = len(session.positions)
         decay = self.heuristics.decay
         ages = session.seq - session.seqs[:count]
-        score = session.priors[:count] * np.maximum(decay.floor, np.exp(-decay.lam * ages))
+        priors = session.priors[:count]
+        if self.settings.superseded == "drop":  # marked, they compete like any card
+            priors = np.where(session.aside[:count], -1.0, priors)
+        score = priors * np.maximum(decay.floor, np.exp(-decay.lam * ages))
         best = np.argpartition(-score, limit)[:limit]
         chosen = {session.order[i] for i in best.tolist()}
         for term in focus.terms:

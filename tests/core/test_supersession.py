@@ -74,6 +74,24 @@ def test_mark_mode_shows_the_superseded_card_marked(make_memory, msg, memory_tex
     assert decision.kept == bool(old_lines)
 
 
+@pytest.mark.parametrize("superseded", ["drop", "mark"])
+def test_marked_superseded_cards_compete_past_max_candidates(make_memory, msg, superseded):
+    """Past ``max_candidates`` a decision values a shortlist: a marked card is on it by its
+    prior, as any card; a dropped one takes no place on it."""
+    memory = make_memory(settings=MemorySettings(superseded=superseded, max_candidates=12, budget=4000))
+    old, new = look_up_twice(memory, msg)
+    for n in range(20):  # small talk: more cards than max_candidates, the lookups far behind
+        memory.observe(msg.user(f"And what about the weather, question {n}?"))
+        memory.observe(msg.assistant("Sunny."))
+
+    built = memory.build()
+
+    considered = {d.card_id for d in built.decisions}
+    assert (old.id in considered) is (superseded == "mark")
+    if superseded == "mark":
+        assert f"[{old.id}] (superseded by {new.id}) " in built.memory
+
+
 def test_result_about_another_reservation_supersedes_nothing(memory, msg):
     memory.observe(msg.call("call_1", "get_reservation_details", {"reservation_id": "ZFA04Y"}))
     first = memory.observe(msg.result("call_1", "get_reservation_details", BEFORE))
