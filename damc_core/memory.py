@@ -897,7 +897,8 @@ class DecisionMemory:
         window = self.settings.recent_messages if recent_messages is None else recent_messages
         if not _is_a(window, numbers.Integral) or window < 0:
             raise ConfigError(f"recent_messages must be a whole number >= 0, got {window!r}")
-        recent_entries, recent, whole = self._recent(budget, wide, excluded, window, recall_tool)
+        now = self._now()
+        recent_entries, recent, whole = self._recent(budget, wide, excluded, window, recall_tool, now)
         shortlist = self._candidates(focus)
         candidates, decisions = self._triage(
             shortlist, {e.card_id for e in recent_entries}, excluded, sent_system
@@ -906,7 +907,7 @@ class DecisionMemory:
         context = ValuationContext(
             focus=focus,
             current_seq=session.seq,
-            now=self._now(),
+            now=now,
             request_seq=request.seq if request is not None else None,
             last_used=session.last_used,
             namespace=self.namespace,
@@ -937,7 +938,7 @@ class DecisionMemory:
                 entry, sent = recent_entries[index], recent[index]
                 if room > 0 and index in whole and entry.card_id in session.cards:
                     shown = self._calls_shown(recent_entries)
-                    longer = self._cut_result(entry, wide, count([sent]) + room, shown)
+                    longer = self._cut_result(entry, wide, count([sent]) + room, shown, now)
                     extra = count([longer]) - count([sent])
                     if 0 < extra <= room:
                         recent[index], room = longer, room - extra
@@ -972,7 +973,13 @@ class DecisionMemory:
         )
 
     def _recent(
-        self, budget: int, focus: DecisionFocus, excluded: frozenset[str], size: int, recall_tool: bool
+        self,
+        budget: int,
+        focus: DecisionFocus,
+        excluded: frozenset[str],
+        size: int,
+        recall_tool: bool,
+        now: float,
     ) -> tuple[list[_Entry], list[Message], dict[int, Message]]:
         """The recent window as sent: shortened from the oldest end while it takes more than
         ``recent_share`` of the budget. Past half of the budget, tool results go at key detail, cut
@@ -990,7 +997,7 @@ class DecisionMemory:
         def send(entry: _Entry, *args: Any, **kwargs: Any) -> Message:
             if entry is lead:
                 return led
-            return self._recent_message(entry, *args, calls_shown=shown, **kwargs)
+            return self._recent_message(entry, *args, calls_shown=shown, now=now, **kwargs)
 
         recent = [send(e) for e in entries]
         while recent and self._renderer.count_messages(recent) > budget * self.settings.recent_share:
@@ -1033,7 +1040,7 @@ class DecisionMemory:
                     card = self._session.cards[entry.card_id]
                     recent[index] = _with_text(message, self._as_recalled(card, share, header=False).summary)
                 else:
-                    recent[index] = self._cut_result(entry, focus, share, shown)
+                    recent[index] = self._cut_result(entry, focus, share, shown, now)
         if self._renderer.count_messages(recent) > budget:
             recent = [send(e, focus, detail="key") for e in entries]
             media = sum(media_tokens(message) for message in recent)  # sent as they are: not cut
@@ -1069,12 +1076,14 @@ class DecisionMemory:
         card = self._session.cards[entry.card_id]
         return _with_text(message, self._request_as_sent(card, budget, LEAD_SHARE).summary)
 
-    def _cut_result(self, entry: _Entry, focus: DecisionFocus, tokens: int, shown: frozenset[str]) -> Message:
+    def _cut_result(
+        self, entry: _Entry, focus: DecisionFocus, tokens: int, shown: frozenset[str], now: float
+    ) -> Message:
         """A tool result of the recent window cut to about ``tokens``, at key detail or as a
         skeleton, whichever shows more of its handles (as the newest result's card, see
         ``_select``)."""
         cuts = [
-            self._recent_message(entry, focus, detail=detail, cut=tokens, calls_shown=shown)
+            self._recent_message(entry, focus, detail=detail, cut=tokens, calls_shown=shown, now=now)
             for detail in ("key", "skeleton")
         ]
         card = self._session.cards[entry.card_id]
@@ -1119,7 +1128,9 @@ class DecisionMemory:
         for i, card in results.items():
             if not any(item.value > values.get(card.id, 1.0) for item in wanted):
                 continue
-            skeleton = self._recent_message(entries[i], focus, detail="skeleton", calls_shown=shown)
+            skeleton = self._recent_message(
+                entries[i], focus, detail="skeleton", calls_shown=shown, now=context.now
+            )
             count = self._renderer.count_messages
             if count([skeleton]) < count([recent[i]]) and _shows_a_value(card, skeleton.get("content") or ""):
                 lean[i] = skeleton
@@ -1469,12 +1480,15 @@ class DecisionMemory:
         over: int | None = None,
         cut: int | None = None,
         calls_shown: frozenset[str] = frozenset(),
+        now: float,
     ) -> Message:
         """A recent message as sent: tool results as their card, at ``detail`` when given (long
         tables cut to ``focus`` when given, else whole), without the call header when the call
-        message before shows it (``calls_shown``). A user or assistant text over ``limit`` tokens
-        (a pasted document) is sent as its card cut to the limit, and so is a tool result whose
-        key lines alone take more than ``over`` tokens (an output on one long line)."""
+        message before shows it (``calls_shown``), with the card's tags at ``now`` (a price read
+        an hour ago, a partner's status the airline's of the same step superseded). A user or
+        assistant text over ``limit`` tokens (a pasted document) is sent as its card cut to the
+        limit, and so is a tool result whose key lines alone take more than ``over`` tokens (an
+        output on one long line)."""
         message = entry.message
         if message.get("role") == "assistant" and isinstance(message.get("audio"), Mapping):
             message = _audio_as_sent(message, self._now())
@@ -1490,13 +1504,15 @@ class DecisionMemory:
         if over is not None and message.get("role") == "tool":
             lean_card = self._renderer.render(card, focus, "key", call=call)
             if lean_card.tokens > over:  # its key lines alone are over the budget: one long line
-                return _with_text(message, self._renderer.cut(lean_card, limit or over, clip=True).summary)
+                lean_card = self._renderer.cut(lean_card, limit or over, clip=True)
+                return _with_text(message, self._tagged(lean_card.summary, card, now))
         if message.get("role") == "tool" and self.settings.compress_recent_tool_results:
             if detail is None and self._answers_recall(entry.card_id):
                 return message  # the record the model asked for, as it is
+            sent = card
             if detail is not None or not call:
-                card = self._renderer.render(card, focus, detail or "full", call=call, cut_in_focus_order=cut)
-            return _with_text(message, card.summary)
+                sent = self._renderer.render(card, focus, detail or "full", call=call, cut_in_focus_order=cut)
+            return _with_text(message, self._tagged(sent.summary, card, now))
         if message.get("role") not in KNOWN_ROLES or message.get("role") in ("system", "developer"):
             return {"role": "user", "content": card.summary}
         return message

@@ -611,6 +611,26 @@ def test_volatile_cards_older_than_the_threshold_show_as_of(make_memory, msg, cl
     assert "(as of 2024-05-15 15:00 UTC)" in stale  # UTC said, so a model in another zone reads it right
 
 
+def test_a_result_of_the_recent_window_read_long_ago_shows_as_of_too(make_memory, msg, clock):
+    """The user comes back an hour later to a price the last message holds: it is dated like a card."""
+    from damc_core import MemorySettings
+
+    memory = make_memory(settings=MemorySettings(as_of_after=300, recent_messages=4))
+    memory.observe(msg.user("What does SKU123 cost?"))
+    memory.observe(msg.call("k1", "get_price", {"sku": "SKU123"}))
+    memory.observe(msg.result("k1", "get_price", {"sku": "SKU123", "price": 19.99}))
+    fresh = memory.build().messages[-1]["content"]
+    clock.advance(3600)
+    memory.observe(msg.user("OK, buy it."))
+
+    built = memory.build(budget=300)
+
+    (result,) = [m for m in built.messages if m["role"] == "tool"]
+    assert fresh == "[c2] -> price=19.99"
+    assert result["content"] == "[c2] (as of 2024-05-15 15:00 UTC) -> price=19.99"
+    assert built.total_tokens <= 300
+
+
 @pytest.mark.parametrize("superseded", ["drop", "mark"])
 def test_as_of_and_superseded_tags_count_in_the_budget(make_memory, msg, clock, superseded):
     from damc_core import MemorySettings

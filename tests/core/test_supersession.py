@@ -256,6 +256,34 @@ def test_trust_decides_between_the_results_of_one_step_however_far_apart_the_clo
     assert "status=on time" in fenced and "delayed" not in fenced
 
 
+def test_a_superseded_result_of_the_recent_window_is_marked(make_memory, msg):
+    """Both results of the step go to the model as tool messages (each call needs its answer):
+    the one set aside says so, rather than contradicting the other unmarked."""
+    memory = make_memory(encoder=PartnerTrustedLess(), clock=time.time)
+    memory.observe(msg.user("Is HAT069 on time?"))
+    memory.observe(
+        msg.calls(
+            [
+                ("a1", "airline_flight_status", {"flight_number": "HAT069"}),
+                ("p1", "partner_flight_status", {"flight_number": "HAT069"}),
+            ]
+        )
+    )
+    airline = memory.observe(
+        msg.result("a1", "airline_flight_status", {"flight_number": "HAT069", "status": "on time"})
+    )
+    partner = memory.observe(
+        msg.result("p1", "partner_flight_status", {"flight_number": "HAT069", "status": "delayed"})
+    )
+
+    sent = [m["content"] for m in memory.build(budget=2000).messages if m["role"] == "tool"]
+
+    assert sent == [
+        f"[{airline.id}] -> status=on time",
+        f"[{partner.id}] (superseded by {airline.id}) -> status=delayed",
+    ]
+
+
 def test_a_result_of_a_later_step_supersedes_a_more_trusted_one_of_an_earlier_step(make_memory, msg):
     memory = make_memory(encoder=PartnerTrustedLess(), clock=time.time)
     memory.observe_tool(
