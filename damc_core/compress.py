@@ -143,13 +143,20 @@ def _cell_terms(cell: str) -> frozenset[str]:
 
 
 _TELLING_KINDS = frozenset({"status", "error", "id", "name"})
+_OUTCOME_KEY = re.compile(r"ok|success(ful)?|succeeded|failed|done|completed?", re.I)
+"""Keys of a flag that says whether a call worked (``success=false``): a status by another name."""
 
 
 def _always_told(fact: Fact) -> bool:
     """Whether a skeleton shows the fact whatever the decision wants: a status, an error, an id, a
-    name or a list of ids. A name is a handle as an id is: the user speaks of a passenger, a
-    product or a hotel by it, and a booking takes a traveller's name."""
-    return fact.kind in _TELLING_KINDS or _lists_identifiers(fact)
+    name, a list of ids or an outcome flag. A name is a handle as an id is: the user speaks of a
+    passenger, a product or a hotel by it, and a booking takes a traveller's name. Without its
+    outcome flag, a payment that returned ``success=false`` would read as done."""
+    return (
+        fact.kind in _TELLING_KINDS
+        or _lists_identifiers(fact)
+        or (fact.value in ("true", "false") and bool(_OUTCOME_KEY.fullmatch(field_name(fact.path))))
+    )
 
 
 def _lists_identifiers(fact: Fact) -> bool:

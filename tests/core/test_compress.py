@@ -860,3 +860,22 @@ def test_a_result_whose_facts_key_detail_leaves_out_says_more_not_empty(memory, 
     )
 
     assert TemplateCompressor().render(card, detail="key") == "[c1] add_note(order_id=O-1) -> (more)"
+
+
+def test_a_skeleton_keeps_the_flag_that_says_whether_the_call_worked(memory, msg):
+    """``success=false`` is the status of a payment that did not go through: a skeleton that
+    left it out would read ``pay_order(order_id=O-1) -> (more)``, as if it had."""
+    memory.observe(msg.user("Pay order O-1 with my card."))
+    memory.observe(msg.call("k1", "pay_order", {"order_id": "O-1"}))
+    declined = memory.observe(
+        msg.result("k1", "pay_order", {"success": False, "message": "Insufficient funds on the card"})
+    )
+    memory.observe(msg.call("k2", "get_user", {"user_id": "mia_li_3668"}))
+    profile = memory.observe(msg.result("k2", "get_user", {"user_id": "mia_li_3668", "newsletter": False}))
+    compressor = TemplateCompressor()
+
+    assert (
+        compressor.render(declined, detail="skeleton")
+        == "[c2] pay_order(order_id=O-1) -> success=false (more)"
+    )
+    assert "newsletter" not in compressor.render(profile, detail="skeleton")  # a setting, not an outcome
