@@ -733,6 +733,8 @@ def _is_error(message: Message, text: str, parsed: object) -> bool:
         fields = {snake_case(str(key)): value for key, value in parsed.items()}
         if any(_said(fields.get(key)) for key in ("error", "errors", "exception")):
             return True
+        if any(str(fields.get(key)).strip().lower() == "false" for key in ("success", "ok", "succeeded")):
+            return True  # a call that says it did not work (``{"success": false, "message": ...}``)
         return str(fields.get("status", "")).strip().lower() in ("error", "failed", "failure")
     return bool(_ERROR_TEXT.match(text))
 

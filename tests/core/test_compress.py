@@ -863,19 +863,19 @@ def test_a_result_whose_facts_key_detail_leaves_out_says_more_not_empty(memory, 
 
 
 def test_a_skeleton_keeps_the_flag_that_says_whether_the_call_worked(memory, msg):
-    """``success=false`` is the status of a payment that did not go through: a skeleton that
-    left it out would read ``pay_order(order_id=O-1) -> (more)``, as if it had."""
-    memory.observe(msg.user("Pay order O-1 with my card."))
-    memory.observe(msg.call("k1", "pay_order", {"order_id": "O-1"}))
-    declined = memory.observe(
-        msg.result("k1", "pay_order", {"success": False, "message": "Insufficient funds on the card"})
+    """``completed=false`` is the status of a refund that did not go through: a skeleton that
+    left it out would read ``refund_order(order_id=O-1) -> (more)``, as if it had."""
+    memory.observe(msg.user("Refund order O-1 to my card."))
+    memory.observe(msg.call("k1", "refund_order", {"order_id": "O-1"}))
+    pending = memory.observe(
+        msg.result("k1", "refund_order", {"completed": False, "message": "The refund waits for a review"})
     )
     memory.observe(msg.call("k2", "get_user", {"user_id": "mia_li_3668"}))
     profile = memory.observe(msg.result("k2", "get_user", {"user_id": "mia_li_3668", "newsletter": False}))
     compressor = TemplateCompressor()
 
     assert (
-        compressor.render(declined, detail="skeleton")
-        == "[c2] pay_order(order_id=O-1) -> success=false (more)"
+        compressor.render(pending, detail="skeleton")
+        == "[c2] refund_order(order_id=O-1) -> completed=false (more)"
     )
     assert "newsletter" not in compressor.render(profile, detail="skeleton")  # a setting, not an outcome

@@ -210,8 +210,10 @@ def test_error_text_becomes_a_tool_error_with_a_constraint(memory, msg, payload)
     [
         {"error": "Insufficient gift card balance: $12.50 left on gift_card_1234567"},
         {"status": "failed", "message": "Insufficient gift card balance: $12.50 left on gift_card_1234567"},
+        {"success": False, "message": "Insufficient gift card balance: $12.50 left on gift_card_1234567"},
+        {"ok": "false", "message": "Insufficient gift card balance: $12.50 left on gift_card_1234567"},
     ],
-    ids=["error key", "failed status"],
+    ids=["error key", "failed status", "success false", "ok false as text"],
 )
 def test_error_json_becomes_a_tool_error_with_a_constraint(memory, msg, payload):
     card = observe_result(memory, msg, "exchange_delivered_order_items", payload)
@@ -231,10 +233,12 @@ def test_observe_tool_can_flag_an_error(memory):
     assert card.constraints[0] == "cancel_reservation failed: cannot cancel"
 
 
-def test_successful_result_is_not_an_error(memory, msg):
-    card = observe_result(
-        memory, msg, "book_reservation", {"reservation_id": "HATHAT", "status": "confirmed"}
-    )
+@pytest.mark.parametrize(
+    "payload",
+    [{"reservation_id": "HATHAT", "status": "confirmed"}, {"reservation_id": "HATHAT", "success": True}],
+)
+def test_successful_result_is_not_an_error(memory, msg, payload):
+    card = observe_result(memory, msg, "book_reservation", payload)
 
     assert card.kind is CardKind.TOOL_RESULT
     assert card.constraints == ()
