@@ -145,6 +145,12 @@ def _cell_terms(cell: str) -> frozenset[str]:
 _TELLING_KINDS = frozenset({"status", "error", "id", "name"})
 _OUTCOME_KEY = re.compile(r"ok|success(ful)?|succeeded|failed|done|completed?", re.I)
 """Keys of a flag that says whether a call worked (``success=false``): a status by another name."""
+_REASON_KEY = re.compile(r"message|msg|reason|detail|details|description", re.I)
+"""Keys of a failed call's why (``message=Insufficient gift card balance``): shown at every
+detail when no error field says it, since it tells the next call what to change; in a result,
+such text is prose."""
+REASON_CHARS = 160
+"""Characters of a failed call's why shown at key and skeleton detail."""
 
 
 def _always_told(fact: Fact) -> bool:
@@ -406,10 +412,14 @@ class TemplateCompressor:
         fields = focus.fields if focus is not None else frozenset()
         named = focus.named if focus is not None else frozenset()
         omitted = False
+        # a failure that no error field explains (``status=failed``) keeps its why
+        unexplained = card.kind is CardKind.TOOL_ERROR and all(f.kind != "error" for f in card.facts)
         for fact in () if card.text else self._shown_facts(card):
             asked_for = bool(named) and set(field_name(fact.path).split("_")) <= named  # asked for by name
+            why = unexplained and bool(_REASON_KEY.fullmatch(field_name(fact.path)))
             telling = (
                 _always_told(fact)
+                or why
                 or mentions(fact.value, wanted)
                 or field_name(fact.path) in fields
                 or asked_for
@@ -417,10 +427,12 @@ class TemplateCompressor:
             if detail == "skeleton" and not telling:
                 omitted = True
                 continue
-            if detail == "key" and not asked_for and not _is_key_value(fact.kind, fact.value):
+            if detail == "key" and not (asked_for or why) and not _is_key_value(fact.kind, fact.value):
                 if not _DATUM_KEY.fullmatch(split_path(fact.path)[1]):
                     continue
                 fact = replace(fact, value=_clip(fact.value, 24))  # the key is the datum (e.g. ``SFO``)
+            if why and detail != "full" and len(fact.value) > REASON_CHARS:
+                fact, omitted = replace(fact, value=_clip(fact.value, REASON_CHARS)), True  # a trace's start
             parent, leaf = split_path(fact.path)
             groups.setdefault(parent, []).append(f"{leaf}={fact.value}" if leaf else fact.value)
         for parent, items in groups.items():

@@ -879,3 +879,32 @@ def test_a_skeleton_keeps_the_flag_that_says_whether_the_call_worked(memory, msg
         == "[c2] refund_order(order_id=O-1) -> completed=false (more)"
     )
     assert "newsletter" not in compressor.render(profile, detail="skeleton")  # a setting, not an outcome
+
+
+def test_a_failed_call_keeps_its_reason_at_every_detail(memory, msg):
+    """Why a call failed is what the next call changes (another payment method): a lean
+    rendering that kept only ``status=failed`` would have the agent try the same card again."""
+    memory.observe(msg.user("Exchange the lamp in order W1, pay with gift_card_1234567."))
+    memory.observe(
+        msg.call("k1", "exchange_items", {"order_id": "W1", "payment_method_id": "gift_card_1234567"})
+    )
+    failed = memory.observe(
+        msg.result(
+            "k1",
+            "exchange_items",
+            {"status": "failed", "message": "Insufficient gift card balance: $12.50 left"},
+        )
+    )
+    memory.observe(msg.call("k2", "get_order", {"order_id": "W2"}))
+    traced = memory.observe(
+        msg.result("k2", "get_order", {"error": "lookup failed", "detail": "at db.py " * 100})
+    )
+    memory.observe(msg.call("k3", "get_order", {"order_id": "W3"}))
+    logged = memory.observe(msg.result("k3", "get_order", {"status": "failed", "message": "at db.py " * 100}))
+    compressor = TemplateCompressor()
+
+    for detail in ("key", "skeleton"):
+        assert compressor.render(logged, detail=detail).endswith("at db.… (more)")  # a long one, its start
+        lean = compressor.render(failed, detail=detail)
+        assert lean.endswith("FAILED -> status=failed; message=Insufficient gift card balance: $12.50 left")
+        assert "at db.py" not in compressor.render(traced, detail=detail)  # its error field says why
