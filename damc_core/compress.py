@@ -429,6 +429,7 @@ class TemplateCompressor:
                 continue
             if detail == "key" and not (asked_for or why) and not _is_key_value(fact.kind, fact.value):
                 if not _DATUM_KEY.fullmatch(split_path(fact.path)[1]):
+                    omitted = True  # prose or contact data: recall has it
                     continue
                 fact = replace(fact, value=_clip(fact.value, 24))  # the key is the datum (e.g. ``SFO``)
             if why and detail != "full" and len(fact.value) > REASON_CHARS:
@@ -454,11 +455,11 @@ class TemplateCompressor:
             body += "\n" + self._table(table, focus, detail)
         if omitted:
             body = f"{body} (more)" if body else "(more)"
-        if body or not card.facts or card.text:
+        if body or not card.facts:
             return body or "(empty)"
-        # facts, none shown: each restated the call (a status update returning what it set, which
-        # "(empty)" would misread as nothing back), or key detail left them out
-        return "(more)" if any(True for _ in self._shown_facts(card)) else "(as called)"
+        # facts, none shown nor left out: each restated the call (a status update returning what
+        # it set, which "(empty)" would misread as nothing back)
+        return "(as called)"
 
     def _skeleton_table(
         self, table: Table, wanted: frozenset[str], fields: frozenset[str], *, whole_result: bool = False

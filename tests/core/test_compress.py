@@ -59,6 +59,7 @@ def test_key_detail_drops_free_text_but_keeps_identifiers_and_short_values(memor
     assert "aisle seats" in full and "mia.li@example.com" in full
     assert "aisle seats" not in key and "mia.li@example.com" not in key
     assert all(v in key for v in ("975 Sunset Drive", "1990-04-05", "NO6JO3", "AIXC49"))
+    assert key.endswith(" (more)") and not full.endswith(" (more)")  # the model can recall the rest
 
 
 def test_key_detail_keeps_option_columns_whose_values_are_a_few_words(memory, msg):
