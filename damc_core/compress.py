@@ -147,8 +147,8 @@ _OUTCOME_KEY = re.compile(r"ok|success(ful)?|succeeded|failed|done|completed?", 
 """Keys of a flag that says whether a call worked (``success=false``): a status by another name."""
 _REASON_KEY = re.compile(r"message|msg|reason|detail|details|description", re.I)
 """Keys of a failed call's why (``message=Insufficient gift card balance``): shown at every
-detail when no error field says it, since it tells the next call what to change; in a result,
-such text is prose."""
+detail when no error field says it in words, since it tells the next call what to change; in a
+result, such text is prose."""
 REASON_CHARS = 160
 """Characters of a failed call's why shown at key and skeleton detail."""
 
@@ -412,8 +412,11 @@ class TemplateCompressor:
         fields = focus.fields if focus is not None else frozenset()
         named = focus.named if focus is not None else frozenset()
         omitted = False
-        # a failure that no error field explains (``status=failed``) keeps its why
-        unexplained = card.kind is CardKind.TOOL_ERROR and all(f.kind != "error" for f in card.facts)
+        # a failure that no error field explains in words (``status=failed``, ``error=bad_request``)
+        # keeps its why
+        unexplained = card.kind is CardKind.TOOL_ERROR and not any(
+            f.kind == "error" and " " in f.value.strip() for f in card.facts
+        )
         for fact in () if card.text else self._shown_facts(card):
             asked_for = bool(named) and set(field_name(fact.path).split("_")) <= named  # asked for by name
             why = unexplained and bool(_REASON_KEY.fullmatch(field_name(fact.path)))

@@ -902,10 +902,15 @@ def test_a_failed_call_keeps_its_reason_at_every_detail(memory, msg):
     )
     memory.observe(msg.call("k3", "get_order", {"order_id": "W3"}))
     logged = memory.observe(msg.result("k3", "get_order", {"status": "failed", "message": "at db.py " * 100}))
+    memory.observe(msg.call("k4", "book", {"seat": "12A"}))
+    coded = memory.observe(msg.result("k4", "book", {"error": "bad_request", "message": "Seat 12A is taken"}))
     compressor = TemplateCompressor()
 
     for detail in ("key", "skeleton"):
         assert compressor.render(logged, detail=detail).endswith("at db.… (more)")  # a long one, its start
+        assert compressor.render(coded, detail=detail).endswith(
+            "error=bad_request; message=Seat 12A is taken"
+        )
         lean = compressor.render(failed, detail=detail)
         assert lean.endswith("FAILED -> status=failed; message=Insufficient gift card balance: $12.50 left")
         assert "at db.py" not in compressor.render(traced, detail=detail)  # its error field says why
