@@ -62,3 +62,39 @@ def unparsable_call(name, arguments, call_id):
             {"id": call_id, "name": name, "args": arguments, "error": None, "type": "invalid_tool_call"}
         ],
     )
+
+
+class BusyStore:
+    """A SQLite file another process starts writing while the agent looks reservation ABC123 up:
+    the store refuses that result for a moment. The write ends with ``release()``, or when the
+    agent checks in. ``SCRIPT``: the model's replies for the run."""
+
+    SCRIPT = (
+        call("get_reservation", {"reservation_id": "ABC123"}, "t1"),
+        call("check_in", {"reservation_id": "ABC123"}, "t2"),
+        AIMessage("Checked in; paid with gift_card_7777."),
+    )
+
+    def __init__(self, path):
+        import sqlite3
+
+        self.path = path
+        self.other_process = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+
+        @tool
+        def get_reservation(reservation_id: str) -> str:
+            """Look up a reservation."""
+            self.other_process.execute("BEGIN IMMEDIATE")  # another process writes the file meanwhile
+            return '{"reservation_id": "ABC123", "payment": "gift_card_7777"}'
+
+        @tool
+        def check_in(reservation_id: str) -> str:
+            """Check in."""
+            self.release()
+            return "checked in"
+
+        self.tools = [get_reservation, check_in]
+
+    def release(self):
+        if self.other_process.in_transaction:
+            self.other_process.execute("COMMIT")

@@ -19,7 +19,7 @@ from pydantic import ValidationError
 from damc_core import ConfigError, DecisionMemory, InMemoryStore, MemorySettings
 from damc_langchain import DamcCallbackHandler, DAMCMemory, DamcMiddleware, damc_pre_model_hook, wrap
 
-from .scenario import call
+from .scenario import BusyStore, call
 
 OUTPUTS = {
     "none": None,
@@ -114,32 +114,12 @@ def test_a_call_whose_arguments_did_not_parse_reaches_the_model_with_its_error(r
 
 
 def test_a_result_the_store_could_not_take_is_recorded_once_the_store_is_back(recording_model, tmp_path):
-    import sqlite3
-
     from damc_core import SQLiteStore
 
-    path = tmp_path / "memory.sqlite3"
-    other_process = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-
-    @tool
-    def get_reservation(reservation_id: str) -> str:
-        """Look up a reservation."""
-        other_process.execute("BEGIN IMMEDIATE")  # another process writes the file meanwhile
-        return '{"reservation_id": "ABC123", "payment": "gift_card_7777"}'
-
-    @tool
-    def check_in(reservation_id: str) -> str:
-        """Check in."""
-        other_process.execute("COMMIT")
-        return "checked in"
-
-    model = recording_model(
-        call("get_reservation", {"reservation_id": "ABC123"}, "t1"),
-        call("check_in", {"reservation_id": "ABC123"}, "t2"),
-        AIMessage("Checked in; paid with gift_card_7777."),
-    )
-    memory = DecisionMemory(store=SQLiteStore(path, timeout=0.1), settings=MemorySettings(budget=400))
-    agent = create_agent(model, [get_reservation, check_in], middleware=[DamcMiddleware(memory)])
+    busy = BusyStore(tmp_path / "memory.sqlite3")
+    model = recording_model(*busy.SCRIPT)
+    memory = DecisionMemory(store=SQLiteStore(busy.path, timeout=0.1), settings=MemorySettings(budget=400))
+    agent = create_agent(model, busy.tools, middleware=[DamcMiddleware(memory)])
 
     agent.invoke({"messages": [HumanMessage("Check in ABC123")]})
 

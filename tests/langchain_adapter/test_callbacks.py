@@ -24,6 +24,7 @@ from .scenario import (
     FLIGHTS,
     SCRATCHPAD_PROMPT,
     SCRIPT,
+    BusyStore,
     book,
     call,
     executor,
@@ -609,32 +610,12 @@ def test_a_run_retried_with_a_new_handler_after_the_model_failed_records_its_inp
 
 
 def test_a_result_the_store_refused_goes_in_after_its_call_once_the_store_is_back(recording_model, tmp_path):
-    import sqlite3
-
     from damc_core import SQLiteStore, valid_sequence
 
-    path = tmp_path / "memory.sqlite3"
-    other_process = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-
-    @tool
-    def get_reservation(reservation_id: str) -> str:
-        """Look up a reservation."""
-        other_process.execute("BEGIN IMMEDIATE")  # another process writes the file meanwhile
-        return '{"reservation_id": "ABC123", "payment": "gift_card_7777"}'
-
-    @tool
-    def check_in(reservation_id: str) -> str:
-        """Check in."""
-        other_process.execute("COMMIT")
-        return "checked in"
-
-    model = recording_model(
-        call("get_reservation", {"reservation_id": "ABC123"}, "t1"),
-        call("check_in", {"reservation_id": "ABC123"}, "t2"),
-        AIMessage("Checked in; paid with gift_card_7777."),
-    )
-    memory = DecisionMemory(store=SQLiteStore(path, timeout=0.1))
-    agent = executor(model, tools=[get_reservation, check_in])
+    busy = BusyStore(tmp_path / "memory.sqlite3")
+    model = recording_model(*busy.SCRIPT)
+    memory = DecisionMemory(store=SQLiteStore(busy.path, timeout=0.1))
+    agent = executor(model, tools=busy.tools)
 
     agent.invoke({"input": "Check in ABC123"}, config={"callbacks": [DamcCallbackHandler(memory)]})
 

@@ -18,6 +18,7 @@ from .scenario import (
     FLIGHTS,
     HISTORY_PROMPT,
     SCRIPT,
+    BusyStore,
     book,
     call,
     executor,
@@ -202,7 +203,6 @@ def test_a_system_prompt_in_content_blocks_keeps_its_blocks(recording_model):
 
 def test_a_run_retried_after_the_model_failed_records_its_request_once(recording_model):
     from .conftest import RecordingChatModel
-    from .scenario import call
 
     class FailsOnItsSecondCall(RecordingChatModel):
         failed: bool = False
@@ -236,8 +236,6 @@ def test_a_run_retried_after_the_model_failed_records_its_request_once(recording
 def test_a_request_said_again_after_a_return_direct_tool_answered_is_a_new_turn(recording_model):
     from langchain_core.tools import tool
 
-    from .scenario import call
-
     @tool(return_direct=True)
     def status(order: str) -> str:
         """Order status."""
@@ -257,8 +255,6 @@ def test_a_request_said_again_after_a_return_direct_tool_answered_is_a_new_turn(
 
 def test_a_request_said_again_after_the_iteration_limit_stopped_the_run_is_a_new_turn(recording_model):
     from langchain_core.tools import tool
-
-    from .scenario import call
 
     @tool
     def poll(job: str) -> str:
@@ -393,8 +389,6 @@ def test_a_tool_that_waits_for_a_human_is_not_recorded_as_failed(recording_model
     from langgraph.graph import StateGraph
     from langgraph.types import Command, interrupt
 
-    from .scenario import call
-
     @tool
     def book_flight(flight: str) -> str:
         """Book a flight once a human approves."""
@@ -467,8 +461,6 @@ def test_an_async_step_whose_reply_has_no_id_is_recorded_as_it_goes_when_a_tool_
 
 def test_a_step_whose_reply_has_no_id_is_kept_when_the_iteration_limit_stops_the_run():
     from langchain_core.tools import tool
-
-    from .scenario import call
 
     @tool
     def book(flight: str) -> str:
@@ -622,42 +614,21 @@ def test_arguments_the_tool_handles_as_invalid_are_recorded_as_an_error(recordin
 def test_a_result_the_store_refused_goes_in_before_the_next_call_once_the_store_is_back(
     recording_model, tmp_path
 ):
-    import sqlite3
-
     from langchain_core.callbacks import BaseCallbackHandler
-    from langchain_core.tools import tool
 
     from damc_core import SQLiteStore, valid_sequence
 
-    path = tmp_path / "memory.sqlite3"
-    other_process = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-
-    @tool
-    def get_reservation(reservation_id: str) -> str:
-        """Look up a reservation."""
-        other_process.execute("BEGIN IMMEDIATE")  # another process writes the file meanwhile
-        return '{"reservation_id": "ABC123", "payment": "gift_card_7777"}'
-
-    @tool
-    def check_in(reservation_id: str) -> str:
-        """Check in."""
-        return "checked in"
+    busy = BusyStore(tmp_path / "memory.sqlite3")
 
     class WriteEnds(BaseCallbackHandler):
         """The other process commits while the model thinks about its next step."""
 
         def on_chat_model_start(self, serialized, messages, **kwargs):
-            if other_process.in_transaction:
-                other_process.execute("COMMIT")
+            busy.release()
 
-    model = recording_model(
-        call("get_reservation", {"reservation_id": "ABC123"}, "t1"),
-        call("check_in", {"reservation_id": "ABC123"}, "t2"),
-        AIMessage("Checked in; paid with gift_card_7777."),
-    )
-    memory = DecisionMemory(store=SQLiteStore(path, timeout=0.1), settings=MemorySettings(budget=400))
-    tools = [get_reservation, check_in]
-    agent = wrap(executor(model, tools=tools), memory)
+    model = recording_model(*busy.SCRIPT)
+    memory = DecisionMemory(store=SQLiteStore(busy.path, timeout=0.1), settings=MemorySettings(budget=400))
+    agent = wrap(executor(model, tools=busy.tools), memory)
 
     agent.invoke({"input": "Check in ABC123"}, config={"callbacks": [WriteEnds()]})
 
