@@ -196,8 +196,9 @@ class PartnerTrustedLess:
         return replace(card, trust=0.3) if card.tool_name == "partner_flight_status" else card
 
 
-def test_the_less_trusted_of_two_answers_at_once_is_the_one_superseded(make_memory, msg, memory_text):
-    memory = make_memory(encoder=PartnerTrustedLess(), settings=MemorySettings(recent_messages=0))
+def ask_both_for_the_status(memory, msg):
+    """One step asks the airline and a partner for HAT069's status; they disagree. Returns the
+    airline's and the partner's result cards."""
     memory.observe(msg.user("Is HAT069 on time?"))
     memory.observe(
         msg.calls(
@@ -213,6 +214,12 @@ def test_the_less_trusted_of_two_answers_at_once_is_the_one_superseded(make_memo
     partner = memory.observe(
         msg.result("p1", "partner_flight_status", {"flight_number": "HAT069", "status": "delayed"})
     )
+    return airline, partner
+
+
+def test_the_less_trusted_of_two_answers_at_once_is_the_one_superseded(make_memory, msg, memory_text):
+    memory = make_memory(encoder=PartnerTrustedLess(), settings=MemorySettings(recent_messages=0))
+    airline, partner = ask_both_for_the_status(memory, msg)
 
     assert memory.card(partner.id).superseded_by == airline.id
     assert memory.card(airline.id).superseded_by is None and memory.card(airline.id).stale_facts == ()
@@ -260,21 +267,7 @@ def test_a_superseded_result_of_the_recent_window_is_marked(make_memory, msg):
     """Both results of the step go to the model as tool messages (each call needs its answer):
     the one set aside says so, rather than contradicting the other unmarked."""
     memory = make_memory(encoder=PartnerTrustedLess(), clock=time.time)
-    memory.observe(msg.user("Is HAT069 on time?"))
-    memory.observe(
-        msg.calls(
-            [
-                ("a1", "airline_flight_status", {"flight_number": "HAT069"}),
-                ("p1", "partner_flight_status", {"flight_number": "HAT069"}),
-            ]
-        )
-    )
-    airline = memory.observe(
-        msg.result("a1", "airline_flight_status", {"flight_number": "HAT069", "status": "on time"})
-    )
-    partner = memory.observe(
-        msg.result("p1", "partner_flight_status", {"flight_number": "HAT069", "status": "delayed"})
-    )
+    airline, partner = ask_both_for_the_status(memory, msg)
 
     sent = [m["content"] for m in memory.build(budget=2000).messages if m["role"] == "tool"]
 
