@@ -1565,6 +1565,8 @@ class DecisionMemory:
         if isinstance(given, list) and given:  # ["c2"]
             given = given[0]
         card_id = str(given or "").strip().strip("[]'\" ").lower()  # "[C2]" is c2
+        if card_id.isdigit():  # card 2, its number alone
+            card_id = f"c{card_id}"
         if not card_id:
             return "recall needs a card_id: the id a memory card starts with, such as c12."
         match = parsed.get("match")

@@ -50,7 +50,15 @@ def test_handle_recall_returns_the_raw_tool_output(remembered, airline_messages)
 
 @pytest.mark.parametrize(
     "arguments",
-    [{"card_id": "c5"}, '{"card_id": " [c5] "}', {"card_id": "[c5]"}, {"card_id": "C5"}, {"card_id": ["c5"]}],
+    [
+        {"card_id": "c5"},
+        '{"card_id": " [c5] "}',
+        {"card_id": "[c5]"},
+        {"card_id": "C5"},
+        {"card_id": ["c5"]},
+        {"card_id": "5"},  # the number alone, as a model may give it
+        {"card_id": 5},
+    ],
     ids=repr,
 )
 def test_handle_recall_accepts_a_dict_and_a_bracketed_id(remembered, airline_messages, arguments):
