@@ -40,6 +40,7 @@ from .extract import (
 from .tabular import CreatedTable, created_tables, positional_records, select_names, split_records
 from .tokens import call_function, content_text
 from .types import Card, CardKind, Fact, Message, RawRecord, Table
+from .webpage import is_page, page_text
 
 HOSTED_TOOL = "hosted_tool"
 """The role a tool the provider ran itself is read as (a Responses API ``web_search_call``,
@@ -252,6 +253,10 @@ class DefaultEncoder:
     """Free text is read for facts, terms and its summary up to this many characters, half from its
     start and half from its end (where a log says how it ended), so a 10 MB page costs about a
     second, not a minute. The summary says what was read; the raw record keeps all of it."""
+    max_page_chars: int = 250_000
+    """An HTML page is read as the text a browser shows (:mod:`.webpage`) up to this many
+    characters from its start, so a 2 MB page of links costs a fraction of a second; the card
+    says so, and the raw record keeps the page."""
     max_terms: int = 5000
     """Cap on the exact terms indexed per card."""
     trust: Mapping[str, float] = field(default_factory=lambda: dict(DEFAULT_TRUST))
@@ -352,6 +357,14 @@ class DefaultEncoder:
         name = call.name if call else str(message.get("name") or "unknown_tool")
         arguments = dict(call.arguments) if call else {}
         stripped = text.strip()
+        page_note = ""
+        if page := is_page(stripped):  # a fetched page: what it says, not its markup (the record keeps it)
+            shown, whole = page_text(stripped, _page_address(arguments), limit=self.max_page_chars)
+            stripped = shown.strip()
+            if not whole:
+                page_note = (
+                    f" (read the first {len(shown):,} characters the page shows; recall {base['id']} for all)"
+                )
         document = read_document(
             stripped, max_json_chars=self.max_parse_chars, max_literal_chars=self.max_literal_chars
         )
@@ -398,9 +411,12 @@ class DefaultEncoder:
             facts = _text_facts(scan, self.max_terms // 10)
             extract_scan = scan if extract == read else TextScan(extract)
         # a record's ``failed: 0`` is a count (its error keys say whether it failed); the text
-        # around it may say so ("Error: payment declined {...}")
-        said = around if isinstance(parsed, dict) else stripped
-        error = _is_error(message, stripped, parsed) or bool(structured and _ERROR_TEXT.match(said))
+        # around it may say so ("Error: payment declined {...}"). A page says no error by its
+        # first words: they are its title ("Error codes of the API")
+        said = "" if page else around if isinstance(parsed, dict) else stripped
+        error = _is_error(message, "" if page else stripped, parsed) or bool(
+            structured and _ERROR_TEXT.match(said)
+        )
         constraints = _constraints(facts, tables, around if structured else extract)
         if error:
             constraints = [f"{name} failed: {_clip(stripped, 160)}", *constraints]
@@ -417,7 +433,7 @@ class DefaultEncoder:
             summary="",
             facts=tuple(facts),
             tables=tuple(tables),
-            text=extract + unread,
+            text=extract + (unread or page_note),
             tool_name=name,
             tool_call_id=str(message.get("tool_call_id") or (call.id if call else "")) or None,
             arguments=arguments,
@@ -507,6 +523,13 @@ class DefaultEncoder:
                     return terms
         terms.update(extract.terms(self.max_terms))
         return terms
+
+
+def _page_address(arguments: Mapping[str, Any]) -> str:
+    """The address a page was fetched from, if the call names one (``{"url": "https://..."}``):
+    what its relative links are resolved against."""
+    found = (v for v in arguments.values() if isinstance(v, str) and v.startswith(("https://", "http://")))
+    return next(found, "")
 
 
 def _one_column_rows(payload: object, arguments: Mapping[str, Any]) -> list[dict[str, Any]] | None:
