@@ -5,7 +5,9 @@ next call needs may be past the cut, in the card as in a plain recall. ``recall(
 match="SKU01500")`` returns the rows that hold the text, with the plain fields of the records
 around them (an order's id and status beside the one item that matched), as JSON again, so the
 answer is encoded like any tool result; free text gives its matching lines, and a very long line
-(a minified page, a log without line breaks) the parts of it around the text.
+(a minified page, a log without line breaks) the parts of it around the text. An HTML page whose
+markup holds no match gives the lines of the text it shows that do (``HX-200 space heaters``,
+which the page writes as ``<strong>HX-200</strong> space heaters``), as its card shows them.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from __future__ import annotations
 import json
 import re
 from typing import Any
+
+from .webpage import is_page, page_text
 
 LONG_LINE = 2000
 """A matching line longer than this is answered with the parts around the text, not whole: a page
@@ -37,8 +41,14 @@ def excerpt(content: str, match: str) -> str | None:
             return json.dumps(kept, ensure_ascii=False) if found else None
     except (ValueError, RecursionError):
         pass  # not JSON, or nested too deep to walk: read it as lines
-    lines = [_around(line, needle) for line in content.splitlines() if needle in line.lower()]
+    lines = _lines_holding(content, needle)
+    if not lines and is_page(content.strip()):  # words the card shows that tags split or entities spell
+        lines = _lines_holding(page_text(content.strip())[0], needle)
     return "\n".join(lines) if lines else None
+
+
+def _lines_holding(text: str, needle: str) -> list[str]:
+    return [_around(line, needle) for line in text.splitlines() if needle in line.lower()]
 
 
 def _around(line: str, needle: str) -> str:

@@ -223,3 +223,19 @@ def test_markup_that_never_closes_what_it_opens_is_read_in_well_under_a_second(m
     assert took < 0.8
     assert linked.text.startswith("SKU-1 (https://shop.example.com/p/1) SKU-1 (https://shop.example.com/p/1)")
     assert "<" not in hidden.text
+
+
+def test_recall_by_match_finds_words_of_the_card_that_tags_split_or_entities_spell(memory):
+    news = fetch(memory, "https://news.example.com/business/2024/05/14/acme", NEWS)
+    product = fetch(memory, "https://shop.example.com/p/trailblazer-2", PRODUCT)
+    assert "12,000 model HX-200 space heaters" in news.text
+
+    assert memory.handle_recall({"card_id": news.id, "match": "model HX-200 space heaters"}) == (
+        "Acme Corp said on Tuesday it would recall 12,000 model HX-200 space heaters sold between "
+        "January 2023 and March 2024 after 37 reports of overheating."
+    )
+    assert memory.handle_recall({"card_id": product.id, "match": "NP-TB2-SD | $229.00"}) == (
+        "Sand / 2-person | NP-TB2-SD | $229.00 | In stock (14)"
+    )
+    assert "<tr><td>Sand / 2-person</td>" in memory.handle_recall({"card_id": product.id, "match": "sand"})
+    assert memory.handle_recall({"card_id": news.id, "match": "fire hazard"}).startswith("Nothing in 'c1'")
