@@ -479,7 +479,7 @@ class DefaultEncoder:
                 for i, item in enumerate(value):
                     self._walk(item, f"{path}[{i}]", depth + 1, facts, tables)
         elif value is not None:
-            text = _clip(scalar_text(value), self.max_cell_chars)
+            text = _cell(value, self.max_cell_chars)
             facts.append(Fact(path or "value", text, fact_kind(path or "value", text)))
 
     def _records_table(self, path: str, records: list[Any]) -> Table:
@@ -703,10 +703,20 @@ def _flatten(
             elif isinstance(value, list):
                 out[column] = _clip("; ".join(_inline(v) for v in value), max_cell * 2) if value else "[]"
             elif value is not None:
-                out[column] = _clip(scalar_text(value), max_cell)
+                out[column] = _cell(value, max_cell)
     else:
         out[prefix or "value"] = _clip(_inline(row), max_cell)
     return out
+
+
+def _cell(value: object, limit: int) -> str:
+    """A value as a card shows it, clipped to ``limit``; a page in a field (a scraper's
+    ``{"url": ..., "html": "<!DOCTYPE html>..."}``) as the text it shows, not its ``<head>``."""
+    if isinstance(value, str) and is_page(page := value.strip()):
+        shown, whole = page_text(page, limit=limit)
+        text = " ".join(shown.splitlines())
+        return text if whole else text[: limit - 1] + "…"
+    return _clip(scalar_text(value), limit)
 
 
 def _inline(value: object) -> str:

@@ -3,6 +3,7 @@ returns raw HTML: its card holds what the page says, its links and its title, no
 
 from __future__ import annotations
 
+import json
 import time
 
 from damc_core import CardKind, MemorySettings
@@ -239,3 +240,19 @@ def test_recall_by_match_finds_words_of_the_card_that_tags_split_or_entities_spe
     )
     assert "<tr><td>Sand / 2-person</td>" in memory.handle_recall({"card_id": product.id, "match": "sand"})
     assert memory.handle_recall({"card_id": news.id, "match": "fire hazard"}).startswith("Nothing in 'c1'")
+
+
+def test_a_page_in_a_field_of_a_json_result_shows_its_text(memory):
+    scraped = {"url": "https://news.example.com/business/2024/05/14/acme", "status": 200, "html": NEWS}
+    card = memory.observe_tool("scrape", {"urls": [scraped["url"]]}, scraped)
+    rows = memory.observe_tool(
+        "scrape", {"urls": [scraped["url"]]}, [scraped, {**scraped, "url": "https://x.example"}]
+    )
+
+    html = next(fact.value for fact in card.facts if fact.path == "html")
+    assert html.startswith(
+        "Acme Corp recalls 12,000 heaters after fire reports | Daily Ledger Home (/) World"
+    )
+    assert "<" not in html and html.endswith("…") and len(html) <= 300
+    assert rows.tables[0].rows[0][rows.tables[0].columns.index("html")] == html
+    assert memory.recall(card.id)["content"] == json.dumps(scraped)
