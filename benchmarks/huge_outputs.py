@@ -1,5 +1,6 @@
-"""Time to observe one huge event: a 10 MB JSON list, the same rows as a Markdown table, 10 MB of
-dense prose as a tool result and as a user paste, then build a context. The agent waits for
+"""Time to observe one huge event: a 10 MB JSON list, the same rows as a Markdown table, a search
+results page as raw HTML, 10 MB of dense prose as a tool result and as a user paste, then build a
+context. The agent waits for
 ``observe`` and ``build``, so these bound how long one oversized tool output can stall a step.
 
 The prose is the worst case for free-text reading: every sentence holds dates, amounts and codes.
@@ -67,6 +68,21 @@ def markdown_rows(chars: int) -> str:
     return "\n".join(lines)
 
 
+def html_results(chars: int) -> str:
+    """A shop's search results page, as ``requests.get(url).text`` returns it: one linked row per
+    product, with its SKU in an attribute and its price in a span."""
+    rows, size, i = [], 120, 0
+    while size < chars:
+        rows.append(
+            f'<li class="result"><a href="/p/{i:05d}?ref=search" data-sku="SKU-{i:05d}">'
+            f'<span class="title">Widget {i}</span><span class="price">${10 + i % 50}.99</span></a></li>'
+        )
+        size += len(rows[-1])
+        i += 1
+    head = "<!DOCTYPE html><html><head><title>Widgets</title></head>"
+    return f"{head}<body><ul>{''.join(rows)}</ul></body></html>"
+
+
 def run(label: str, content: str, role: str) -> None:
     memory = DecisionMemory(
         namespace=Namespace(user="bench", session=label.replace(" ", "_")),
@@ -103,6 +119,7 @@ def main() -> None:
         chars = int(mb * 1_000_000)
         run("JSON list (tool)", json_rows(chars), "tool")
         run("Markdown table (tool)", markdown_rows(chars), "tool")
+        run("HTML page (tool)", html_results(chars), "tool")
         prose = dense_prose(chars, rng)
         run("dense prose (tool)", prose, "tool")
         run("dense prose (user paste)", prose, "user")

@@ -127,6 +127,7 @@ def test_huge_outputs_end_in_small_cards() -> None:
     assert names == [
         "JSON list (tool)",
         "Markdown table (tool)",
+        "HTML page (tool)",
         "dense prose (tool)",
         "dense prose (user paste)",
     ]
