@@ -103,6 +103,7 @@ from .value import (
     ValuationContext,
     Valuator,
     heuristics_of,
+    seq_of,
     topic_words,
 )
 
@@ -324,11 +325,11 @@ class _Session:
 
     def history_at(self, seq: int) -> int:
         """Position in ``history`` of the first dialogue event from sequence number ``seq`` on."""
-        return bisect.bisect_left(self.history, seq, key=lambda entry: _seq_of(entry.card_id))
+        return bisect.bisect_left(self.history, seq, key=lambda entry: seq_of(entry.card_id))
 
     def message_of(self, card_id: str) -> Message | None:
         """The dialogue event behind a card, as observed, from memory (no store read)."""
-        at = self.history_at(_seq_of(card_id))
+        at = self.history_at(seq_of(card_id))
         return (
             self.history[at].message
             if at < len(self.history) and self.history[at].card_id == card_id
@@ -608,7 +609,7 @@ class DecisionMemory:
                 named = _with_categories(user, {word})
                 if named is not user:
                     session.put(named)
-                    bisect.insort(session.by_term[word], user_id, key=_seq_of)  # oldest first
+                    bisect.insort(session.by_term[word], user_id, key=seq_of)  # oldest first
                     self._rescore(user_id)
 
     @_synchronized
@@ -683,7 +684,7 @@ class DecisionMemory:
         of the call's values are where it came from: a search for a flight's route and date took
         them from that flight's booking, not from another booking through the same airports."""
         session = self._session
-        call_seq = _seq_of(call_card_id)
+        call_seq = seq_of(call_card_id)
         for call in calls:
             texts = argument_values(call.arguments)
             values = {v.lower().lstrip("#") for v in texts}
@@ -693,7 +694,7 @@ class DecisionMemory:
             held: dict[str, int] = {}  # card id -> how many of the call's values it holds
             for value in values:
                 newest = itertools.islice(reversed(session.by_term.get(value, ())), MENTION_FANOUT)
-                earlier = [i for i in newest if _seq_of(i) < call_seq]
+                earlier = [i for i in newest if seq_of(i) < call_seq]
                 if value not in inside and not IDENTIFIER_TERM.fullmatch(value):
                     said = [i for i in earlier if session.cards[i].kind is CardKind.USER_INSTRUCTION]
                     earlier = said[:1] or earlier
@@ -792,7 +793,7 @@ class DecisionMemory:
                     partly = tuple(sorted(shared)) if shared != quoted else ()
                     found.append((other.id, name, partly))
                     break
-        return sorted(found, key=lambda quote: _seq_of(quote[0]))
+        return sorted(found, key=lambda quote: seq_of(quote[0]))
 
     def _supersede(self, card: Card) -> None:
         if _is_recall_answer(card):  # the record recalled, or part of it: nothing newer
@@ -800,7 +801,7 @@ class DecisionMemory:
         session = self._session
         if card.kind is CardKind.TOOL_RESULT and card.tool_name:  # the call failed before, not now
             for old_id in sorted(
-                session.by_entity.get(call_key(card.tool_name, card.arguments), ()), key=_seq_of
+                session.by_entity.get(call_key(card.tool_name, card.arguments), ()), key=seq_of
             ):
                 if old_id != card.id and (old := session.cards[old_id]).kind is CardKind.TOOL_ERROR:
                     self._set_aside(old, card.id)
@@ -955,7 +956,7 @@ class DecisionMemory:
         ]
         built = BuiltContext(
             messages=messages,
-            decisions=tuple(sorted(decisions, key=lambda d: _seq_of(d.card_id))),
+            decisions=tuple(sorted(decisions, key=lambda d: seq_of(d.card_id))),
             memory=memory,
             memory_tokens=self._renderer.count(memory) if memory else 0,
             total_tokens=self._renderer.count_messages(messages),
@@ -1056,11 +1057,11 @@ class DecisionMemory:
         such as a function call right after the system prompt); ``None`` when there is none or the
         caller sends it itself."""
         history, newest = self._session.history, self._session.newest.get("user")
-        first = _seq_of(entries[0].card_id)
+        first = seq_of(entries[0].card_id)
         if newest is None:
             return None
-        if _seq_of(newest) < first:  # the request itself: no user turn in the window
-            at = self._session.history_at(_seq_of(newest)) + 1
+        if seq_of(newest) < first:  # the request itself: no user turn in the window
+            at = self._session.history_at(seq_of(newest)) + 1
         else:
             at = self._session.history_at(first)
         lead = _newest_user(history, before=at)
@@ -1312,7 +1313,7 @@ class DecisionMemory:
         return (
             card is not None
             and _is_recall_answer(card)
-            and (request is None or _seq_of(card.id) > _seq_of(request))
+            and (request is None or seq_of(card.id) > seq_of(request))
         )
 
     def _as_recalled(self, card: Card, share: int, *, header: bool = True) -> Card:
@@ -1431,7 +1432,7 @@ class DecisionMemory:
             window.append(entry)
         first_user = next((i for i, e in enumerate(window) if e.message.get("role") == "user"), 0)
         if first_user:  # the conversation's user turns before the window count, excluded or not
-            opened = self._session.history_at(_seq_of(window[0].card_id))
+            opened = self._session.history_at(seq_of(window[0].card_id))
             if _newest_user(self._session.history, before=opened) is None:
                 window = window[first_user:]
         if not window:  # all left out: the user's newest turn (APIs reject a system prompt alone)
@@ -1802,11 +1803,6 @@ def _newest_user(history: Sequence[_Entry], *, before: int | None = None) -> _En
     end = len(history) if before is None else before
     turns = (history[i] for i in range(end - 1, -1, -1))
     return next((entry for entry in turns if entry.message.get("role") == "user"), None)
-
-
-def _seq_of(card_id: str) -> int:
-    """The sequence number in a card id (``c12`` -> 12): ids sort by it, not as text."""
-    return int(card_id[1:])
 
 
 def _words(text: str) -> set[str]:

@@ -19,7 +19,7 @@ import functools
 import itertools
 import math
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Protocol, TypeVar, runtime_checkable
@@ -270,9 +270,11 @@ def _pending_in_series(cards: Sequence[Card]) -> frozenset[str]:
     acted: dict[str, set[str]] = {}
     last_act: dict[str, int] = {}
     lookups: list[tuple[Card, frozenset[tuple[str, str]]]] = []
+    looked_up: set[str] = set()  # every entity a result is about
     for card in cards:
         if card.kind is not CardKind.TOOL_RESULT or not (handles := _handles_of(card)):
             continue
+        looked_up.update(value for _, value in handles)
         if changes_state(card.tool_name):
             for name, value in handles:
                 acted.setdefault(name, set()).add(value)
@@ -280,7 +282,7 @@ def _pending_in_series(cards: Sequence[Card]) -> frozenset[str]:
         elif not card.constraints:  # a cancelled order, a sold-out flight: ruled out, not next
             lookups.append((card, handles))
     series = {name: values for name, values in acted.items() if len(values) >= 2}
-    taken_next = _next_to_take(lookups) | _lists_gone_through(cards)
+    taken_next = _next_to_take(lookups) | _lists_gone_through(cards, looked_up)
     if not series:
         return taken_next
     pending = set()
@@ -314,7 +316,7 @@ def _next_to_take(lookups: Sequence[tuple[Card, frozenset[tuple[str, str]]]]) ->
         taken = [card for card in cards if card.decision_links]
         if len(taken) < 2:
             continue
-        first_uses = [min(_seq_of_id(link) for link in card.decision_links) for card in taken]
+        first_uses = [min(seq_of(link) for link in card.decision_links) for card in taken]
         if any(later <= earlier for earlier, later in itertools.pairwise(first_uses)):
             continue  # not one after the other in the order looked up
         after = [card for card in cards if taken[-1].seq < card.seq < first_uses[0]]
@@ -323,13 +325,10 @@ def _next_to_take(lookups: Sequence[tuple[Card, frozenset[tuple[str, str]]]]) ->
     return frozenset(out)
 
 
-def _lists_gone_through(cards: Sequence[Card]) -> frozenset[str]:
+def _lists_gone_through(cards: Sequence[Card], looked_up: Collection[str]) -> frozenset[str]:
     """Ids of the results that list ids (a profile's reservations) which calls look up in the
     list's order, a later call taking one from the card, with some still to look up: the list is
-    what the next lookup takes its id from."""
-    looked_up = {
-        value for card in cards if card.kind is CardKind.TOOL_RESULT for _, value in _handles_of(card)
-    }
+    what the next lookup takes its id from. ``looked_up``: the entities results are about."""
     out = set()
     for card in cards:
         if card.kind is not CardKind.TOOL_RESULT or not card.decision_links:
@@ -346,7 +345,8 @@ def _lists_gone_through(cards: Sequence[Card]) -> frozenset[str]:
     return frozenset(out)
 
 
-def _seq_of_id(card_id: str) -> int:
+def seq_of(card_id: str) -> int:
+    """The sequence number in a card id (``c12`` -> 12): ids sort by it, not as text."""
     return int(card_id[1:])
 
 
