@@ -12,7 +12,8 @@ caller formats itself (``predict``, structured output, completions) are the wrap
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncGenerator, Generator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Generator, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
@@ -303,8 +304,7 @@ class DamcLLM(FunctionCallingLLM):
         error_on_tool_error: bool = False,
         **kwargs: Any,
     ) -> AgentChatResponse:
-        token = PREDICTING.set(Predicting(self._recorder))
-        try:
+        with self._predicting():
             return super().predict_and_call(
                 tools,
                 user_msg=user_msg,
@@ -315,8 +315,6 @@ class DamcLLM(FunctionCallingLLM):
                 error_on_tool_error=error_on_tool_error,
                 **kwargs,
             )
-        finally:
-            PREDICTING.reset(token)
 
     async def apredict_and_call(
         self,
@@ -329,8 +327,7 @@ class DamcLLM(FunctionCallingLLM):
         error_on_tool_error: bool = False,
         **kwargs: Any,
     ) -> AgentChatResponse:
-        token = PREDICTING.set(Predicting(self._recorder))
-        try:
+        with self._predicting():
             return await super().apredict_and_call(
                 tools,
                 user_msg=user_msg,
@@ -341,6 +338,14 @@ class DamcLLM(FunctionCallingLLM):
                 error_on_tool_error=error_on_tool_error,
                 **kwargs,
             )
+
+    @contextmanager
+    def _predicting(self) -> Iterator[None]:
+        """While a ``predict_and_call`` of this model runs: the replies and tool outputs it makes
+        are recorded here (see ``Predicting``), as no agent step reports them."""
+        token = PREDICTING.set(Predicting(self._recorder))
+        try:
+            yield
         finally:
             PREDICTING.reset(token)
 
