@@ -67,12 +67,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("trace")
     parser.add_argument("--ratio", type=float, default=0.20, help="token ratio to allocate within")
+    parser.add_argument("--budgets", type=int, nargs="+", default=BUDGETS, help="fixed budgets to replay")
     args = parser.parse_args()
-    points = per_point(load_trajectories(args.trace), BUDGETS)
+    budgets = tuple(sorted(args.budgets))
+    points = per_point(load_trajectories(args.trace), budgets)
     reached, recall = allocate(points, args.ratio)
-    most = sum(max(kept for _, kept in row[2]) for row in points.values())
-    print(f"decisions {len(points)}, tool facts {sum(row[1] for row in points.values())}")
-    print(f"kept at {BUDGETS[-1]} tokens: {most / max(1, sum(row[1] for row in points.values())):.3f}")
+    facts = max(1, sum(row[1] for row in points.values()))
+    smallest = sum(row[2][0][1] for row in points.values()) / facts
+    largest = sum(max(kept for _, kept in row[2]) for row in points.values()) / facts
+    print(f"decisions {len(points)}, tool facts {facts}")
+    print(f"kept at {budgets[0]} tokens: {smallest:.3f}; at {budgets[-1]} tokens: {largest:.3f}")
     print(f"allocated per decision: {recall:.3f} of tool facts at a token ratio of {reached:.3f}")
 
 

@@ -210,3 +210,18 @@ def test_format_variants_print_the_same_results_in_shapes_each_read_as_data(tmp_
         assert read and all(card.kind is CardKind.TOOL_RESULT for card in read), variant
         assert all(card.tables or len(card.facts) > 1 for card in read), variant
         assert not any(card.text for card in read), variant  # none fell back to free text
+
+
+def test_budget_allocation_spends_tokens_where_the_needed_values_are() -> None:
+    printed = run_benchmark("budget_allocation.py", DEMO, "--ratio", "0.2", "--budgets", "250", "500", "1000")
+
+    smallest, largest = map(
+        float, re.search(r"250 tokens: ([\d.]+); at 1000 tokens: ([\d.]+)", printed).groups()
+    )
+    recall, ratio = map(
+        float,
+        re.search(r"per decision: ([\d.]+) of tool facts at a token ratio of ([\d.]+)", printed).groups(),
+    )
+    assert smallest <= recall <= largest
+    assert ratio <= 0.2
+    assert recall > smallest  # some decisions needed more than 250 tokens, and got them
