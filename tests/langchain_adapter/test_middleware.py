@@ -15,7 +15,7 @@ from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.tools import InjectedToolCallId, tool
 
-from damc_core import DecisionMemory, InMemoryStore, MemorySettings, SQLiteStore
+from damc_core import ConfigError, DecisionMemory, InMemoryStore, MemorySettings, SQLiteStore
 from damc_langchain import DamcMiddleware
 
 from .conftest import RecordingChatModel
@@ -1419,3 +1419,15 @@ def test_a_custom_tool_call_the_memory_holds_reaches_the_model_with_its_result(r
         ("apply_patch", PATCH, "call_9")
     ]
     assert result.tool_call_id == "call_9" and "Done: app.py, 1 hunk" in result.content
+
+
+@pytest.mark.parametrize("given", ["store", "nothing"])
+def test_a_middleware_given_no_decision_memory_says_what_it_needs(tmp_path, given):
+    """A store passed where the memory goes would leave every run without memory, the failures
+    only logged; the mistake is pointed out when the agent is built."""
+    wrong = SQLiteStore(tmp_path / "memory.sqlite3") if given == "store" else None
+
+    with pytest.raises(ConfigError, match=r"needs a DecisionMemory, got (SQLiteStore|NoneType)") as raised:
+        DamcMiddleware(wrong)
+
+    assert given != "store" or "DecisionMemory(store=...)" in str(raised.value)
