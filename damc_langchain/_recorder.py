@@ -21,7 +21,7 @@ from langchain_core.messages import (
 )
 from langchain_core.messages.tool import invalid_tool_call
 
-from damc_core import DecisionMemory
+from damc_core import ConfigError, DecisionMemory
 from damc_core.tokens import call_function
 
 logger = logging.getLogger("damc.langchain")
@@ -488,7 +488,14 @@ _CONVERSATIONS_LOCK = threading.Lock()
 
 def conversations_of(memory: DecisionMemory) -> Conversations:
     """The one ``Conversations`` of a memory in this process: two middlewares (or a middleware and
-    a hook) on one memory then know what the other recorded, instead of recording it again."""
+    a hook) on one memory then know what the other recorded, instead of recording it again.
+    Anything else is refused where the middleware, hook or tool is made: a store given for the
+    memory would leave every run without memory, each failure only logged."""
+    if not isinstance(memory, DecisionMemory):
+        raise ConfigError(
+            f"DAMC needs a DecisionMemory, got {type(memory).__name__}: "
+            "pass DecisionMemory(store=...) for a store"
+        )
     with _CONVERSATIONS_LOCK:
         found = _CONVERSATIONS.get(memory)
         if found is None:

@@ -20,7 +20,7 @@ from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResp
 from langchain.agents.middleware.types import ToolCallRequest
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, SystemMessage, ToolCall, ToolMessage
 
-from damc_core import ConfigError, DecisionMemory, checked_budget
+from damc_core import DecisionMemory, checked_budget
 
 from ._recorder import (
     MessageRecorder,
@@ -72,11 +72,6 @@ class DamcMiddleware(AgentMiddleware):
 
     def __init__(self, memory: DecisionMemory, *, budget: int | None = None, recall: bool = True) -> None:
         super().__init__()
-        if not isinstance(memory, DecisionMemory):  # a store here would leave every run without memory
-            raise ConfigError(
-                f"DamcMiddleware needs a DecisionMemory, got {type(memory).__name__}: "
-                "pass DecisionMemory(store=...) for a store"
-            )
         self.memory = memory
         self.budget = checked_budget(budget)
         self.conversations = conversations_of(memory)

@@ -11,7 +11,7 @@ pytest.importorskip("langgraph")
 
 from langchain_core.messages import HumanMessage, SystemMessage, ToolMessage
 
-from damc_core import DecisionMemory, InMemoryStore, MemorySettings
+from damc_core import ConfigError, DecisionMemory, InMemoryStore, MemorySettings, SQLiteStore
 from damc_langchain import damc_post_model_hook, damc_pre_model_hook, recall_tool
 
 from .scenario import FLIGHTS, SCRIPT, book, get_user_details, search_flights, text
@@ -166,3 +166,13 @@ def test_an_agent_whose_state_is_a_pydantic_model_gets_the_same_context(recordin
     assert "credit_card_4421486" in text(model.received[2])
     assert "975 Sunset Drive " * 20 not in text(model.received[2])
     assert [c.text for c in memory.cards()][-1] == "Booked HAT107, reservation 4WQ150."
+
+
+@pytest.mark.parametrize("make", [damc_pre_model_hook, damc_post_model_hook, recall_tool])
+def test_a_hook_or_recall_tool_given_a_store_says_to_wrap_it_in_a_decision_memory(tmp_path, make):
+    """Given the store, the hooks would leave the model the full history and record nothing, the
+    failures only logged; the mistake is pointed out where the agent is put together."""
+    with pytest.raises(
+        ConfigError, match=r"needs a DecisionMemory, got SQLiteStore.*DecisionMemory\(store=\.\.\.\)"
+    ):
+        make(SQLiteStore(tmp_path / "memory.sqlite3"))
