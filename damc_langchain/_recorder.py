@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 import threading
 import weakref
 from collections import Counter, OrderedDict
@@ -29,6 +30,8 @@ PARSE_ERROR_TOOL = "_Exception"
 """The tool a langchain-classic ``AgentExecutor`` with ``handle_parsing_errors`` runs
 (``ExceptionTool``) to answer a reply it could not parse: its output is the error's text."""
 _FAILED_GROUPS_KEPT = 64
+_RETRY_ID = re.compile(r"(.+)~retry(\d+)")
+"""The id ``record_retry`` records a call made again under: the call's id and the retry's number."""
 
 
 class MessageRecorder:
@@ -86,15 +89,32 @@ class MessageRecorder:
         self._learn(memory.messages() if resume else ())
 
     def _learn(self, events: Sequence[dict[str, Any]]) -> None:
-        """Know events recorded elsewhere (an earlier process, another worker) as recorded."""
+        """Know events recorded elsewhere (an earlier process, another worker) as recorded, and
+        the calls of the newest step answered there with an error as such: a run resumed from its
+        checkpoint makes them again, and the result is a retry (see ``retry_of``), not a second
+        answer to the call the model would take the error for."""
+        errored: dict[str, int] = {}
         for event in events:
             if event.get("id"):
                 self._seen.add(f"id:{event['id']}")
                 self._note_said(event)
+                if event.get("tool_calls"):
+                    errored.clear()  # a new step: only its calls can be made again
             elif event.get("role") == "tool":
-                self._early_results[str(event.get("tool_call_id"))] += 1
+                call_id = str(event.get("tool_call_id"))
+                self._early_results[call_id] += 1
+                if event.get("status") == "error":
+                    errored.setdefault(call_id, 0)
+            else:
+                for call in event.get("tool_calls") or ():  # a call made again, recorded there
+                    retried = _RETRY_ID.fullmatch(str(call.get("id")))
+                    if retried and retried[1] in errored:
+                        errored[retried[1]] = max(errored[retried[1]], int(retried[2]))
             if self._resent:
                 self._note(event)
+        with self._lock:
+            for call_id, retries in errored.items():
+                self._errored[call_id] = max(self._errored.get(call_id, 0), retries)
 
     def _note(self, event: dict[str, Any]) -> None:
         """Add a recorded event to the resent-history bookkeeping."""

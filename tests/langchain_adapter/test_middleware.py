@@ -1207,6 +1207,57 @@ def test_a_run_resumed_after_its_tool_raised_remembers_the_call_made_again_witho
     assert not [r for r in caplog.records if "retries tool calls" in r.getMessage()]  # no middleware retried
 
 
+@pytest.mark.parametrize("run", ["sync", "async"])
+def test_a_call_that_raised_made_again_by_a_new_process_reaches_the_model_with_its_result(
+    recording_model, tmp_path, run
+):
+    """The caller runs the failed step again after a restart: the new process's middleware knows
+    the call it makes again from the store, as the one that recorded the error would."""
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    service_down = [True]
+
+    @tool
+    def book_flight(flight: str) -> str:
+        """Book a flight."""
+        if service_down[0]:
+            raise TimeoutError("booking service timed out")
+        return f"booked {flight}: reservation R-7"
+
+    checkpointer, config = InMemorySaver(), {"configurable": {"thread_id": "t"}}
+    first = DamcMiddleware(DecisionMemory(store=SQLiteStore(tmp_path / "m.sqlite3")))
+    agent = create_agent(
+        recording_model(call("book_flight", {"flight": "HAT107"}, "c1")),
+        [book_flight],
+        middleware=[first],
+        checkpointer=checkpointer,
+    )
+    with pytest.raises(TimeoutError):
+        agent.invoke({"messages": [HumanMessage("Book HAT107")]}, config)
+
+    service_down[0] = False
+    model = recording_model(AIMessage("Booked: R-7."))
+    second = DamcMiddleware(DecisionMemory(store=SQLiteStore(tmp_path / "m.sqlite3")))  # a new process
+    resumed = create_agent(model, [book_flight], middleware=[second], checkpointer=checkpointer)
+    if run == "sync":
+        resumed.invoke(None, config)
+    else:
+        asyncio.run(resumed.ainvoke(None, config))
+
+    assert "reservation R-7" in text(model.received[0])  # not only the timeout: the booking went through
+    remembered = second.memory_for("t")
+    assert [(m["role"], m.get("tool_call_id")) for m in remembered.messages()[1:]] == [
+        ("assistant", None),
+        ("tool", "c1"),
+        ("assistant", None),
+        ("tool", "c1~retry1"),
+        ("assistant", None),
+    ]
+    made_again, result = model.received[0][-2:]
+    assert [c["args"] for c in made_again.tool_calls] == [{"flight": "HAT107"}]
+    assert result.tool_call_id == made_again.tool_calls[0]["id"] and result.status != "error"
+
+
 def test_the_error_of_a_call_that_raised_reaches_the_caller_unchanged(recording_model):
     failure = RuntimeError("mail server down")
 
