@@ -106,8 +106,10 @@ class DamcMiddleware(AgentMiddleware):
         return await asyncio.to_thread(self.before_agent, state, runtime)
 
     def after_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
-        """Record what the run ends with but no model call or tool saw: a middleware that ends
-        the run (a call limit) adds its own messages, and skips the hooks after it."""
+        """Record what the run ends with but no model call or tool saw: the final answer, and
+        the messages a middleware that ends the run (a call limit) adds. A reply is recorded here,
+        or as its calls' tools start, not as the model returns it: a hook that edits it (a redaction
+        of the output) runs after DAMC's when listed before it, and the state holds it edited."""
         self._catch_up(state)
         return None
 
@@ -143,33 +145,6 @@ class DamcMiddleware(AgentMiddleware):
     ) -> ModelResponse:
         # recording and building read the store: off the event loop, so other runs go on meanwhile
         return await handler(await asyncio.to_thread(self._with_memory, request))
-
-    def after_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
-        """Record the model's reply as it comes: a final answer is in memory even when nothing
-        later in this thread (or no checkpointer) would send it again."""
-        self._observe(state)
-        return None
-
-    async def aafter_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
-        await asyncio.to_thread(self._observe, state)
-        return None
-
-    def _observe(self, state: Any) -> None:
-        try:
-            messages = state_messages(state)
-            reply = len(messages)  # the reply, and the results the model node added to it (ToolStrategy)
-            while reply and isinstance(messages[reply - 1], ToolMessage):
-                reply -= 1
-            if reply and isinstance(messages[reply - 1], AIMessage):
-                recorder = self.conversations.current()
-                self._record_held_input(recorder, state)
-                # catch up first: a tool result the store refused as the tool returned (a file
-                # locked for a moment) goes in before the reply, or the reply waits for it
-                recorder.observe(messages[: reply - 1])
-                for message in messages[reply - 1 :]:
-                    recorder.record_reply(message)
-        except Exception:
-            logger.exception("damc: recording the model's reply failed; the agent goes on")
 
     # -- tool calls --------------------------------------------------------------------------
     def wrap_tool_call(self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], Any]) -> Any:

@@ -896,6 +896,32 @@ def test_an_input_a_middleware_redacts_reaches_the_model_and_the_memory_redacted
     ]
 
 
+@pytest.mark.parametrize("damc_first", [True, False], ids=["listed first", "listed last"])
+def test_a_reply_a_middleware_redacts_is_remembered_and_sent_again_redacted(recording_model, damc_first):
+    """A hook that edits the model's reply after the call runs after DAMC's when listed before it:
+    what is recorded is the reply the state keeps, never the one the caller was not shown."""
+    from langchain.agents.middleware import PIIMiddleware
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    model = recording_model(
+        AIMessage("Write to mia.li@example.com for the ticket."), AIMessage("You are welcome.")
+    )
+    redact = PIIMiddleware("email", strategy="redact", apply_to_input=False, apply_to_output=True)
+    damc = DamcMiddleware(memory())
+    agent = create_agent(
+        model, [], middleware=[damc, redact] if damc_first else [redact, damc], checkpointer=InMemorySaver()
+    )
+    thread = {"configurable": {"thread_id": "t1"}}
+
+    shown = agent.invoke({"messages": [HumanMessage("Who do I write to?")]}, thread)["messages"][-1]
+    agent.invoke({"messages": [HumanMessage("Thanks")]}, thread)
+
+    assert shown.content == "Write to [REDACTED_EMAIL] for the ticket."
+    assert "mia.li@example.com" not in json.dumps(damc.memory_for("t1").messages())
+    assert "Write to [REDACTED_EMAIL] for the ticket." in text(model.received[1])
+    assert "mia.li@example.com" not in text(model.received[1])
+
+
 def test_the_messages_a_limit_ends_the_run_with_are_remembered(recording_model):
     from langchain.agents.middleware import ToolCallLimitMiddleware
 
