@@ -207,6 +207,23 @@ class MessageRecorder:
             if said is not None and said != _content_key(to_event(message)):
                 self._seen.discard(key)
 
+    def forked(self, messages: Sequence[BaseMessage]) -> None:
+        """Know the user turn ``messages``, a checkpointed state's sent to the model, end with as
+        not recorded when the memory holds a reply to it the state does not: the thread runs again
+        from a checkpoint before the model answered (a chat app regenerating the answer). The next
+        ``observe`` records the turn again, so the model is asked it anew, not sent its discarded
+        reply as the last word."""
+        last = messages[-1] if messages else None
+        if self._resent or last is None or last.type != "human" or f"id:{last.id}" not in self._seen:
+            return
+        events = self.memory.messages()
+        asked = max((i for i, event in enumerate(events) if event.get("id") == last.id), default=None)
+        held = {m.id for m in messages if m.id}
+        if asked is not None and any(
+            event.get("role") == "assistant" and event.get("id") not in held for event in events[asked + 1 :]
+        ):
+            self._seen.discard(f"id:{last.id}")
+
     def assume_recorded(self, messages: Sequence[BaseMessage]) -> None:
         """Know ``messages`` as recorded without recording them (a retried run's request)."""
         for index, message in enumerate(messages):

@@ -261,6 +261,7 @@ class DamcMiddleware(AgentMiddleware):
             conversation, leading, trailing = split_per_call(request)
             recorder = self.conversations.current()
             self._record_held_input(recorder, request.state)
+            recorder.forked(conversation)
             recorder.observe(conversation)
             prompt = request.system_message
             if prompt is None and conversation and _has_blocks(conversation[0]):

@@ -212,6 +212,40 @@ def test_a_user_message_edited_in_a_fork_of_the_thread_reaches_the_model_as_edit
     ]
 
 
+def test_an_answer_regenerated_from_the_checkpoint_before_it_is_asked_anew(recording_model):
+    """A chat app's "regenerate" runs the thread again from the checkpoint before the model call:
+    the model gets the user's turn last, as without DAMC, not its discarded answer to continue."""
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    model = recording_model(
+        AIMessage("Roses are red."), AIMessage("Old pond, frog leaps in."), AIMessage("Glad!")
+    )
+    middleware = DamcMiddleware(memory())
+    agent = create_agent(model, [], middleware=[middleware], checkpointer=InMemorySaver())
+    thread = {"configurable": {"thread_id": "t"}}
+    agent.invoke({"messages": [HumanMessage("Write a haiku")]}, thread)
+
+    before_the_answer = next(s for s in agent.get_state_history(thread) if s.next == ("model",))
+    agent.invoke(None, before_the_answer.config)
+    agent.invoke({"messages": [HumanMessage("Thanks")]}, thread)
+
+    regenerating = model.received[1]
+    assert isinstance(regenerating[-1], HumanMessage) and regenerating[-1].content == "Write a haiku"
+    assert [m.content for m in model.received[2][-3:]] == [
+        "Write a haiku",
+        "Old pond, frog leaps in.",
+        "Thanks",
+    ]
+    assert [m["role"] for m in middleware.memory_for("t").messages()] == [
+        "user",
+        "assistant",
+        "user",  # asked anew: the discarded answer stays in memory, as a branch's tool calls do
+        "assistant",
+        "user",
+        "assistant",
+    ]
+
+
 def test_a_thread_resumed_by_a_new_process_is_not_recorded_twice(recording_model, tmp_path):
     from langgraph.checkpoint.memory import InMemorySaver
 
