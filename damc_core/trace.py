@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import TraceError
-from .memory import is_roleless_item, normalize_event
+from .events import is_roleless_item, normalize_event
 from .types import Message
 
 

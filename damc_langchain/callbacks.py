@@ -25,7 +25,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from langchain_core.outputs import LLMResult
 
 from damc_core import Card, DecisionMemory, StoreClosedError, StoreError
-from damc_core.memory import tool_events
+from damc_core.events import tool_events
 
 from ._recorder import PARSE_ERROR_TOOL, announcement, bubbles_up, error_result, tool_messages
 

@@ -16,7 +16,7 @@ from langchain_core.messages import (
 from pydantic import ConfigDict, Field, PrivateAttr
 
 from damc_core import DecisionMemory, StoreClosedError, StoreError, valid_sequence
-from damc_core.memory import normalize_event, tool_events
+from damc_core.events import normalize_event, tool_events
 
 from ._recorder import PARSE_ERROR_TOOL, to_event, to_messages
 
