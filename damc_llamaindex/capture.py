@@ -52,9 +52,10 @@ _RUN = ".run-"
 _START = ".init_run-"
 """An agent run's first step: its start event holds the run's ``memory=``."""
 _AGENT_STEP = ".run_agent_step-"
-_STEPS = (_AGENT_STEP, ".call_tool-", ".aggregate_tool_results-")
-"""The agent steps followed: one model reply (with the tool calls it asks for), one tool call, and
-the step that ends a run with the output of a ``return_direct`` tool as its answer."""
+_STEPS = (_AGENT_STEP, ".call_tool-", ".aggregate_tool_results-", ".parse_agent_output-")
+"""The agent steps followed: one model reply (with the tool calls it asks for), one tool call, the
+step that ends a run with the output of a ``return_direct`` tool as its answer, and the step that
+asks the model for the answer past ``max_iterations`` (``early_stopping_method="generate"``)."""
 _TOOL = (".acall-", ".call-")
 """A tool's own call; recorded only when no agent step around it is followed."""
 _RUNS_KEPT = 4096

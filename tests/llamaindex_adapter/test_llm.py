@@ -428,6 +428,33 @@ def test_an_instruction_the_agent_appends_for_one_call_reaches_the_model(recordi
     assert "iterations" not in " ".join(c.summary for c in memory.cards())  # for that call only
 
 
+@pytest.mark.parametrize("agent_class", [FunctionAgent, ReActAgent])
+def test_an_answer_made_at_the_iteration_limit_is_remembered_by_the_next_run(recording_llm, agent_class):
+    def get_weather(city: str) -> dict:
+        """Weather for a city."""
+        return {"city": city, "temp_c": 21}
+
+    if agent_class is FunctionAgent:
+        steps = [call("get_weather", {"city": "Oslo"}, f"w{n}") for n in (1, 2)]
+        last = ChatMessage(role="assistant", content="21C in Oslo, ask me about Bergen next.")
+    else:
+        steps = [react("get_weather", {"city": "Oslo"})] * 2
+        last = react_answer("21C in Oslo, ask me about Bergen next.")
+    llm = recording_llm(*steps, last, ChatMessage(role="assistant", content="You asked about Oslo."))
+    memory = damc()
+    agent = agent_class(tools=[FunctionTool.from_defaults(get_weather)], llm=DamcLLM(llm=llm, memory=memory))
+
+    # past its iterations the agent asks for a final answer in a step of its own
+    run(agent, "Weather?", max_iterations=2, early_stopping_method="generate")
+    run(agent, "What did you tell me?")
+
+    assert "ask me about Bergen next" in text(llm.received[-1])
+    answers = [
+        m["content"] for m in memory.messages() if m["role"] == "assistant" and not m.get("tool_calls")
+    ]
+    assert answers == ["21C in Oslo, ask me about Bergen next.", "You asked about Oslo."]
+
+
 def test_a_structured_answer_is_asked_of_the_model_with_the_agent_s_prompt_as_it_is(recording_llm):
     class Weather(BaseModel):
         city: str
