@@ -12,8 +12,8 @@ import logging
 from typing import Any, Literal
 
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
-from llama_index.core.bridge.pydantic import ConfigDict, Field, PrivateAttr
-from llama_index.core.memory import BaseMemory
+from llama_index.core.bridge.pydantic import ConfigDict, Field, PrivateAttr, field_validator
+from llama_index.core.memory import BaseMemory, Memory
 
 from damc_core import ConfigError, DecisionMemory, StoreClosedError, StoreError
 
@@ -56,6 +56,19 @@ class DamcMemory(BaseMemory):
     _recorder: Recorder = PrivateAttr()
     _all: list[ChatMessage] = PrivateAttr(default_factory=list)
     _unrecorded: list[ChatMessage] = PrivateAttr(default_factory=list)
+
+    @field_validator("chat_memory")
+    @classmethod
+    def _blocks_are_not_dropped(cls, chat_memory: BaseMemory | None) -> BaseMemory | None:
+        """A ``Memory`` renders its blocks into its own ``get``, which DAMC's context replaces."""
+        if isinstance(chat_memory, Memory) and chat_memory.memory_blocks:
+            names = ", ".join(repr(block.name) for block in chat_memory.memory_blocks)
+            raise ConfigError(
+                f"DamcMemory sends DAMC's context in place of its chat_memory's, so the memory blocks "
+                f"of this Memory ({names}) would never reach the model. Put DamcMemoryBlock(memory=...) "
+                "among its memory_blocks and pass the Memory itself as the agent's memory"
+            )
+        return chat_memory
 
     def model_post_init(self, context: Any, /) -> None:
         from .capture import follow_damc_runs  # capture imports this module

@@ -451,6 +451,31 @@ def test_a_chat_engine_given_memory_cls_starts_from_its_chat_history(recording_l
     assert (tmp_path / "damc-memory.sqlite3").exists()
 
 
+def test_a_wrapped_memory_with_blocks_is_refused_and_the_memory_itself_sends_them(recording_llm):
+    from llama_index.core.memory import Memory, StaticMemoryBlock
+
+    from damc_llamaindex import DamcMemoryBlock
+
+    def profile() -> StaticMemoryBlock:
+        return StaticMemoryBlock(name="profile", static_content="The user is Alice, account ACC-7781.")
+
+    memory = damc()
+    # DamcMemory's get replaces the wrapped memory's, so a block there would never reach the model
+    with pytest.raises(ValueError, match="memory blocks of this Memory \\('profile'\\)"):
+        DamcMemory(memory=memory, chat_memory=Memory.from_defaults(memory_blocks=[profile()]))
+    DamcMemory(memory=memory, chat_memory=Memory.from_defaults(session_id="plain"))  # no blocks: taken
+
+    chat_memory = Memory.from_defaults(
+        session_id="alice",
+        tokenizer_fn=offline_tokenizer(),
+        memory_blocks=[profile(), DamcMemoryBlock(memory=memory)],
+    )
+    llm = recording_llm(ChatMessage(role="assistant", content="Your account is ACC-7781."))
+    run(FunctionAgent(tools=[], llm=llm, system_prompt="Help."), "What is my account?", memory=chat_memory)
+
+    assert "account ACC-7781" in text(llm.received[0])
+
+
 def test_a_token_limit_caps_the_budget_and_must_be_a_number_of_tokens():
     assert DamcMemory.from_defaults(memory=damc(budget=600), token_limit=200_000).budget == 600
     assert DamcMemory.from_defaults(memory=damc(budget=600), token_limit=300).budget == 300
