@@ -3,12 +3,14 @@
 Workflow agents take memory only through ``agent.run(..., memory=memory)`` (a ``memory=`` given to
 the agent's constructor is dropped by llama-index-core) and call only the async methods; both
 forms are implemented. The user's own ``Memory`` / ``ChatMemoryBuffer`` can be wrapped: it still
-receives every message verbatim, and ``get_all`` reads from it.
+receives every message verbatim, ``get_all`` reads from it, and what it holds when wrapped (a chat
+store loaded back) is recorded as the conversation so far.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any, Literal
 
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
@@ -77,6 +79,8 @@ class DamcMemory(BaseMemory):
         self._recorder.memory_created = True
         if self.chat_memory is None:  # a reopened store's conversation is this memory's history too
             self._all = self._recorder.to_chat_messages(self.memory.messages(since=0))
+        else:  # and the conversation the user's memory holds already (a chat store loaded back)
+            self._record_history(self.chat_memory.get_all)
         follow_damc_runs()
 
     @classmethod
@@ -196,14 +200,22 @@ class DamcMemory(BaseMemory):
             self.chat_memory.set(messages)
         else:
             self._all = list(messages)
+        if self._record_history(lambda: messages):
+            self._recorder.pending.clear()
+
+    def _record_history(self, read: Callable[[], list[ChatMessage]]) -> bool:
+        """Record what DAMC has not seen of the history ``read`` gives; False, logged, when reading
+        or recording it fails (the history itself is kept where it was)."""
         try:
+            messages = read()
             for message in messages:  # a prompt passed with every run's history is one note
                 if message.role == MessageRole.SYSTEM and not self._recorder.holds_text(message):
                     self._recorder.put(message)
             self._recorder.observe_view([m for m in messages if m.role != MessageRole.SYSTEM])
-            self._recorder.pending.clear()
         except Exception:
             logger.exception("damc: recording the chat history failed")
+            return False
+        return True
 
     def reset(self) -> None:
         """Start the conversation over, here and in a memory reopened on the same store (the

@@ -476,6 +476,58 @@ def test_a_wrapped_memory_with_blocks_is_refused_and_the_memory_itself_sends_the
     assert "account ACC-7781" in text(llm.received[0])
 
 
+def test_a_chat_store_loaded_back_is_the_history_of_a_memory_that_wraps_it(
+    recording_llm, tmp_path, assert_valid_context
+):
+    from llama_index.core.storage.chat_store import SimpleChatStore
+
+    from damc_core import DecisionMemory, SQLiteStore
+
+    def lookup(name: str) -> dict:
+        """Find a traveller's booking."""
+        return {"name": name, "pnr": "XK9Q2L"}
+
+    # an earlier conversation, kept in the user's chat store (without DAMC, or with its store lost)
+    chat_store = SimpleChatStore()
+    chat_store.set_messages(
+        "alice",
+        [
+            ChatMessage(role="user", content="Find my booking, I'm alice."),
+            call("lookup", {"name": "alice"}, "t1"),
+            ChatMessage(
+                role="tool",
+                content="{'name': 'alice', 'pnr': 'XK9Q2L'}",
+                additional_kwargs={"tool_call_id": "t1"},
+            ),
+            ChatMessage(role="assistant", content="Found it."),
+        ],
+    )
+
+    def buffer() -> ChatMemoryBuffer:
+        return ChatMemoryBuffer.from_defaults(
+            chat_store=chat_store, chat_store_key="alice", tokenizer_fn=offline_tokenizer()
+        )
+
+    path = str(tmp_path / "memory.sqlite3")
+    llm = recording_llm(
+        ChatMessage(role="assistant", content="Your PNR is XK9Q2L."),
+        ChatMessage(role="assistant", content="Still XK9Q2L."),
+    )
+    agent = FunctionAgent(tools=[FunctionTool.from_defaults(lookup)], llm=llm, system_prompt="Help.")
+    memory = DecisionMemory(store=SQLiteStore(path))
+    run(agent, "What is my PNR?", memory=DamcMemory(memory=memory, chat_memory=buffer()))
+
+    assert "XK9Q2L" in text(llm.received[0])
+    # both reopened: each message is recorded once
+    reopened = DecisionMemory(store=SQLiteStore(path))
+    run(agent, "And again?", memory=DamcMemory(memory=reopened, chat_memory=buffer()))
+    assert [m["role"] for m in reopened.messages()] == [
+        *("user", "assistant", "tool", "assistant"),
+        *("user", "assistant", "user", "assistant"),
+    ]
+    assert_valid_context(reopened.messages())
+
+
 def test_a_token_limit_caps_the_budget_and_must_be_a_number_of_tokens():
     assert DamcMemory.from_defaults(memory=damc(budget=600), token_limit=200_000).budget == 600
     assert DamcMemory.from_defaults(memory=damc(budget=600), token_limit=300).budget == 300
