@@ -131,12 +131,17 @@ class DamcMemoryBlock(BaseMemoryBlock[str]):
 
 
 def _dialogue(messages: list[ChatMessage]) -> list[ChatMessage]:
-    """The conversation's turns: system messages are the agent's prompt (and the section's host).
+    """Copies of the conversation's turns: system messages are the agent's prompt (and the
+    section's host). ``Memory`` goes on to put its blocks' text into the very message objects it
+    gave the blocks (the newest user turn, with ``InsertMethod.USER``); a turn recorded must stay
+    what was said, as a ``DamcLLM`` sends it back in later calls.
 
     ``Memory.aget(input=...)`` appends the input as a user turn to a history the agent has put it
     in already: a user turn repeated at the very end is that one turn. A workflow agent passes the
     text of the user's message, without the images or files it holds."""
-    turns = [m for m in messages if m.role != MessageRole.SYSTEM]
+    turns = [
+        m.model_copy(update={"blocks": list(m.blocks)}) for m in messages if m.role != MessageRole.SYSTEM
+    ]
     if (
         len(turns) >= 2
         and turns[-1].role == turns[-2].role == MessageRole.USER

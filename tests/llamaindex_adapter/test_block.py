@@ -351,6 +351,36 @@ def test_a_react_transcript_becomes_call_and_result_cards(recording_llm):
     assert "credit_card_4421486" in follow_up.content and "Which card did I use?" in follow_up.content
 
 
+def test_the_blocks_memory_puts_in_the_users_turn_reach_a_damc_llm_once_and_only_in_that_turn(recording_llm):
+    from llama_index.core.memory import StaticMemoryBlock
+
+    from damc_llamaindex import DamcLLM
+
+    llm = recording_llm(*FUNCTION_SCRIPT, ChatMessage(role="assistant", content="credit_card_4421486"))
+    damc = DecisionMemory(store=InMemoryStore(), settings=MemorySettings(budget=400))
+    block = DamcMemoryBlock(memory=damc)
+    memory = Memory.from_defaults(
+        session_id="trip-7",
+        token_limit=4000,
+        tokenizer_fn=offline_tokenizer(),
+        insert_method=InsertMethod.USER,
+        memory_blocks=[StaticMemoryBlock(name="profile", static_content="Prefers aisle seats."), block],
+    )
+    # the block and the model's proxy hold the session's conversation in one memory
+    agent = FunctionAgent(tools=TOOLS, llm=DamcLLM(llm=llm, memory=block.memory_for("trip-7")))
+
+    async def two_runs():
+        await agent.run(QUESTION, memory=memory)
+        await agent.run("Which card did I use?", memory=memory)
+
+    asyncio.run(two_runs())
+
+    for sent in llm.received:
+        *earlier, newest = [m for m in sent if m.role.value == "user"]
+        assert text([newest]).count("Prefers aisle seats.") == 1
+        assert "<memory>" not in text(earlier)  # Memory wrote it into that call's turn, not the record
+
+
 def test_a_react_step_repeated_with_the_same_outcome_is_a_call_each_time(recording_llm):
     def book(flight: str) -> str:
         """Book a seat on a flight."""
