@@ -18,7 +18,7 @@ import re
 import threading
 import uuid
 import weakref
-from collections import Counter, deque
+from collections import Counter, OrderedDict, deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -55,6 +55,8 @@ _WAITING_KEPT = 1024
 _ORIGINALS_KEPT = 1024
 """Messages kept to be handed back as the very objects the agent put (the newest ones: a view
 holds the newest messages of the conversation)."""
+_SECTIONS_KEPT = 16
+"""Memory sections built by a ``DamcMemoryBlock`` that a ``DamcLLM`` recognises in its input."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -371,6 +373,22 @@ class Recorder:
         its iteration limit). Held, not known by ``id``: a freed message's id is reused."""
         self._waiting: list[Callable[[], None]] = []
         """The steps of recording tool outputs (a call, a result) the store refused, in order."""
+        self._sections: OrderedDict[str, frozenset[str]] = OrderedDict()
+        """Memory sections a ``DamcMemoryBlock`` built lately -> the cards each shows."""
+
+    def note_section(self, text: str, cards: Iterable[str]) -> None:
+        """A ``DamcMemoryBlock`` returned ``text``, which shows ``cards``."""
+        with self._lock:
+            self._sections.pop(text, None)
+            self._sections[text] = frozenset(cards)
+            while len(self._sections) > _SECTIONS_KEPT:
+                self._sections.popitem(last=False)
+
+    def shown_in(self, texts: Iterable[str]) -> set[str]:
+        """The cards that the block sections found in ``texts`` show."""
+        joined = "\n".join(texts)
+        with self._lock:
+            return {card for text, cards in self._sections.items() if text in joined for card in cards}
 
     def _resume(self, memory: DecisionMemory, since: int = 0) -> None:
         """Know what a reopened memory holds, so a history handed over again (an app passing its

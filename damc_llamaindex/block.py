@@ -124,7 +124,10 @@ class DamcMemoryBlock(BaseMemoryBlock[str]):
             # Memory wraps the text in <memory><name>, DAMC's own fence would nest a second
             # <memory> in it; tool text must not close <name> either
             text = built.memory.removeprefix(f"{MEMORY_OPEN}\n").removesuffix(f"\n{MEMORY_CLOSE}")
-            return neutralise_tags(text, self.name) if text else ""
+            section = neutralise_tags(text, self.name) if text else ""
+            if section:  # a DamcLLM on this memory that is sent the section leaves its cards out
+                recorder.note_section(section, (d.card_id for d in built.decisions if d.kept and d.tokens))
+            return section
         except Exception:  # the agent goes on with Memory's own queue
             logger.exception("damc: building the memory section failed")
             return ""

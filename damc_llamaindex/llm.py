@@ -143,8 +143,19 @@ class DamcLLM(FunctionCallingLLM):
         cards = self._recorder.record_react_tail(tail) if tail else {}
         # the scratchpad is sent as it is, so its cards are left out; the history is not sent (the
         # built context replaces it), so its cards stay in, handed over to a memory or not
-        exclude = self._recorder.pending - self._recorder.cards_of(history) if tail else ()
+        exclude = self._recorder.pending - self._recorder.cards_of(history) if tail else set()
         built = self.memory.build(system=system, budget=self.budget, exclude=exclude, recall_tool=recall_tool)
+        # a DamcMemoryBlock's section, in the system prompt or in Memory's blocks, shows cards of
+        # this memory too: the ones this section would repeat make room for others
+        shown = self._recorder.shown_in(
+            [message_text(m) for m in (*messages[:head], *notes)]
+            + [b.text for b in blocks if isinstance(b, TextBlock)]
+        )
+        repeated = {d.card_id for d in built.decisions if d.kept and d.tokens} & shown
+        if repeated:
+            built = self.memory.build(
+                system=system, budget=self.budget, exclude=exclude | repeated, recall_tool=recall_tool
+            )
         converted = _with_memory_blocks(self._recorder.to_chat_messages(built.messages), blocks)
         for index, card in cards.items():
             # a recall's observation is the record the model asked for whole: its card would cut

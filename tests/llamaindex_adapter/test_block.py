@@ -381,6 +381,35 @@ def test_the_blocks_memory_puts_in_the_users_turn_reach_a_damc_llm_once_and_only
         assert "<memory>" not in text(earlier)  # Memory wrote it into that call's turn, not the record
 
 
+@pytest.mark.parametrize("insert_method", [InsertMethod.SYSTEM, InsertMethod.USER])
+def test_a_damc_llm_leaves_out_of_its_section_the_cards_the_block_shows(
+    recording_llm, insert_method, assert_valid_context
+):
+    import re
+
+    from llama_index.llms.openai.utils import to_openai_message_dicts
+
+    from damc_llamaindex import DamcLLM
+
+    llm = recording_llm(*FUNCTION_SCRIPT, ChatMessage(role="assistant", content="credit_card_4421486"))
+    damc = DecisionMemory(store=InMemoryStore(), settings=MemorySettings(budget=400))
+    # a short queue: the booking run is flushed to the block, whose section shows its cards
+    memory = memory_with(DamcMemoryBlock(memory=damc), insert_method=insert_method)
+    agent = FunctionAgent(tools=TOOLS, llm=DamcLLM(llm=llm, memory=damc), system_prompt="You book flights.")
+
+    async def two_runs():
+        await agent.run(QUESTION, memory=memory)
+        await agent.run("Which card did I use?", memory=memory)
+
+    asyncio.run(two_runs())
+
+    sent = llm.received[-1]
+    shown = re.findall(r"^\[(c\d+)\]", text(sent), re.M)
+    assert "<damc>" in text(sent) and "credit_card_4421486" in text(sent)
+    assert len(shown) == len(set(shown))  # each card once: in the block's section or in DamcLLM's
+    assert_valid_context(to_openai_message_dicts(sent))
+
+
 def test_a_react_step_repeated_with_the_same_outcome_is_a_call_each_time(recording_llm):
     def book(flight: str) -> str:
         """Book a seat on a flight."""
