@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Annotated
+from typing import Annotated, Any
 
 import pytest
 
@@ -1235,11 +1235,8 @@ def test_listed_after_a_retrying_middleware_damc_remembers_the_retry_that_succee
     assert sum("retries tool calls" in r.getMessage() for r in caplog.records) == 1
 
 
-def test_a_run_resumed_after_its_tool_raised_remembers_the_call_made_again_without_a_warning(
-    recording_model, caplog
-):
-    from langgraph.checkpoint.memory import InMemorySaver
-
+def booking_that_times_out() -> tuple[Any, list[bool]]:
+    """A booking tool whose service times out while ``service_down[0]`` holds."""
     service_down = [True]
 
     @tool
@@ -1248,6 +1245,16 @@ def test_a_run_resumed_after_its_tool_raised_remembers_the_call_made_again_witho
         if service_down[0]:
             raise TimeoutError("booking service timed out")
         return f"booked {flight}: reservation R-7"
+
+    return book_flight, service_down
+
+
+def test_a_run_resumed_after_its_tool_raised_remembers_the_call_made_again_without_a_warning(
+    recording_model, caplog
+):
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    book_flight, service_down = booking_that_times_out()
 
     model = recording_model(call("book_flight", {"flight": "HAT107"}, "c1"), AIMessage("Booked: R-7."))
     damc = DamcMiddleware(memory(budget=4000))
@@ -1275,14 +1282,7 @@ def test_a_call_that_raised_made_again_by_a_new_process_reaches_the_model_with_i
     the call it makes again from the store, as the one that recorded the error would."""
     from langgraph.checkpoint.memory import InMemorySaver
 
-    service_down = [True]
-
-    @tool
-    def book_flight(flight: str) -> str:
-        """Book a flight."""
-        if service_down[0]:
-            raise TimeoutError("booking service timed out")
-        return f"booked {flight}: reservation R-7"
+    book_flight, service_down = booking_that_times_out()
 
     checkpointer, config = InMemorySaver(), {"configurable": {"thread_id": "t"}}
     first = DamcMiddleware(DecisionMemory(store=SQLiteStore(tmp_path / "m.sqlite3")))
