@@ -1697,7 +1697,7 @@ class DecisionMemory:
             try:
                 message = _stored_message(record.body, event)
                 card = stored.get(f"c{record.seq}")
-                if card is None:
+                if card is None or _read_otherwise(card, message):
                     self._process(record, message)
                     continue
                 self._pending_call(message)
@@ -1968,6 +1968,18 @@ def _kept_reason(scored: ScoredCard) -> str:
 _CLEARED = json.dumps({"role": "damc", "event": "clear"})
 """The record ``clear()`` stores: the conversation starts again after it."""
 _CARD_ID = re.compile(r"c\d+")
+
+
+def _read_otherwise(card: Card, message: Message) -> bool:
+    """Whether a stored card was made from an older reading of its event: a note or an answer
+    where the event now reads as a tool call or result, or a note of an event of no role that now
+    has one (Responses API items and legacy function calls, which older releases stored as notes
+    of ``unknown`` events). Such a card is made again from its record."""
+    role = message.get("role")
+    step = role in ("tool", HOSTED_TOOL) or (role == "assistant" and bool(message.get("tool_calls")))
+    if step and card.kind in (CardKind.SYSTEM_NOTE, CardKind.ASSISTANT_CONCLUSION):
+        return True
+    return card.kind is CardKind.SYSTEM_NOTE and card.source == "unknown" and role != "unknown"
 
 
 def _readable(record: RawRecord) -> Message | None:

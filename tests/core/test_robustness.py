@@ -18,11 +18,14 @@ from damc_core import (
     CardKind,
     ConfigError,
     DecisionMemory,
+    DefaultEncoder,
     InMemoryStore,
     MemorySettings,
     SQLiteStore,
     Supersession,
+    TemplateCompressor,
 )
+from damc_core.render import CardRenderer
 
 DEEP_JSON = "[" * 10_000 + "]" * 10_000
 
@@ -363,6 +366,44 @@ def test_the_items_of_openais_responses_api_are_read_as_the_messages_they_stand_
     assert_valid_context(sent)
     assert sent[-1] == {"role": "assistant", "content": [{"type": "text", "text": "Delivered; 17 rows."}]}
     assert make_memory().build(recent_messages=4).messages == sent  # reopened: read the same way
+
+
+def test_responses_items_an_older_release_stored_as_notes_are_read_as_calls_on_reopen(
+    make_memory, store, counter, assert_valid_context
+):
+    """A release before Responses API items were read stored a card of each call and output as a
+    note of an event of no role (``[c1] unknown: ``); reopened, the record is read as the call or
+    result it is, so its card is made again from it, not sent as the note in the result's place."""
+    memory = make_memory()
+    memory.observe({"role": "user", "content": "Refund order #W100."})
+    memory.observe(
+        {"type": "function_call", "call_id": "call_1", "name": "refund", "arguments": '{"order_id": "#W100"}'}
+    )
+    memory.observe({"type": "function_call_output", "call_id": "call_1", "output": '{"refund_id": "RF-9"}'})
+    namespace = memory.namespace
+    renderer = CardRenderer(TemplateCompressor(), counter)
+    as_stored_then = [
+        renderer.summarized(
+            DefaultEncoder().encode(
+                json.loads(record.body), record=record, card_id=f"c{record.seq}", call=None
+            )
+        )
+        for record in store.records(namespace)[1:]
+    ]
+    assert [card.summary for card in as_stored_then] == ["[c1] unknown: ", "[c2] unknown: "]
+    store.put_cards(namespace, as_stored_then)
+
+    reopened = make_memory()
+
+    assert [card.kind for card in reopened.cards()] == [
+        CardKind.USER_INSTRUCTION,
+        CardKind.TOOL_CALL,
+        CardKind.TOOL_RESULT,
+    ]
+    sent = reopened.build(recent_messages=3).messages
+    assert_valid_context(sent)
+    assert sent[-1] == {"role": "tool", "tool_call_id": "call_1", "content": "[c2] -> refund_id=RF-9"}
+    assert [card.summary for card in store.cards(namespace)] == [card.summary for card in reopened.cards()]
 
 
 def test_the_openai_sdks_responses_output_items_are_read_as_the_calls_they_hold(
