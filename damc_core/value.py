@@ -645,12 +645,14 @@ class WeightedValuators:
             raise ConfigError("WeightedValuators needs at least one (valuator, weight > 0) pair")
 
     def value(self, cards: Sequence[Card], *, context: ValuationContext) -> list[ScoredCard]:
+        """Each card's values from every part, paired by card id: parts return their cards in
+        orders of their own (the heuristics oldest first, whatever order the shortlist came in)."""
         total = sum(w for _, w in self.parts)
-        results = [(v.value(cards, context=context), w) for v, w in self.parts]
+        results = [({s.card.id: s for s in v.value(cards, context=context)}, w) for v, w in self.parts]
         out = []
-        for i, card in enumerate(cards):
-            value = sum(r[i].value * w for r, w in results) / total
-            scores = tuple(s for r, _ in results for s in r[i].scores)
+        for card in cards:
+            value = sum(r[card.id].value * w for r, w in results) / total
+            scores = tuple(s for r, _ in results for s in r[card.id].scores)
             out.append(ScoredCard(card, value, scores))
         return out
 

@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from damc_core import DecisionMemory, HeuristicValuator, InMemoryStore, WeightedValuators
+from damc_core import DecisionMemory, HeuristicValuator, InMemoryStore, MemorySettings, WeightedValuators
 from damc_core.counterfactual.judge import LLMJudgeValuator, OpenAIJudge, parse_rating
 from damc_core.errors import ConfigError
 from damc_core.types import DecisionFocus
@@ -480,3 +480,24 @@ def test_an_error_about_the_key_model_or_settings_is_not_asked_again_for_each_ca
 
     assert {s.value for s in scored} == {0.4} and len(refused) == 1
     assert sum("not asked, it failed on card" in s.scores[0].provenance for s in scored) == len(scored) - 1
+
+
+def test_mixed_with_heuristics_each_card_keeps_its_own_scores_past_the_shortlist(make_memory):
+    """Past ``max_candidates`` the candidates come in no particular order; the heuristics return
+    them oldest first and the judge as given, so the mix pairs each part's values by card."""
+    endpoint = RecordingEndpoint("SCORE: 5 - may matter")
+    combined = WeightedValuators(
+        ((HeuristicValuator(), 1.0), (LLMJudgeValuator(openai_judge(endpoint)), 1.0))
+    )
+    memory = make_memory(valuator=combined, settings=MemorySettings(max_candidates=4, recent_messages=0))
+    for number in range(60, 66):
+        memory.observe({"role": "user", "content": f"What about flight HAT0{number}?"})
+        memory.observe_tool("get_flight", {"flight": f"HAT0{number}"}, {"status": "available"})
+    request = memory.observe({"role": "user", "content": "Book HAT069."})
+
+    built = memory.build(budget=2000)
+
+    requests = [d for d in built.decisions if any(s.name == "request" for s in d.scores)]
+    assert [d.card_id for d in requests] == [request.id]
+    assert requests[0].value == pytest.approx((1.0 + 0.5) / 2)  # the request's 1.0 beside the judge's 5/10
+    assert endpoint.requests
