@@ -9,6 +9,7 @@ assistant tool call is left without its result.
 from __future__ import annotations
 
 import functools
+import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -132,7 +133,8 @@ def valid_sequence(messages: Sequence[Message]) -> list[Message]:
     tool calls that got no result are removed from their assistant message (the message is dropped
     if nothing else is left in it); the calls of one step given as messages of their own (see
     ``more_calls``) are one message. Repeated call ids are matched in order. A null content on a
-    message without tool calls, or on a tool result, becomes an empty string.
+    message without tool calls, or on a tool result, becomes an empty string, and a call's
+    arguments given as an object (Ollama's own API) become its JSON text.
     """
     out: list[Message] = []
     index = 0
@@ -166,7 +168,7 @@ def valid_sequence(messages: Sequence[Message]) -> list[Message]:
             open_calls.remove(match)
             answered.append(match)
             answers.append(_with_text(result))
-        answered_calls = [call for _, call in sorted(answered, key=lambda pair: pair[0])]  # as asked
+        answered_calls = [_with_argument_text(call) for _, call in sorted(answered, key=lambda pair: pair[0])]
         if answered_calls:
             out.append({**message, "tool_calls": answered_calls})
             out.extend(answers)
@@ -204,6 +206,21 @@ def sendable_call(call: object) -> bool:
         and _named(custom)
         and isinstance(custom.get("input"), str)
     )
+
+
+def _with_argument_text(call: Message) -> Message:
+    """The call with its function's arguments as JSON text, which is all Chat Completions takes
+    (it refuses an object with a 400), and all LangChain and LlamaIndex parse back."""
+    function = call.get("function")
+    if (
+        not isinstance(function, dict)
+        or "arguments" not in function
+        or isinstance(function["arguments"], str)
+    ):
+        return call
+    arguments = function["arguments"]
+    text = json.dumps({} if arguments is None else arguments, ensure_ascii=False, default=str)
+    return {**call, "function": {**function, "arguments": text}}
 
 
 def _named(spec: dict[str, object]) -> bool:

@@ -121,6 +121,35 @@ def test_valid_sequence_does_not_modify_its_input():
     assert messages == before
 
 
+def test_a_call_whose_arguments_came_as_an_object_is_sent_with_them_as_json_text(
+    memory, assert_valid_context
+):
+    """Ollama's own API and some trace files give a call's arguments as an object; Chat Completions
+    takes them only as JSON text (a 400 otherwise), so the context sends them so."""
+    memory.observe({"role": "user", "content": "Where is order O-2?"})
+    memory.observe(
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {
+                    "id": "call_1",
+                    "type": "function",
+                    "function": {"name": "get_order", "arguments": {"order_id": "O-2"}},
+                }
+            ],
+        }
+    )
+    memory.observe({"role": "tool", "tool_call_id": "call_1", "content": '{"status": "pending"}'})
+
+    sent = memory.build(recent_messages=3).messages
+
+    assert_valid_context(sent)
+    (call,) = next(m for m in sent if m.get("tool_calls"))["tool_calls"]
+    assert call["function"] == {"name": "get_order", "arguments": '{"order_id": "O-2"}'}
+    assert memory.recall("c1")["tool_calls"][0]["function"]["arguments"] == {"order_id": "O-2"}  # as observed
+
+
 # -- placement ---------------------------------------------------------------------------------
 
 
