@@ -69,6 +69,33 @@ def normalize_event(event: Mapping[str, Any] | Any) -> tuple[Message, str]:
     return with_tool_calls(message), body
 
 
+FOREIGN_FORMATS = {
+    "langchain": "a LangChain message (its role in 'type'), not an OpenAI-style one, so it is read as a "
+    "note of no role: convert it with langchain_core.messages.convert_to_openai_messages, or let "
+    "damc_langchain record the agent",
+    "llamaindex": "a LlamaIndex ChatMessage (its text in 'blocks'), not an OpenAI-style message, so it "
+    "is read without its text: convert it with llama_index.llms.openai.utils.to_openai_message_dicts, "
+    "or let damc_llamaindex record the agent",
+}
+"""What ``observe`` says of a framework's own message passed as it is, by framework."""
+_LANGCHAIN_TYPES = frozenset({"human", "ai", "system", "tool", "function", "chat", "AIMessageChunk"})
+
+
+def foreign_format(event: object, message: Message) -> str | None:
+    """Which framework's own message ``event`` is (see :data:`FOREIGN_FORMATS`), if it is one."""
+    if isinstance(event, Mapping):
+        langchain = "role" not in event and event.get("type") in _LANGCHAIN_TYPES
+    else:
+        langchain = hasattr(event, "content") and getattr(event, "type", None) in _LANGCHAIN_TYPES
+    if langchain:
+        return "langchain"
+    blocks = message.get("blocks")
+    texts = isinstance(blocks, list) and any(
+        isinstance(block, Mapping) and block.get("block_type") == "text" for block in blocks
+    )
+    return "llamaindex" if texts and message.get("content") is None else None
+
+
 def _first_choice(event: object) -> object:
     """A whole Chat Completions response (the SDK's ``ChatCompletion`` or its dict) as the message
     of its first choice, the reply it brings; anything else as it is."""

@@ -54,7 +54,7 @@ from .encode import (
     root_id,
 )
 from .errors import ConfigError, RecordExistsError, StoreError
-from .events import REASONING, normalize_event, tool_events, with_tool_calls
+from .events import FOREIGN_FORMATS, REASONING, foreign_format, normalize_event, tool_events, with_tool_calls
 from .excerpt import excerpt
 from .extract import (
     FUNCTION_WORDS,
@@ -409,6 +409,8 @@ class DecisionMemory:
         self.supersession = Supersession()
         self.clock = clock
         self._clock_broken = False
+        self._foreign_warned: set[str] = set()
+        """The frameworks whose own messages were observed and said so (once each)."""
         self._session = _Session()
         self._renderer = CardRenderer(self.compressor, self.counter)
         self._lock = threading.RLock()
@@ -450,6 +452,9 @@ class DecisionMemory:
         it (an agent that rewrites its prompt does not send every version).
         """
         message, body = normalize_event(event)
+        if (foreign := foreign_format(event, message)) and foreign not in self._foreign_warned:
+            self._foreign_warned.add(foreign)
+            logger.warning("damc: observe got %s; it is recorded as it came", FOREIGN_FORMATS[foreign])
         if body == _CLEARED:  # an event that reads as clear()'s mark is stored in another spelling
             body = json.dumps(message, separators=(",", ":"))
         record = self._append(body)

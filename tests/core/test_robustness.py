@@ -1323,3 +1323,27 @@ def _chat_completion(message: dict[str, Any], *, finish_reason: str) -> Any:
             "choices": [{"index": 0, "finish_reason": finish_reason, "message": message}],
         }
     )
+
+
+def test_a_langchain_or_llamaindex_message_observed_as_it_is_is_kept_and_named_in_a_warning(
+    make_memory, caplog, assert_valid_context
+):
+    """``observe`` reads OpenAI-style messages; a framework's own message (its text in ``blocks``,
+    its role in ``type``) would become a note without the user's words. It is stored and carded as
+    any event, and a warning says how to convert it, once per memory and framework."""
+    messages = pytest.importorskip("langchain_core.messages")
+    llms = pytest.importorskip("llama_index.core.llms")
+    memory = make_memory()
+
+    with caplog.at_level("WARNING", logger="damc"):
+        memory.observe(messages.HumanMessage("Refund order #W100."))
+        memory.observe(messages.HumanMessage("And order #W101."))
+        memory.observe({"type": "human", "content": "And #W102."})
+        memory.observe(llms.ChatMessage(role="user", content="Refund order #W103."))
+
+    warnings = [r.getMessage() for r in caplog.records if r.name == "damc"]
+    assert len(warnings) == 2
+    assert "LangChain message" in warnings[0] and "convert_to_openai_messages" in warnings[0]
+    assert "LlamaIndex ChatMessage" in warnings[1] and "to_openai_message_dicts" in warnings[1]
+    assert len(memory.messages()) == 4  # every event is in the record all the same
+    assert_valid_context(memory.build().messages)
