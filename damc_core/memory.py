@@ -1581,6 +1581,8 @@ class DecisionMemory:
         content = message.get("content")
         if not content and message.get("tool_calls"):  # a call's card: the calls it made
             content = [call_function(call) for call in message["tool_calls"] if isinstance(call, Mapping)]
+        elif not content and message.get("role") in UNSENT_ROLES:  # a provider's tool that found nothing:
+            content = {key: value for key, value in raw.items() if key != "role"}  # the item, as it came
         text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False, default=str)
         if not isinstance(match, (str, int, float)) or isinstance(match, bool):
             return text  # no match asked for (or not a text): the whole record

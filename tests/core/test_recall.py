@@ -125,6 +125,25 @@ def test_recall_of_a_responses_api_call_or_output_gives_what_it_holds(make_memor
     ]
 
 
+def test_recall_of_a_provider_run_tool_that_found_nothing_gives_what_it_was_asked(make_memory, msg):
+    """A Responses API web search that came back without sources reads as an empty result; the
+    model that recalls it gets the item it was, its query included, not an empty answer."""
+    memory = make_memory()
+    memory.observe(msg.user("What is the refund policy?"))
+    search = memory.observe(
+        {
+            "type": "web_search_call",
+            "id": "ws_1",
+            "status": "completed",
+            "action": {"type": "search", "query": "refund policy"},
+        }
+    )
+
+    answer = memory.handle_recall({"card_id": search.id})
+
+    assert json.loads(answer)["action"] == {"type": "search", "query": "refund policy"}
+
+
 def test_recall_returns_the_whole_message(remembered, airline_messages):
     for card in remembered.cards():
         assert remembered.recall(card.id) == airline_messages[int(card.id[1:])]
