@@ -486,6 +486,24 @@ class HeuristicValuator:
     rank_floor: float = 0.2
     """Lowest freshness multiplier."""
 
+    def __post_init__(self) -> None:
+        """Settings read from a config file are checked here, not at the first event they would
+        break (an unknown mode was a ``KeyError`` inside the agent's step)."""
+        if not isinstance(self.mode, str) or self.mode not in MODE_WEIGHTS:
+            modes = ", ".join(mode.value for mode in TaskMode)
+            raise ConfigError(f"HeuristicValuator.mode must be one of {modes}, got {self.mode!r}")
+        if not isinstance(self.decay, Decay):
+            raise ConfigError(f"HeuristicValuator.decay must be a Decay, got {self.decay!r}")
+        for name in ("rank_decay", "rank_floor"):
+            if not in_unit(getattr(self, name)):
+                raise ConfigError(f"HeuristicValuator.{name} must be in [0, 1], got {getattr(self, name)!r}")
+        if not isinstance(self.priors, Mapping) or not all(
+            kind in CardKind.__members__.values() and in_unit(value) for kind, value in self.priors.items()
+        ):
+            raise ConfigError(
+                f"HeuristicValuator.priors must map card kinds to values in [0, 1], got {self.priors!r}"
+            )
+
     def static_scores(self, card: Card, *, goal_terms: frozenset[str] = frozenset()) -> tuple[Score, ...]:
         """Query-independent scores, computed once when the card is made and when links change."""
         weights = MODE_WEIGHTS[self.mode]

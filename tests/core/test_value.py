@@ -166,6 +166,30 @@ def test_bad_decay_settings_are_refused():
         Decay(unit="hours")
 
 
+@pytest.mark.parametrize(
+    ("setting", "match"),
+    [
+        ({"mode": "fast"}, "mode must be one of precise_planning, information_gathering, creative"),
+        ({"mode": None}, "mode must be one of"),
+        ({"decay": 0.05}, "decay must be a Decay"),
+        ({"rank_decay": 2}, "rank_decay must be in"),
+        ({"rank_floor": -1}, "rank_floor must be in"),
+        ({"priors": {CardKind.TOOL_RESULT: 5}}, "priors must map card kinds to values in"),
+    ],
+)
+def test_bad_heuristic_settings_are_refused_when_made_not_at_the_first_event(setting, match):
+    with pytest.raises(ConfigError, match=match):
+        HeuristicValuator(**setting)
+
+
+def test_a_task_mode_may_be_given_by_its_name(memory, msg):
+    memory.observe(msg.user("write a poem about HAT069"))
+
+    assert scored_by_id(memory, HeuristicValuator(mode="creative")) == scored_by_id(
+        memory, HeuristicValuator(mode=TaskMode.CREATIVE)
+    )
+
+
 def test_cards_sharing_the_decision_focus_gain_value(memory, msg):
     memory.observe(msg.user("my reservations are NO6JO3 and AIXC49"))
     memory.observe(msg.user("and I like window seats"))
