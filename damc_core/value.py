@@ -648,6 +648,17 @@ class HeuristicValuator:
         return 0.0, ""
 
 
+def _is_part(part: object) -> bool:
+    """Whether ``part`` is a (valuator, finite weight > 0) pair."""
+    return (
+        isinstance(part, (tuple, list))
+        and len(part) == 2
+        and isinstance(part[0], Valuator)
+        and finite_number(part[1])
+        and part[1] > 0
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class WeightedValuators:
     """Several valuators as one: a weighted mean of their values, every score kept with its source.
@@ -659,8 +670,12 @@ class WeightedValuators:
     parts: tuple[tuple[Valuator, float], ...]
 
     def __post_init__(self) -> None:
-        if not self.parts or any(w <= 0 for _, w in self.parts):
-            raise ConfigError("WeightedValuators needs at least one (valuator, weight > 0) pair")
+        """A NaN weight would make every value NaN, and a part that is no pair or no valuator
+        would fail only at the first decision."""
+        if not isinstance(self.parts, (tuple, list)) or not self.parts or not all(map(_is_part, self.parts)):
+            raise ConfigError(
+                f"WeightedValuators needs at least one (valuator, weight > 0) pair, got {self.parts!r}"
+            )
 
     def value(self, cards: Sequence[Card], *, context: ValuationContext) -> list[ScoredCard]:
         """Each card's values from every part, paired by card id: parts return their cards in

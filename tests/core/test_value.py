@@ -283,6 +283,21 @@ def test_weighted_valuators_average_values_and_keep_every_score(memory, msg):
     assert len(mixed.scores) == len(a.scores) + len(b.scores)
 
 
+@pytest.mark.parametrize(
+    "parts",
+    [
+        ((HeuristicValuator(), float("nan")),),
+        ((HeuristicValuator(), "1"),),
+        (HeuristicValuator(), 1.0),
+        ((HeuristicValuator(), 1.0), (None, 1.0)),
+    ],
+    ids=["nan weight", "weight as text", "one pair not in a tuple of pairs", "no valuator"],
+)
+def test_weighted_valuators_refuse_parts_that_are_not_valuator_and_weight_pairs(parts):
+    with pytest.raises(ConfigError, match=r"\(valuator, weight > 0\) pair"):
+        WeightedValuators(parts)
+
+
 def test_a_wrapped_or_mixed_heuristic_valuator_sets_the_cards_priors(make_memory, msg):
     from damc_core.counterfactual import CounterfactualValuator
 
