@@ -394,6 +394,14 @@ class DecisionMemory:
         clock: Callable[[], float] = time.time,
     ) -> None:
         _require_kinds(namespace, store, settings, clock)
+        _require_stages(
+            encoder=encoder,
+            valuator=valuator,
+            selector=selector,
+            compressor=compressor,
+            assembler=assembler,
+            counter=counter,
+        )
         self.namespace = namespace or Namespace()
         self.store: MemoryStore = store if store is not None else SQLiteStore("damc-memory.sqlite3")
         self.encoder: Encoder = encoder or DefaultEncoder()
@@ -1749,6 +1757,26 @@ def _require_kinds(namespace: object, store: object, settings: object, clock: ob
     if not callable(clock):
         raise ConfigError(f"clock must be a function giving Unix seconds (time.time), got {clock!r}")
 
+
+def _require_stages(**stages: object) -> None:
+    """Refuse, with a ``ConfigError`` naming the argument, a stage that lacks the method the
+    memory calls (``selector="topk"``, a class such as ``DefaultAssembler`` not made): it would
+    fail with an ``AttributeError`` or a ``TypeError`` in the agent's step, not here."""
+    for name, stage in stages.items():
+        method = _STAGE_METHODS[name]
+        if stage is not None and (isinstance(stage, type) or not callable(getattr(stage, method, None))):
+            raise ConfigError(f"{name} must be an object with a method {method}(), got {stage!r}")
+
+
+_STAGE_METHODS = {
+    "encoder": "encode",
+    "valuator": "value",
+    "selector": "select",
+    "compressor": "render",
+    "assembler": "assemble",
+    "counter": "count",
+}
+"""What a memory calls of each stage (see their protocols)."""
 
 _STORE_METHODS = ("append", "record", "records", "put_cards", "cards")
 """What a memory calls of its store (see ``MemoryStore``)."""

@@ -18,6 +18,7 @@ from damc_core import (
     CardKind,
     ConfigError,
     DecisionMemory,
+    DefaultAssembler,
     DefaultEncoder,
     InMemoryStore,
     MemorySettings,
@@ -1267,8 +1268,19 @@ def test_a_recent_window_that_is_no_count_of_messages_is_a_clear_error(memory, m
         ({"namespace": "u-42"}, r"namespace must be a Namespace\(user=\.\.\., session=\.\.\.\), got 'u-42'"),
         ({"settings": {"budget": 800}}, r"settings must be MemorySettings\(\.\.\.\), got \{'budget': 800\}"),
         ({"clock": time.time()}, r"clock must be a function giving Unix seconds \(time.time\)"),
+        ({"selector": "topk"}, r"selector must be an object with a method select\(\), got 'topk'"),
+        ({"assembler": DefaultAssembler}, r"assembler must be an object with a method assemble\(\)"),
+        ({"valuator": object()}, r"valuator must be an object with a method value\(\)"),
     ],
-    ids=["store as a path", "namespace as a user id", "settings as a dict", "clock as a time"],
+    ids=[
+        "store as a path",
+        "namespace as a user id",
+        "settings as a dict",
+        "clock as a time",
+        "selector as a name",
+        "assembler as its class",
+        "valuator of no kind",
+    ],
 )
 def test_a_memory_given_the_wrong_kind_of_argument_says_which_when_made(given, match):
     """Each would make the memory, or its first ``observe``, fail with an ``AttributeError`` or a
