@@ -1551,9 +1551,11 @@ class DecisionMemory:
 
     # -- recall and inspection -----------------------------------------------------------------
     def recall(self, card_id: str) -> Message | None:
-        """The raw event behind a card, exactly as observed, or ``None`` for an unknown id (only
-        this namespace's ``c<N>`` ids are looked up: the id comes from the model). An id that is
-        not text (``recall(5)``) is a ``ConfigError``."""
+        """The raw event behind a card as the store keeps it, or ``None`` for an unknown id (only
+        this namespace's ``c<N>`` ids are looked up: the id comes from the model). That is the
+        event as observed, as JSON holds it: an SDK object as its fields, an event without a role
+        (a Responses API item) with ``role`` ``"unknown"``. An id that is not text (``recall(5)``)
+        is a ``ConfigError``."""
         if not isinstance(card_id, str):
             raise ConfigError(f"recall takes a card id such as 'c12', got {card_id!r}")
         card = self._session.cards.get(card_id)
