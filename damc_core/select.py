@@ -158,8 +158,9 @@ class Supersession:
     """Decides which older cards a new card supersedes.
 
     An older card is superseded when the new card states a value for every (entity, attribute) it
-    does, and the new card is at least as trusted, or is newer by more than ``same_moment``
-    seconds (trust only breaks ties between cards of the same moment).
+    does, and the new card is at least as trusted, or is not of the same moment: newer by more
+    than ``same_moment`` seconds, or not the event right before it (trust only breaks ties between
+    cards of the same moment; the memory also counts the results of one assistant step as one).
     """
 
     same_moment: float = 0.0
