@@ -6,7 +6,8 @@ Before a decision it indexes new cards, searches the index with the decision foc
 user's request, spreads each hit along the decision graph (card A informed call B, B produced
 result C: a hit on B lifts A and C), and lifts the wrapped value by the retrieval score. If the
 index cannot be reached the wrapped values are returned unchanged and a warning is logged:
-retrieval never stops the agent.
+retrieval never stops the agent. What a wrapped valuator learns from (decisions, a clear, an empty
+store) is passed on to it.
 """
 
 from __future__ import annotations
@@ -15,13 +16,21 @@ import itertools
 import logging
 import threading
 from collections import OrderedDict, defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ..checks import finite_number, whole_number
 from ..errors import ConfigError
 from ..types import Card, CardKind, DecisionFocus, Namespace, Score, ScoredCard
-from ..value import HeuristicValuator, ValuationContext, Valuator
+from ..value import (
+    DecisionRecorder,
+    Emptying,
+    Forgetting,
+    HeuristicValuator,
+    ObservedDecision,
+    ValuationContext,
+    Valuator,
+)
 from .index import CardIndex, Hit, card_document, document_digest, focus_query
 
 logger = logging.getLogger("damc")
@@ -102,6 +111,10 @@ class RetrievalValuator:
             raise ConfigError(f"k must be a whole number > 0, got {k!r}")
         self.index = index
         self.base: Valuator = base or HeuristicValuator()
+        if isinstance(self.base, DecisionRecorder):
+            # a base that learns from decisions (a ``CounterfactualValuator``) is told of each;
+            # only then is this a recorder, so a memory pairs calls with contexts only for it
+            self.record_decision: Callable[[ObservedDecision], None] = self.base.record_decision
         self.weight = weight
         self.k = k
         self.graph = graph
@@ -123,10 +136,15 @@ class RetrievalValuator:
     def forget(self, namespace: Namespace, *, before: int) -> None:
         """Remove the namespace's cards made before event ``before`` from the index: a cleared
         conversation's cards are searched no more, and would take the new ones' places among
-        the hits. What this process knew of the index is read afresh."""
+        the hits. What this process knew of the index is read afresh. Passed on to ``base`` when
+        it keeps something of the conversation, even when the index cannot be reached."""
         with self._states_lock:
             self._states.pop(namespace.key, None)
-        self.index.delete_before(namespace, before)
+        try:
+            self.index.delete_before(namespace, before)
+        finally:
+            if isinstance(self.base, Forgetting):
+                self.base.forget(namespace, before=before)
 
     def empty(self, namespace: Namespace) -> None:
         """Drop the namespace's index when it holds cards: a memory found no event of it in its
@@ -136,8 +154,12 @@ class RetrievalValuator:
         cards again."""
         with self._states_lock:
             self._states.pop(namespace.key, None)
-        if self.index.count(namespace) or self.index.count(namespace, cold=True):
-            self.index.drop(namespace)
+        try:
+            if self.index.count(namespace) or self.index.count(namespace, cold=True):
+                self.index.drop(namespace)
+        finally:
+            if isinstance(self.base, Emptying):
+                self.base.empty(namespace)
 
     # -- candidate generation -------------------------------------------------------------------
     def candidates(

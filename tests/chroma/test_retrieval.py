@@ -605,6 +605,64 @@ def test_retrieval_in_a_weighted_mix_keeps_feeding_candidates(
     assert found == retrieval.candidates(cards, focus=focus, limit=4, namespace=ALICE) and "c2" in found
 
 
+def test_a_counterfactual_valuator_inside_retrieval_still_learns(tmp_path: Path, airline_messages) -> None:
+    """``RetrievalValuator(index, base=CounterfactualValuator(...))``: the calls made from a built
+    context reach the counterfactual part, as they do when it is the memory's own valuator."""
+    from damc_core.counterfactual import CounterfactualValuator
+    from damc_core.counterfactual.book import ValuedDecision
+    from damc_core.value import ObservedDecision
+
+    measured: list[ObservedDecision] = []
+
+    def profile_carried_it(decision: ObservedDecision) -> ValuedDecision:
+        measured.append(decision)
+        return ValuedDecision(ALICE, decision.seq, decision.built.focus.terms, {"c1": 1.0}, "rule")
+
+    counterfactual = CounterfactualValuator(value_decision=profile_carried_it, batch_every=1)
+    index = CardIndex(ChromaConfig(path=tmp_path / "index"), embedder=HashingEmbedder())
+    memory = DecisionMemory(
+        namespace=ALICE, store=InMemoryStore(), valuator=RetrievalValuator(index, base=counterfactual)
+    )
+    for message in airline_messages[:2]:
+        memory.observe(message)
+    memory.build(budget=400)
+    memory.observe(airline_messages[2])  # get_user_details, called from the context just built
+    memory.observe(airline_messages[3])  # its clean result
+
+    assert [d.seq for d in measured] == [2] and len(counterfactual.book) == 1
+
+
+def test_retrieval_tells_the_valuator_it_wraps_of_a_clear_and_of_an_empty_store(tmp_path: Path) -> None:
+    """A valuator of the user's that keeps notes of each conversation outside the store
+    (``Forgetting``, ``Emptying``) drops them when it is wrapped in retrieval, too."""
+    from damc_core import HeuristicValuator
+
+    class NotesPerConversation:
+        def __init__(self) -> None:
+            self.heuristics = HeuristicValuator()
+            self.told: list[str] = []
+
+        def value(self, cards, *, context):
+            return self.heuristics.value(cards, context=context)
+
+        def forget(self, namespace: Namespace, *, before: int) -> None:
+            self.told.append(f"forget {namespace.key} before {before}")
+
+        def empty(self, namespace: Namespace) -> None:
+            self.told.append(f"empty {namespace.key}")
+
+    notes = NotesPerConversation()
+    index = CardIndex(ChromaConfig(path=tmp_path / "index"), embedder=HashingEmbedder())
+    memory = DecisionMemory(
+        namespace=ALICE, store=InMemoryStore(), valuator=RetrievalValuator(index, base=notes)
+    )
+    memory.observe({"role": "user", "content": "Cancel reservation ZFA04Y"})
+    memory.clear()
+
+    # a memory new to the namespace (nothing in its store), then the clear, whose mark is event 1
+    assert notes.told == [f"empty {ALICE.key}", f"forget {ALICE.key} before 2"]
+
+
 def test_sessions_of_one_memory_share_the_valuator_and_keep_their_own_index(
     chroma_config: ChromaConfig,
 ) -> None:
