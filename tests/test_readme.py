@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ast
+import asyncio
 import re
 import warnings
 from pathlib import Path
@@ -94,3 +96,102 @@ def test_the_chat_history_example_runs_as_written(tmp_path):
         "May 20",
         "Booked HAT069.",
     ]
+
+
+def run_async(code: str, **given: object) -> dict[str, object]:
+    """Run ``code``, whose top-level ``await`` a notebook cell runs, with ``given`` defined."""
+    namespace: dict[str, object] = {"__name__": "readme_example", **given}
+    flags = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
+    asyncio.run(eval(compile(code, str(README), "exec", flags=flags), namespace))
+    return namespace
+
+
+def test_the_langchain_agent_example_runs_as_written(tmp_path, monkeypatch):
+    """``model`` and ``tools`` are the user's: a scripted chat model that records what it is sent."""
+    pytest.importorskip("langchain")
+    from langchain_adapter.conftest import RecordingChatModel
+    from langchain_core.messages import AIMessage, SystemMessage, ToolMessage
+    from langchain_core.tools import tool
+
+    @tool
+    def book_reservation(flight_number: str, user_id: str) -> dict:
+        """Book a flight for a user."""
+        return {"reservation_id": "ZFA04Y", "flight_number": flight_number, "status": "confirmed"}
+
+    call = {"name": "book_reservation", "args": {"flight_number": "HAT107", "user_id": "mia_li_3668"}}
+    model = RecordingChatModel(
+        script=[AIMessage("", tool_calls=[{**call, "id": "call_1"}]), AIMessage("Booked.")]
+    )
+    monkeypatch.chdir(tmp_path)
+
+    run(example("from langchain.agents import create_agent"), model=model, tools=[book_reservation])
+
+    system, *_, result = model.received[-1]
+    assert isinstance(system, SystemMessage) and system.content == "You book flights."
+    assert isinstance(result, ToolMessage) and result.content.startswith("[c2] -> reservation_id=ZFA04Y")
+    assert model.tools_offered == ["recall", "book_reservation"]  # the middleware adds the recall tool
+    assert (tmp_path / "memory.sqlite3").exists()
+
+
+def _llamaindex_agent_given(tmp_path):
+    """The user's ``llm`` (a scripted one that records its input), ``tools`` and ``memory``."""
+    from llama_index.core.base.llms.types import ChatMessage, ToolCallBlock
+    from llama_index.core.tools import FunctionTool
+    from llamaindex_adapter.conftest import RecordingLLM
+
+    from damc_core import DecisionMemory, SQLiteStore
+
+    def book_reservation(flight_number: str, user_id: str) -> dict:
+        """Book a flight for a user."""
+        return {"reservation_id": "ZFA04Y", "flight_number": flight_number, "status": "confirmed"}
+
+    call = ToolCallBlock(
+        tool_call_id="call_1",
+        tool_name="book_reservation",
+        tool_kwargs={"flight_number": "HAT107", "user_id": "mia_li_3668"},
+    )
+    llm = RecordingLLM(
+        script=[
+            ChatMessage(role="assistant", blocks=[call]),
+            ChatMessage(role="assistant", content="Booked: ZFA04Y."),
+            ChatMessage(role="assistant", content="The card on file."),
+        ]
+    )
+    memory = DecisionMemory(store=SQLiteStore(tmp_path / "memory.sqlite3"))
+    return llm, [FunctionTool.from_defaults(book_reservation)], memory
+
+
+def test_the_llamaindex_agent_example_runs_as_written(tmp_path, monkeypatch):
+    pytest.importorskip("llama_index.core")
+    llm, tools, _ = _llamaindex_agent_given(tmp_path)
+    monkeypatch.chdir(tmp_path)
+
+    names = run_async(
+        example("from llama_index.core.agent.workflow import FunctionAgent"), llm=llm, tools=tools
+    )
+
+    *_, result = llm.received[-1]
+    assert result.role == "tool" and result.content.startswith("[c2] -> reservation_id=ZFA04Y")
+    recorded = names["memory"].messages()
+    assert [m["role"] for m in recorded] == ["user", "assistant", "tool", "assistant"]  # each once
+    assert recorded[-1]["content"] == "Booked: ZFA04Y."
+
+
+def test_the_memory_block_example_runs_as_written(tmp_path):
+    pytest.importorskip("llama_index.core")
+    from llama_index.core.agent.workflow import FunctionAgent
+
+    llm, tools, memory = _llamaindex_agent_given(tmp_path)
+
+    names = run_async(
+        example("from llama_index.core.memory import Memory"),
+        FunctionAgent=FunctionAgent,
+        llm=llm,
+        tools=tools,
+        memory=memory,
+    )
+
+    assert [m.content for m in llm.received[-1]][-2:] == ["Booked: ZFA04Y.", "Which card did I use?"]
+    block = names["chat_memory"].memory_blocks[0]
+    recorded = block.memory_for("trip-7").messages()  # the block's record of the Memory's session
+    assert [m["role"] for m in recorded] == ["user", "assistant", "tool", "assistant", "user", "assistant"]
