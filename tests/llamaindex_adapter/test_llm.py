@@ -92,6 +92,25 @@ def test_react_observations_are_replaced_by_their_cards(recording_llm):
     assert "## Tools" in booking[0].content  # the ReAct header with the tool list is kept
 
 
+def test_a_react_observation_shorter_than_its_card_is_sent_as_it_is(recording_llm):
+    """A card leads with its id and its call, so a small result (a status) is shorter as it came."""
+
+    def get_status(order_id: str) -> str:
+        """The status of an order."""
+        return "shipped"
+
+    model = recording_llm(
+        react("get_status", {"order_id": "W4923227"}), react_answer("It shipped."), function_calling=False
+    )
+
+    run(
+        ReActAgent(tools=[FunctionTool.from_defaults(get_status)], llm=DamcLLM(llm=model, memory=damc())),
+        "W4923227?",
+    )
+
+    assert model.received[1][-1].content == "Observation: shipped"
+
+
 @pytest.mark.parametrize(
     "memory",
     [None, lambda: ChatMemoryBuffer.from_defaults(tokenizer_fn=offline_tokenizer())],
