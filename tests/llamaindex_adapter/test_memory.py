@@ -528,6 +528,31 @@ def test_a_chat_store_loaded_back_is_the_history_of_a_memory_that_wraps_it(
     assert_valid_context(reopened.messages())
 
 
+def test_chat_engines_given_memory_cls_share_one_conversation_and_memory_keeps_them_apart(
+    recording_llm, tmp_path, monkeypatch
+):
+    """``memory_cls=DamcMemory`` makes ``DecisionMemory()``, the default namespace in the working
+    directory's file: every engine made so is one conversation. A memory per chat keeps them apart."""
+    from llama_index.core.chat_engine import SimpleChatEngine
+
+    from damc_core import DecisionMemory, SQLiteStore
+
+    monkeypatch.chdir(tmp_path)
+    hello = ChatMessage(role="assistant", content="Hello.")
+    mia, other = recording_llm(ChatMessage(role="assistant", content="Noted.")), recording_llm(hello, hello)
+    SimpleChatEngine.from_defaults(llm=mia, memory_cls=DamcMemory).chat("I am Mia, card credit_card_4421486.")
+
+    SimpleChatEngine.from_defaults(llm=other, memory_cls=DamcMemory).chat("Who am I?")
+    memory = DecisionMemory(store=SQLiteStore(tmp_path / "damc-memory.sqlite3"))  # the same file
+    SimpleChatEngine.from_defaults(llm=other, memory=DamcMemory(memory=memory.for_session("chat-2"))).chat(
+        "Who am I?"
+    )
+
+    shared, apart = other.received
+    assert "credit_card_4421486" in text(shared)
+    assert [m.content for m in apart] == ["Who am I?"]
+
+
 def test_a_token_limit_caps_the_budget_and_must_be_a_number_of_tokens():
     assert DamcMemory.from_defaults(memory=damc(budget=600), token_limit=200_000).budget == 600
     assert DamcMemory.from_defaults(memory=damc(budget=600), token_limit=300).budget == 300
