@@ -10,6 +10,7 @@ store loaded back) is recorded as the conversation so far.
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Callable
 from typing import Any, Literal
 
@@ -17,7 +18,7 @@ from llama_index.core.base.llms.types import ChatMessage, MessageRole
 from llama_index.core.bridge.pydantic import ConfigDict, Field, PrivateAttr, field_validator
 from llama_index.core.memory import BaseMemory, Memory
 
-from damc_core import ConfigError, DecisionMemory, StoreClosedError, StoreError
+from damc_core import ConfigError, DecisionMemory, Namespace, StoreClosedError, StoreError
 
 from ._recorder import Recorder, recorder_for
 
@@ -110,6 +111,9 @@ class DamcMemory(BaseMemory):
     ) -> DamcMemory:
         """A memory over ``memory``, or a new ``DecisionMemory(**decision_memory_options)``.
 
+        A new one without a ``namespace`` is a conversation of its own (a session named
+        ``chat-<random>`` in the default store), as each ``ChatMemoryBuffer.from_defaults()`` is:
+        chat engines made with ``memory_cls=DamcMemory`` do not read one another's turns.
         ``chat_history`` and ``token_limit`` are ``ChatMemoryBuffer.from_defaults``'s, which a chat
         engine given ``memory_cls=DamcMemory`` passes: the history is set, and without ``budget``
         the limit caps the memory's own (the engine's limit is the model's window, usually far
@@ -123,7 +127,10 @@ class DamcMemory(BaseMemory):
             not isinstance(token_limit, int) or isinstance(token_limit, bool) or token_limit <= 0
         ):
             raise ConfigError(f"token_limit must be a whole number of tokens > 0, got {token_limit!r}")
-        memory = memory or DecisionMemory(**decision_memory_options)
+        if memory is None:
+            new_chat = Namespace(session=f"chat-{uuid.uuid4().hex[:12]}")
+            decision_memory_options.setdefault("namespace", new_chat)
+            memory = DecisionMemory(**decision_memory_options)
         if budget is None and token_limit is not None:
             budget = min(token_limit, memory.settings.budget)
         made = cls(

@@ -528,11 +528,11 @@ def test_a_chat_store_loaded_back_is_the_history_of_a_memory_that_wraps_it(
     assert_valid_context(reopened.messages())
 
 
-def test_chat_engines_given_memory_cls_share_one_conversation_and_memory_keeps_them_apart(
+def test_chat_engines_given_memory_cls_each_have_a_conversation_of_their_own(
     recording_llm, tmp_path, monkeypatch
 ):
-    """``memory_cls=DamcMemory`` makes ``DecisionMemory()``, the default namespace in the working
-    directory's file: every engine made so is one conversation. A memory per chat keeps them apart."""
+    """Like ``ChatMemoryBuffer.from_defaults()``, each ``DamcMemory.from_defaults()`` is a new
+    conversation; a chat continued later is a session of its own, named by the app."""
     from llama_index.core.chat_engine import SimpleChatEngine
 
     from damc_core import DecisionMemory, SQLiteStore
@@ -541,16 +541,17 @@ def test_chat_engines_given_memory_cls_share_one_conversation_and_memory_keeps_t
     hello = ChatMessage(role="assistant", content="Hello.")
     mia, other = recording_llm(ChatMessage(role="assistant", content="Noted.")), recording_llm(hello, hello)
     SimpleChatEngine.from_defaults(llm=mia, memory_cls=DamcMemory).chat("I am Mia, card credit_card_4421486.")
-
     SimpleChatEngine.from_defaults(llm=other, memory_cls=DamcMemory).chat("Who am I?")
-    memory = DecisionMemory(store=SQLiteStore(tmp_path / "damc-memory.sqlite3"))  # the same file
-    SimpleChatEngine.from_defaults(llm=other, memory=DamcMemory(memory=memory.for_session("chat-2"))).chat(
-        "Who am I?"
-    )
 
-    shared, apart = other.received
-    assert "credit_card_4421486" in text(shared)
+    memory = DecisionMemory(store=SQLiteStore(tmp_path / "damc-memory.sqlite3"))  # the same file
+    chat = memory.for_session("chat-mia")
+    chat.observe({"role": "user", "content": "I am Mia, card credit_card_4421486."})
+    SimpleChatEngine.from_defaults(llm=other, memory=DamcMemory(memory=chat)).chat("Who am I?")
+
+    apart, continued = other.received
+    assert "credit_card_4421486" not in text(apart)
     assert [m.content for m in apart] == ["Who am I?"]
+    assert "credit_card_4421486" in text(continued)
 
 
 def test_a_token_limit_caps_the_budget_and_must_be_a_number_of_tokens():
