@@ -48,10 +48,15 @@ class MessageRecorder:
     ``resent``: every run starts from the history the caller sends (a graph without a
     checkpointer gives each message a new id at every run): a run's messages that repeat, in
     order, what was recorded are known by their content and not recorded again.
+
+    ``weak``: the memory is held weakly (the recorder of a memory's own conversation, kept by the
+    registry of ``conversations_of``, which must not keep the memory alive).
     """
 
-    def __init__(self, memory: DecisionMemory, *, resume: bool = False, resent: bool = False) -> None:
-        self.memory = memory
+    def __init__(
+        self, memory: DecisionMemory, *, resume: bool = False, resent: bool = False, weak: bool = False
+    ) -> None:
+        self._memory: DecisionMemory | weakref.ref[DecisionMemory] = weakref.ref(memory) if weak else memory
         self._seen: set[str] = set()
         self._said: dict[str, str] = {}
         """The key of each user turn recorded under a message id -> its content key (see ``edited``)."""
@@ -87,6 +92,10 @@ class MessageRecorder:
         """With ``resent``: the newest user turn recorded, while no answer to it has been recorded
         nor lost (a run that fails before answering is retried with this request)."""
         self._learn(memory.messages() if resume else ())
+
+    @property
+    def memory(self) -> DecisionMemory:
+        return _held(self._memory)
 
     def _learn(self, events: Sequence[dict[str, Any]]) -> None:
         """Know events recorded elsewhere (an earlier process, another worker) as recorded, and
@@ -472,13 +481,20 @@ class Conversations:
     records never reach another's prompt. Runs without a thread id use the memory given."""
 
     def __init__(self, memory: DecisionMemory, *, max_threads: int = 256) -> None:
-        self.memory = memory
+        self._memory = weakref.ref(memory)
+        """Held weakly: the registry of ``conversations_of`` keeps one ``Conversations`` per live
+        memory, and one holding its memory would keep both, and every thread's recorder, alive
+        for as long as the process runs. Whoever uses a ``Conversations`` holds its memory."""
         self.max_threads = max_threads
         """Threads whose recorders stay in process; an evicted thread is reopened from the store."""
         self._default: MessageRecorder | None = None
         """Made on first use: it reads the memory's stored events, which thread-only agents never need."""
         self._threads: OrderedDict[str, MessageRecorder] = OrderedDict()
         self._lock = threading.Lock()
+
+    @property
+    def memory(self) -> DecisionMemory:
+        return _held(self._memory)
 
     def current(self) -> MessageRecorder:
         # a thread id without a checkpointer names the session only: every run starts from the
@@ -508,7 +524,7 @@ class Conversations:
         with self._lock:
             if thread_id is None:
                 if self._default is None:
-                    self._default = MessageRecorder(self.memory, resume=True, resent=True)
+                    self._default = MessageRecorder(self.memory, resume=True, resent=True, weak=True)
                 return self._default
             recorder = self._threads.pop(thread_id, None)
             if recorder is None:
@@ -517,6 +533,15 @@ class Conversations:
             while len(self._threads) > self.max_threads:
                 self._threads.popitem(last=False)
             return recorder
+
+
+def _held(memory: DecisionMemory | weakref.ref[DecisionMemory]) -> DecisionMemory:
+    if isinstance(memory, DecisionMemory):
+        return memory
+    found = memory()
+    if found is None:
+        raise ReferenceError("the DecisionMemory of this recorder no longer exists")
+    return found
 
 
 _CONVERSATIONS: weakref.WeakKeyDictionary[DecisionMemory, Conversations] = weakref.WeakKeyDictionary()

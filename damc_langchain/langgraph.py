@@ -25,12 +25,12 @@ def damc_pre_model_hook(
     the memory section then tells the model it can recall a card.
     """
     budget = checked_budget(budget)
-    conversations = conversations_of(memory)
+    conversations_of(memory)  # a wrong memory is refused here, not logged at every model call
 
     def hook(state: Any) -> dict[str, Any]:
         messages = state_messages(state)
         try:
-            recorder = conversations.current()
+            recorder = conversations_of(memory).current()  # the hook keeps the memory alive
             recorder.edited(messages)
             recorder.observe(messages)
             built = recorder.memory.build(budget=budget, recall_tool=recall_tool)
@@ -46,13 +46,13 @@ def damc_post_model_hook(memory: DecisionMemory) -> Callable[[Any], dict[str, An
     """A hook that records the model's reply as it comes, with ``damc_pre_model_hook`` on the same
     ``memory``: a final answer is in memory even when nothing later in the thread (or no
     checkpointer) would send it again. The graph state is left untouched."""
-    conversations = conversations_of(memory)
+    conversations_of(memory)  # a wrong memory is refused here, not logged at every model call
 
     def hook(state: Any) -> dict[str, Any]:
         try:
             messages = state_messages(state)
             if messages:
-                conversations.current().record_reply(messages[-1])
+                conversations_of(memory).current().record_reply(messages[-1])
         except Exception:  # the agent goes on; the reply is recorded with the next model call
             logger.exception("damc: recording the model's reply failed; the agent goes on")
         return {}

@@ -176,3 +176,25 @@ def test_a_hook_or_recall_tool_given_a_store_says_to_wrap_it_in_a_decision_memor
         ConfigError, match=r"needs a DecisionMemory, got SQLiteStore.*DecisionMemory\(store=\.\.\.\)"
     ):
         make(SQLiteStore(tmp_path / "memory.sqlite3"))
+
+
+def test_hooks_keep_a_memory_only_they_hold_and_free_it_with_the_agent(recording_model):
+    import gc
+    import weakref
+
+    from langchain_core.messages import AIMessage
+
+    model = recording_model(AIMessage("Order O-1 has shipped."), AIMessage("On May 22."))
+    memory = DecisionMemory(store=InMemoryStore())
+    agent, gone = react_agent(model, memory, tools=[get_user_details]), weakref.ref(memory)
+    del memory
+    gc.collect()
+
+    agent.invoke({"messages": [HumanMessage("Where is order O-1?")]})
+    agent.invoke({"messages": [HumanMessage("And when will it arrive?")]})
+    assert "Order O-1 has shipped." in text(model.received[1])  # the hooks kept the memory
+    assert [c.text for c in gone().cards()][-1] == "On May 22."
+
+    del agent
+    gc.collect()
+    assert gone() is None

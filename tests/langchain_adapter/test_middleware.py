@@ -1542,3 +1542,23 @@ def test_a_middleware_given_no_decision_memory_says_what_it_needs(tmp_path, give
         DamcMiddleware(wrong)
 
     assert given != "store" or "DecisionMemory(store=...)" in str(raised.value)
+
+
+def test_a_middleware_dropped_by_the_server_frees_its_memory_and_every_threads_session(recording_model):
+    import gc
+    import weakref
+
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    model = recording_model(AIMessage("Hi!"), AIMessage("Hi again!"))
+    middleware = DamcMiddleware(memory())
+    threaded = create_agent(model, [], middleware=[middleware], checkpointer=InMemorySaver())
+    threaded.invoke({"messages": [HumanMessage("Hello")]}, {"configurable": {"thread_id": "mia"}})
+    agent_with(model, [middleware]).invoke({"messages": [HumanMessage("Hello")]})  # the memory's own
+    gone = [weakref.ref(middleware.memory), weakref.ref(middleware.memory_for("mia"))]
+    assert [c.text for c in middleware.memory.cards()] == ["Hello", "Hi again!"]
+
+    del middleware, threaded
+    gc.collect()
+
+    assert [ref() for ref in gone] == [None, None]
