@@ -19,6 +19,8 @@ import functools
 import itertools
 import math
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
@@ -350,14 +352,19 @@ def seq_of(card_id: str) -> int:
     return int(card_id[1:])
 
 
-_MEMO_HELD = 65_536
+_MEMO_HELD = 4096
+"""Entries each memo keeps, the least recently used let go first: a decision asks about at most a
+few hundred candidates (``MemorySettings.max_candidates``), so this covers a few dozen
+conversations at once, and each entry holds its card's facts or tables alive, so a server's
+dropped conversations must age out rather than fill the memo."""
+_MEMO_LOCK = threading.Lock()
 _Source = TypeVar("_Source")
 _Derived = TypeVar("_Derived")
 _NO_SUBJECT: frozenset[str] = frozenset()
 
 
 def _remembered(
-    memo: dict[int, tuple[object, _Derived]],
+    memo: OrderedDict[int, tuple[object, _Derived]],
     anchor: object,
     compute: Callable[[_Source], _Derived],
     source: _Source,
@@ -366,17 +373,22 @@ def _remembered(
     arguments, facts and tables, so what is derived from them is derived once. Checked by
     identity (an id can be reused after its object is gone) and bounded in size. ``compute`` is
     a plain function, not a closure: this runs for every candidate at every decision."""
-    held = memo.get(id(anchor))
-    if held is not None and held[0] is anchor:
-        return held[1]
+    key = id(anchor)
+    with _MEMO_LOCK:
+        held = memo.get(key)
+        if held is not None and held[0] is anchor:
+            memo.move_to_end(key)
+            return held[1]
     value = compute(source)
-    if len(memo) >= _MEMO_HELD:
-        memo.clear()
-    memo[id(anchor)] = (anchor, value)
+    with _MEMO_LOCK:
+        memo[key] = (anchor, value)
+        memo.move_to_end(key)
+        while len(memo) > _MEMO_HELD:
+            memo.popitem(last=False)
     return value
 
 
-_SUBJECTS: dict[int, tuple[object, frozenset[str]]] = {}
+_SUBJECTS: OrderedDict[int, tuple[object, frozenset[str]]] = OrderedDict()
 
 
 def subject_of(card: Card) -> frozenset[str]:
@@ -404,7 +416,7 @@ def _id_arguments(arguments: Mapping[str, object]) -> frozenset[str]:
     )
 
 
-_HANDLES: dict[int, tuple[object, frozenset[tuple[str, str]]]] = {}
+_HANDLES: OrderedDict[int, tuple[object, frozenset[tuple[str, str]]]] = OrderedDict()
 
 
 def _handles_of(card: Card) -> frozenset[tuple[str, str]]:
@@ -429,7 +441,7 @@ def _handles(arguments: Mapping[str, object]) -> frozenset[tuple[str, str]]:
 _WORD = re.compile(r"[a-z]{4,}")
 _GENERIC_NAMES = frozenset({"list", "search", "find", "fetch", "details", "info", "value", "rows"})
 """Words in tool and field names that say nothing about what a card holds."""
-_VOCABULARIES: dict[int, tuple[object, frozenset[str]]] = {}
+_VOCABULARIES: OrderedDict[int, tuple[object, frozenset[str]]] = OrderedDict()
 
 
 def _words(texts: Iterable[str], *, skip: frozenset[str]) -> frozenset[str]:

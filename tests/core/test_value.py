@@ -256,6 +256,25 @@ def test_a_lookups_subject_is_its_id_arguments_and_follows_the_card(memory, msg)
     assert subject_of(replace(lookup, arguments={"url": "https://acme.io/pricing"})) == frozenset()
 
 
+def test_a_live_conversation_stays_remembered_while_dropped_ones_age_out(memory, msg, monkeypatch):
+    from damc_core import value
+
+    monkeypatch.setattr(value, "_MEMO_HELD", 32)  # a server's worth of conversations, scaled down
+    memory.observe(msg.call("r0", "get_reservation_details", {"reservation_id": "JG7FMM"}))
+    lookup = memory.observe(msg.result("r0", "get_reservation_details", {"status": "confirmed"}))
+    subject = subject_of(lookup)
+
+    for n in range(100):  # conversations served once, then dropped, between this one's decisions
+        other = memory.for_session(f"s{n}")
+        other.observe(msg.call("r0", "get_reservation_details", {"reservation_id": f"R{n}"}))
+        other.observe(msg.result("r0", "get_reservation_details", {"status": "confirmed"}))
+        other.build(budget=400)
+        memory.build(budget=400)
+
+    assert subject_of(memory.card(lookup.id)) is subject  # not derived again
+    assert max(len(value._SUBJECTS), len(value._HANDLES), len(value._VOCABULARIES)) <= 32
+
+
 def test_the_newest_user_turn_is_the_request_and_always_counts(memory, msg):
     memory.observe(msg.user("my user id is mia_li_3668"))
     memory.observe(msg.call("c1", "get_user_details", {"user_id": "mia_li_3668"}))
