@@ -225,3 +225,13 @@ def test_budget_allocation_spends_tokens_where_the_needed_values_are() -> None:
     assert smallest <= recall <= largest
     assert ratio <= 0.2
     assert recall > smallest  # some decisions needed more than 250 tokens, and got them
+
+
+def test_server_memory_serves_conversations_through_every_surface(tmp_path: Path) -> None:
+    out = tmp_path / "server.json"
+    printed = run_benchmark("server_memory.py", "--sessions", "3", "--rounds", "2", "--json", out)
+
+    results = json.loads(out.read_text())["results"]
+    assert "core for_session" in results and "core for_session" in printed
+    for figures in results.values():
+        assert len(figures["heap_kib"]) == 2 and all(kib > 0 for kib in figures["heap_kib"])
