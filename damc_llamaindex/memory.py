@@ -10,6 +10,7 @@ store loaded back) is recorded as the conversation so far.
 from __future__ import annotations
 
 import logging
+import threading
 import uuid
 from collections.abc import Callable
 from typing import Any, Literal
@@ -27,6 +28,24 @@ logger = logging.getLogger("damc.llamaindex")
 WAITING_KEPT = 1000
 """Messages put that wait for a store that refuses them (a locked file) before DAMC gives up on
 recording them: the agent's verbatim history still holds them."""
+
+
+class _PutLock:
+    """Puts and reads, one thread at a time: a server's requests of one session share its memory,
+    and two recording the same waiting message would record it twice and drop the next one. A
+    deep copy (whose messages are its own) gets a lock of its own; a lock itself cannot be copied."""
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+
+    def __enter__(self) -> None:
+        self._lock.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self._lock.release()
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> _PutLock:
+        return _PutLock()
 
 
 class DamcMemory(BaseMemory):
@@ -59,6 +78,7 @@ class DamcMemory(BaseMemory):
     _recorder: Recorder = PrivateAttr()
     _all: list[ChatMessage] = PrivateAttr(default_factory=list)
     _unrecorded: list[ChatMessage] = PrivateAttr(default_factory=list)
+    _lock: _PutLock = PrivateAttr(default_factory=_PutLock)
 
     @field_validator("chat_memory")
     @classmethod
@@ -174,31 +194,35 @@ class DamcMemory(BaseMemory):
 
     # -- write -------------------------------------------------------------------------------
     def put(self, message: ChatMessage) -> None:
-        if self.chat_memory is not None:
-            self.chat_memory.put(message)
-        else:
-            self._all.append(message)
-        self._unrecorded.append(message)
-        self._record_waiting()
+        with self._lock:
+            if self.chat_memory is not None:
+                self.chat_memory.put(message)
+            else:
+                self._all.append(message)
+            self._unrecorded.append(message)
+            self._record_waiting()
 
     def _record_waiting(self) -> None:
         """Record the messages put, in order; one the store refused (a locked file) waits, with
         those after it, for the next ``put`` or ``get``, up to ``WAITING_KEPT`` of them. A message
         that cannot be recorded at all is left out. Kept verbatim above, the agent goes on."""
-        while self._unrecorded:
-            message = self._unrecorded[0]
-            try:
-                self._recorder.put(message)
-            except StoreError as exc:
-                if isinstance(exc, StoreClosedError) or len(self._unrecorded) > WAITING_KEPT:
-                    logger.error("damc: %s; %d messages put are not recorded", exc, len(self._unrecorded))
-                    self._unrecorded.clear()
-                else:
-                    logger.warning("damc: recording a %s message waits: %s", message.role.value, exc)
-                return
-            except Exception:
-                logger.exception("damc: recording a %s message failed; it is left out", message.role.value)
-            self._unrecorded.pop(0)
+        with self._lock:
+            while self._unrecorded:
+                message = self._unrecorded[0]
+                try:
+                    self._recorder.put(message)
+                except StoreError as exc:
+                    if isinstance(exc, StoreClosedError) or len(self._unrecorded) > WAITING_KEPT:
+                        logger.error("damc: %s; %d messages put are not recorded", exc, len(self._unrecorded))
+                        self._unrecorded.clear()
+                    else:
+                        logger.warning("damc: recording a %s message waits: %s", message.role.value, exc)
+                    return
+                except Exception:
+                    logger.exception(
+                        "damc: recording a %s message failed; it is left out", message.role.value
+                    )
+                self._unrecorded.pop(0)
 
     def set(self, messages: list[ChatMessage]) -> None:
         """Replace the verbatim history; DAMC records the messages it has not seen (its store

@@ -749,3 +749,37 @@ def test_the_error_of_a_tool_whose_result_is_the_answer_is_recorded_once(recordi
     # LlamaIndex puts the error into the run as an assistant message of its own, once
     assert [m.content for m in chat.chat_memory.get_all()].count("order O1 cannot be cancelled") == 2
     assert [m.get("content") for m in memory.messages()].count("order O1 cannot be cancelled") == 2
+
+
+def test_requests_of_one_session_putting_at_once_record_every_message_once(tmp_path):
+    import sys
+    import threading
+
+    from damc_core import DecisionMemory, SQLiteStore
+
+    store = SQLiteStore(tmp_path / "m.sqlite3")
+    memory = DamcMemory(memory=DecisionMemory(store=store))
+
+    def request(n: int) -> None:  # a user sending again before the first answer came
+        for i in range(20):
+            memory.put(ChatMessage(role="user", content=f"request {n} turn {i}"))
+            memory.get()
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # threads switch as often as a loaded server's
+    try:
+        threads = [threading.Thread(target=request, args=(n,)) for n in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(interval)
+
+    recorded = [m["content"] for m in DecisionMemory(store=store).messages()]
+    assert sorted(recorded) == sorted(f"request {n} turn {i}" for n in range(4) for i in range(20))
+    for n in range(4):  # each request's turns in the order it put them
+        assert [t for t in recorded if t.startswith(f"request {n} ")] == [
+            f"request {n} turn {i}" for i in range(20)
+        ]
+    assert memory.model_copy(deep=True).memory is memory.memory
