@@ -1009,6 +1009,23 @@ def _llama_index_own(model: BaseModel) -> bool:
     return isinstance(model, BaseComponent) or type(model).__module__.startswith("llama_index.")
 
 
+class CopyableLock:
+    """A reentrant lock a deep copy replaces with its own (a lock itself cannot be copied): a copy
+    of a pydantic object holding it (a ``Memory`` cloned per request) has state of its own."""
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+
+    def __enter__(self) -> None:
+        self._lock.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self._lock.release()
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> CopyableLock:
+        return CopyableLock()
+
+
 _RECORDERS: weakref.WeakKeyDictionary[DecisionMemory, Recorder] = weakref.WeakKeyDictionary()
 _REGISTRY_LOCK = threading.Lock()
 

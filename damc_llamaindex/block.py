@@ -10,7 +10,6 @@ decision focus and the request, but they are never repeated in the section: ``Me
 from __future__ import annotations
 
 import logging
-import threading
 from collections import OrderedDict
 from typing import Any
 
@@ -21,7 +20,7 @@ from llama_index.core.memory.memory import BaseMemoryBlock
 from damc_core import DecisionMemory
 from damc_core.assemble import MEMORY_CLOSE, MEMORY_OPEN, neutralise_tags
 
-from ._recorder import message_text, recorder_for
+from ._recorder import CopyableLock, message_text, recorder_for
 
 logger = logging.getLogger("damc.llamaindex")
 
@@ -56,7 +55,7 @@ class DamcMemoryBlock(BaseMemoryBlock[str]):
     """Section text -> the session id and dialogue it was built for, which a truncation builds
     again (``atruncate`` is given the text only, and sessions share the block); ``None`` when two
     sessions built the same text."""
-    _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
+    _lock: CopyableLock = PrivateAttr(default_factory=CopyableLock)
 
     def memory_for(self, session_id: str | None) -> DecisionMemory:
         """The memory of one ``Memory`` session (``None``: ``memory``'s own). Give a

@@ -10,7 +10,6 @@ store loaded back) is recorded as the conversation so far.
 from __future__ import annotations
 
 import logging
-import threading
 import uuid
 from collections.abc import Callable
 from typing import Any, Literal
@@ -21,31 +20,13 @@ from llama_index.core.memory import BaseMemory, Memory
 
 from damc_core import ConfigError, DecisionMemory, Namespace, StoreClosedError, StoreError
 
-from ._recorder import Recorder, recorder_for
+from ._recorder import CopyableLock, Recorder, recorder_for
 
 logger = logging.getLogger("damc.llamaindex")
 
 WAITING_KEPT = 1000
 """Messages put that wait for a store that refuses them (a locked file) before DAMC gives up on
 recording them: the agent's verbatim history still holds them."""
-
-
-class _PutLock:
-    """Puts and reads, one thread at a time: a server's requests of one session share its memory,
-    and two recording the same waiting message would record it twice and drop the next one. A
-    deep copy (whose messages are its own) gets a lock of its own; a lock itself cannot be copied."""
-
-    def __init__(self) -> None:
-        self._lock = threading.RLock()
-
-    def __enter__(self) -> None:
-        self._lock.acquire()
-
-    def __exit__(self, *exc: object) -> None:
-        self._lock.release()
-
-    def __deepcopy__(self, memo: dict[int, Any]) -> _PutLock:
-        return _PutLock()
 
 
 class DamcMemory(BaseMemory):
@@ -78,7 +59,9 @@ class DamcMemory(BaseMemory):
     _recorder: Recorder = PrivateAttr()
     _all: list[ChatMessage] = PrivateAttr(default_factory=list)
     _unrecorded: list[ChatMessage] = PrivateAttr(default_factory=list)
-    _lock: _PutLock = PrivateAttr(default_factory=_PutLock)
+    _lock: CopyableLock = PrivateAttr(default_factory=CopyableLock)
+    """Puts and reads, one thread at a time: a server's requests of one session share its memory,
+    and two recording the same waiting message would record it twice and drop the next one."""
 
     @field_validator("chat_memory")
     @classmethod

@@ -614,3 +614,17 @@ def test_each_session_of_a_shared_block_records_its_own_tool_data_once(recording
         assert [c.kind.value for c in mine.cards()].count("tool_call") == 1
         other = next(n for n in accounts if n != name)
         assert all(f"credit_card_{other}_77" not in text(prompt) for prompt in llm.received)
+
+
+def test_a_memory_cloned_per_request_shares_the_conversation_of_its_block():
+    import copy
+
+    damc = DecisionMemory(store=InMemoryStore(), settings=MemorySettings(budget=300))
+    template = memory_with(DamcMemoryBlock(memory=damc))
+
+    request = copy.deepcopy(template)  # a server configures one Memory and clones it per request
+    sent = put_all(request, conversation())
+
+    assert "credit_card_4421486" in sent[0].content
+    assert request.memory_blocks[0].memory is damc  # a handle on the store, like a client
+    assert len(damc.cards()) == len(conversation())
