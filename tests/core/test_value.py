@@ -260,6 +260,8 @@ def test_a_live_conversation_stays_remembered_while_dropped_ones_age_out(memory,
     from damc_core import value
 
     monkeypatch.setattr(value, "_MEMO_HELD", 32)  # a server's worth of conversations, scaled down
+    for memo in ("_SUBJECTS", "_HANDLES", "_VOCABULARIES"):  # as a new process has them
+        monkeypatch.setattr(value, memo, type(getattr(value, memo))())
     memory.observe(msg.call("r0", "get_reservation_details", {"reservation_id": "JG7FMM"}))
     lookup = memory.observe(msg.result("r0", "get_reservation_details", {"status": "confirmed"}))
     subject = subject_of(lookup)
