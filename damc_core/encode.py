@@ -387,7 +387,7 @@ class DefaultEncoder:
         if structured:
             if around:  # "Found 2 flights:", or what a fenced block comes with
                 facts.append(Fact("note", _clip(around, self.max_cell_chars), fact_kind("note", around)))
-            payload, envelope = _unwrapped(parsed)
+            payload, envelope = _unwrapped(_untyped(parsed))
             if (column := _one_column_rows(payload, arguments)) is not None:
                 tables.append(self._records_table("", column))
             else:
@@ -447,6 +447,7 @@ class DefaultEncoder:
         )
 
     def _walk(self, value: object, path: str, depth: int, facts: list[Fact], tables: list[Table]) -> None:
+        value = _untyped(value)
         if depth > self.max_depth:
             dumped = _safe_dump(value)
             facts.append(Fact(path or "value", _clip(dumped, self.max_cell_chars), "value"))
@@ -672,7 +673,11 @@ def _column_keys(rows: list[Any]) -> Callable[[tuple[str, ...]], AbstractSet[str
         keys: dict[tuple[str, ...], set[str]] = {}
         level: list[tuple[tuple[str, ...], Any]] = [((), row) for row in rows]
         for _ in range(_FLAT_DEPTH):
-            records = [(at, record) for at, record in level if isinstance(record, dict)]
+            records = [
+                (at, record)
+                for at, record in ((at, _untyped(v)) for at, v in level)
+                if isinstance(record, dict)
+            ]
             for at, record in records:
                 keys.setdefault(at, set()).update(map(str, record))
             level = [
@@ -695,13 +700,14 @@ def _flatten(
 ) -> dict[str, str]:
     """A table row as cells by column, its keys named by ``keys``, the table's (:func:`_column_keys`)."""
     out: dict[str, str] = {}
+    row = _untyped(row)
     if isinstance(row, dict) and len(at) < _FLAT_DEPTH:
         for key, (name, value) in zip(row, _named(row, keys, at), strict=True):
             column = _join(prefix, name)
             if isinstance(value, dict):
                 out.update(_flatten(value, max_cell, keys, column, (*at, str(key))))
-            elif isinstance(value, list):
-                out[column] = _clip("; ".join(_inline(v) for v in value), max_cell * 2) if value else "[]"
+            elif isinstance(value, list) and isinstance(items := _untyped(value), list):
+                out[column] = _clip("; ".join(map(_inline, items)), max_cell * 2) if items else "[]"
             elif value is not None:
                 out[column] = _cell(value, max_cell)
     else:
@@ -720,11 +726,76 @@ def _cell(value: object, limit: int) -> str:
 
 
 def _inline(value: object) -> str:
+    value = _untyped(value)
     if isinstance(value, dict):
         return " ".join(f"{k}={_inline(v)}" for k, v in value.items() if v is not None)
     if isinstance(value, list):
         return "[" + ", ".join(_inline(v) for v in value) + "]"
     return scalar_text(value)
+
+
+def _is_number_text(value: object) -> bool:
+    try:
+        float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return False
+    return isinstance(value, str)
+
+
+def _all_text(value: object) -> bool:
+    return isinstance(value, list) and all(isinstance(item, str) for item in value)
+
+
+_EXTENDED_JSON: Mapping[str, Callable[[object], bool]] = {
+    **dict.fromkeys(("$oid", "$symbol", "$uuid", "$numberDecimal"), lambda v: isinstance(v, str)),
+    **dict.fromkeys(("$numberInt", "$numberLong", "$numberDouble"), _is_number_text),
+    "$date": lambda v: isinstance(v, (str, int)) or (isinstance(v, dict) and list(v) == ["$numberLong"]),
+}
+"""Keys of a one-key object that says what type its value has, as MongoDB's extended JSON writes
+it (``{"$oid": "5f8d..."}``), each with what its value must be for the object to be that wrapper."""
+_TYPE_TAGS: Mapping[str, Callable[[object], bool]] = {
+    **_EXTENDED_JSON,
+    **dict.fromkeys(("S", "B"), lambda v: isinstance(v, str)),
+    "N": _is_number_text,
+    "BOOL": lambda v: isinstance(v, bool),
+    "NULL": lambda v: v is True,
+    "M": lambda v: isinstance(v, dict),
+    "L": lambda v: isinstance(v, list),
+    **dict.fromkeys(("SS", "NS", "BS"), _all_text),
+}
+""":data:`_EXTENDED_JSON`, and the type descriptors of DynamoDB's attribute values (``{"N": "12"}``),
+which a record's values or a list's items all carry, or none does: one ``{"S": "4"}`` beside
+plain values is a stock count by size."""
+
+
+def _bare(value: object, tags: Mapping[str, Callable[[object], bool]]) -> object:
+    """``value`` without the type wrappers of ``tags`` around it: ``{"$date": {"$numberLong":
+    "1714557600000"}}`` is ``"1714557600000"``, ``{"NULL": true}`` is ``None``."""
+    while isinstance(value, dict) and len(value) == 1:
+        tag, inner = next(iter(value.items()))
+        is_typed = tags.get(tag)
+        if is_typed is None or not is_typed(inner):
+            break
+        value = None if tag == "NULL" else inner
+    return value
+
+
+def _untyped(value: object) -> object:
+    """``value``, and the values of a record or the items of a list it is, without their type
+    wrappers (:func:`_bare`): an order's ``_id`` is its id, not a record of one ``$oid``, and a
+    DynamoDB item's ``status`` a status, not a column ``status.S``. Deeper values are unwrapped
+    when the walk reaches them."""
+    value = _bare(value, _EXTENDED_JSON)
+    items = value.values() if isinstance(value, dict) else value if isinstance(value, list) else None
+    if not items:
+        return value
+    typed = all(_bare(item, _TYPE_TAGS) is not item for item in items)
+    tags = _TYPE_TAGS if typed else _EXTENDED_JSON
+    if not typed and not any(_bare(item, tags) is not item for item in items):
+        return value
+    if isinstance(value, dict):
+        return {key: _bare(item, tags) for key, item in value.items()}
+    return [_bare(item, tags) for item in items]
 
 
 def _is_keyed_collection(value: dict[Any, Any]) -> bool:

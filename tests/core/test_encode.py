@@ -832,3 +832,85 @@ def test_a_link_in_a_record_is_an_identifier_whatever_its_key():
     assert fact_kind("source", "https://acme.io/faq") == "id"
     assert fact_kind("file", "src/app/main.py") == "id"
     assert fact_kind("note", "and/or") == "value"
+
+
+MONGO_ORDERS = [  # mongoexport / EJSON.stringify of two orders, in canonical extended JSON
+    {
+        "_id": {"$oid": "5f8d0d55b54764421b7156c9"},
+        "customer": "mia_li_3668",
+        "total": {"$numberDecimal": "249.90"},
+        "placed": {"$date": "2024-05-01T10:00:00Z"},
+        "qty": {"$numberInt": "3"},
+        "status": "paid",
+    },
+    {
+        "_id": {"$oid": "5f8d0d55b54764421b7156ca"},
+        "customer": "noah_kim_1042",
+        "total": {"$numberDecimal": "12.00"},
+        "placed": {"$date": {"$numberLong": "1714557600000"}},
+        "qty": {"$numberInt": "1"},
+        "status": "refunded",
+    },
+]
+
+
+def test_mongodb_extended_json_values_are_read_as_the_values_they_wrap(memory, msg):
+    card = observe_result(memory, msg, "find_orders", MONGO_ORDERS, {"filter": {"qty": {"$gt": 0}}})
+
+    (orders,) = card.tables
+    assert orders.columns == ("_id", "customer", "total", "placed", "qty", "status")
+    first = ("5f8d0d55b54764421b7156c9", "mia_li_3668", "249.90", "2024-05-01T10:00:00Z", "3", "paid")
+    assert orders.rows[0] == first
+    assert orders.rows[1][3] == "1714557600000"  # a date as milliseconds stays in its column, verbatim
+
+    one = observe_result(memory, msg, "find_one_order", MONGO_ORDERS[0])
+    facts = {f.path: f for f in one.facts}
+    assert facts["_id"] == Fact("_id", "5f8d0d55b54764421b7156c9", "id")
+    assert facts["total"] == Fact("total", "249.90", "amount")
+    assert one.entity_keys[0] == ("5f8d0d55b54764421b7156c9", "customer")  # the order, not its customer
+
+
+def test_dynamodb_typed_attribute_values_are_read_as_the_values_they_type(memory, msg):
+    query_output = {  # boto3's low-level client.query(...) response
+        "Items": [
+            {
+                "order_id": {"S": "ORD-7781"},
+                "amount": {"N": "249.90"},
+                "status": {"S": "SHIPPED"},
+                "skus": {"L": [{"S": "SKU-1"}, {"S": "SKU-2"}]},
+                "address": {"M": {"city": {"S": "Seattle"}, "zip": {"S": "98101"}}},
+                "gift": {"BOOL": False},
+                "note": {"NULL": True},
+            },
+            {
+                "order_id": {"S": "ORD-7782"},
+                "amount": {"N": "12"},
+                "status": {"S": "CANCELLED"},
+                "skus": {"L": [{"S": "SKU-3"}]},
+                "address": {"M": {"city": {"S": "Austin"}, "zip": {"S": "73301"}}},
+                "gift": {"BOOL": True},
+                "note": {"S": "leave at door"},
+            },
+        ],
+        "Count": 2,
+        "ScannedCount": 2,
+        "LastEvaluatedKey": {"order_id": {"S": "ORD-7782"}},
+    }
+
+    card = observe_result(memory, msg, "query_orders", query_output, {"TableName": "orders"})
+
+    (items,) = card.tables
+    columns = ("order_id", "amount", "status", "skus", "address.city", "address.zip", "gift", "note")
+    assert items.columns == columns
+    assert items.rows == (
+        ("ORD-7781", "249.90", "SHIPPED", "SKU-1; SKU-2", "Seattle", "98101", "false", ""),
+        ("ORD-7782", "12", "CANCELLED", "SKU-3", "Austin", "73301", "true", "leave at door"),
+    )
+    assert "ORD-7782: status=CANCELLED" in card.constraints
+    assert Fact("LastEvaluatedKey.order_id", "ORD-7782", "id") in card.facts  # where the next page starts
+
+
+def test_a_one_letter_key_beside_plain_values_is_no_type_wrapper(memory, msg):
+    card = observe_result(memory, msg, "stock_by_size", {"sku": "TEE-9", "stock": {"S": "4"}, "color": "red"})
+
+    assert Fact("stock.S", "4", "value") in card.facts
