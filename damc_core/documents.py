@@ -4,7 +4,7 @@ Tools return JSON, but not always as the whole text. A model-backed tool or an M
 it in Markdown (```` ```json ````), a wrapper introduces it (``Found 2 flights: [...]``), a log
 prints one object per line, and Python agents send the repr of a dict (:mod:`.pyliteral`). Tools
 written for a model to read print records as ``key: value`` lines (YAML) or Markdown tables, and
-tools over spreadsheets print CSV (:mod:`.tabular`).
+tools over spreadsheets print CSV (:mod:`.tabular`); feeds and SOAP services answer in XML.
 :func:`read_document` finds the data in each of these and returns the text around it, so the
 encoder walks the data as it walks JSON and keeps the rest as a note.
 """
@@ -14,11 +14,13 @@ from __future__ import annotations
 import itertools
 import json
 import re
+import xml.etree.ElementTree as ElementTree
 from dataclasses import dataclass
 from typing import Any
 
 import yaml
 
+from .extract import ERROR_KEY
 from .pyliteral import LOOKS_LIKE_A_LITERAL, parse_python_literal
 from .tabular import delimited_records
 
@@ -71,6 +73,8 @@ def read_document(text: str, *, max_json_chars: int, max_literal_chars: int) -> 
     than JSON's."""
     stripped = text.strip()
     whole = _data(stripped, max_json_chars, max_literal_chars)
+    if whole is None and len(stripped) <= max_literal_chars:
+        whole = xml_data(stripped)
     if whole is not None:
         return Document(whole)
     if (lines := _json_lines(stripped, max_json_chars)) is not None:
@@ -167,6 +171,97 @@ def _with_data_inside(value: Any, depth: int = 0) -> Any:
         found = [_with_data_inside(item, depth + 1) for item in value]
         return found if any(new is not old for new, old in zip(found, value, strict=True)) else value
     return value
+
+
+_XML_START = re.compile(r"(?:\ufeff|\s|<\?xml[^>]*>|<!--.*?-->)*<[A-Za-z_]", re.DOTALL)
+"""How an XML document starts: its root element's tag, after a declaration or comments."""
+
+
+def xml_data(text: str) -> dict[str, Any] | list[Any] | None:
+    """An XML document (an RSS or Atom feed, a SOAP response, a list of records) as the data it
+    holds, or ``None`` for text that is no well-formed XML. An element is a record of its
+    attributes and child elements, by their names without namespace (``opensearch:totalResults``
+    is ``totalResults``); children of one name are a list; an element of text alone is that text,
+    as written; text beside attributes is a field named like its element (``<Total currency="USD">
+    412.50</Total>`` is ``Total(currency=USD; Total=412.50)``), text beside elements (``<p>a <b>b
+    </b></p>``) its words. The root's attributes say which format it is (``version="2.0"``): the
+    data is what it holds, and of elements that only wrap one record (a feed's ``channel``, a SOAP
+    ``Body`` and its ``...Response``), that record, so its id names it. A document declaring
+    entities is not read: what they expand to is no part of the text."""
+    if _XML_START.match(text) is None or "<!ENTITY" in text:
+        return None
+    try:
+        root = ElementTree.fromstring(text.lstrip("\ufeff"))
+    except (ElementTree.ParseError, ValueError, RecursionError):
+        return None
+    data = _xml_element(root, attributes=False)
+    if not isinstance(data, dict):
+        return {_local_name(root.tag): data}
+    while len(data) == 1:
+        name, inner = next(iter(data.items()))
+        if not isinstance(inner, dict) or not inner or ERROR_KEY.fullmatch(name):
+            break  # a SOAP Fault stays one: it says the call failed
+        data = inner
+    return data
+
+
+_XML_DEPTH = 64
+"""Elements nested deeper are read as their words: a walk of each level would run out of stack."""
+
+
+def _local_name(name: str) -> str:
+    return name.rpartition("}")[2]
+
+
+def _xml_element(
+    element: ElementTree.Element, *, attributes: bool = True, depth: int = 0
+) -> str | dict[str, Any]:
+    """One element as a record or a text (see :func:`xml_data`); past :data:`_XML_DEPTH`, as
+    its words."""
+    fields: dict[str, Any] = (
+        {_local_name(key): value for key, value in element.attrib.items()} if attributes else {}
+    )
+    text = (element.text or "").strip()
+    children = list(element)
+    mixed = any((child.tail or "").strip() for child in children)
+    if children and (text or mixed or depth >= _XML_DEPTH):
+        text, children = " ".join("".join(element.itertext()).split()), []  # prose with markup
+    if not children:
+        if not fields:
+            return text
+        if text:
+            fields[_local_name(element.tag)] = text
+        return fields
+    for child in children:
+        name, value = _local_name(child.tag), _xml_element(child, depth=depth + 1)
+        if name not in fields:
+            fields[name] = value
+        elif isinstance(fields[name], list):  # (an element is never read as a list)
+            fields[name].append(value)
+        else:
+            fields[name] = [fields[name], value]
+    for value in fields.values():
+        if isinstance(value, list):
+            _listed_alike(value)
+    return fields
+
+
+def _listed_alike(records: list[Any]) -> None:
+    """A child that some of the ``records`` repeat (an entry's ``author``) made a list in each of
+    them, so that it is one column of their table, not ``author.name`` in some rows and
+    ``author`` in others."""
+    repeated = {
+        name
+        for record in records
+        if isinstance(record, dict)
+        for name, v in record.items()
+        if isinstance(v, list)
+    }
+    for record in records:
+        if isinstance(record, dict):
+            for name in repeated & record.keys():
+                if not isinstance(record[name], list):
+                    record[name] = [record[name]]
 
 
 def _json_lines(text: str, max_chars: int) -> list[Any] | None:

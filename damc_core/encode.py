@@ -1,7 +1,7 @@
 """Encode stage: one observed event becomes one card with exact facts.
 
 JSON tool outputs, and data printed otherwise (fenced or introduced JSON, JSON lines, YAML,
-Markdown tables, Python reprs: see :mod:`.documents`), are walked structurally (scalars become
+Markdown tables, Python reprs, XML: see :mod:`.documents`), are walked structurally (scalars become
 keyed facts, lists of records become compact tables); free text gets an extractive fallback that
 keeps sentences carrying numbers, names and IDs and lists any identifier it had to cut. Nothing
 is paraphrased.
@@ -237,7 +237,7 @@ class DefaultEncoder:
     """Outputs longer than this are not parsed as JSON; they get the text fallback (raw kept)."""
     max_literal_chars: int = 262_144
     """Outputs up to this long that are not JSON but data printed otherwise (a Python repr such as
-    ``str(dict)``, ``key: value`` lines, Markdown tables; :mod:`.documents`) are read as that data:
+    ``str(dict)``, ``key: value`` lines, Markdown tables, XML; :mod:`.documents`) are read as that data:
     their parsers take about a second per megabyte, JSON's a tenth of that. Longer ones get the
     text fallback. JSON in a Markdown fence, after an introduction or one object per line is read
     up to ``max_parse_chars``."""

@@ -560,3 +560,164 @@ def test_every_listed_table_is_a_search_term(memory, msg):
 
     assert {name.lower() for name in listed.split(", ")} <= card.terms
     assert memory.compressor.render(card, detail="skeleton").endswith(f"-> {listed}")
+
+
+def fetched(memory, msg, name, arguments, content):
+    memory.observe(msg.call("call_1", name, arguments))
+    return memory.observe(msg.result("call_1", name, content))
+
+
+STATUS_FEED = """<?xml version="1.0" encoding="UTF-8"?>
+<rss version="2.0">
+<channel>
+ <title>Acme Status</title>
+ <link>https://status.acme.com</link>
+ <description>Incidents and maintenance</description>
+ <item>
+  <title>Checkout API degraded</title>
+  <link>https://status.acme.com/incidents/INC-2041</link>
+  <guid isPermaLink="false">INC-2041</guid>
+  <pubDate>Wed, 01 May 2024 09:12:00 GMT</pubDate>
+ </item>
+ <item>
+  <title>Scheduled database maintenance</title>
+  <link>https://status.acme.com/incidents/INC-2039</link>
+  <guid isPermaLink="false">INC-2039</guid>
+  <pubDate>Tue, 30 Apr 2024 22:00:00 GMT</pubDate>
+ </item>
+</channel>
+</rss>"""
+
+
+def test_an_rss_feed_is_its_channel_s_fields_and_a_table_of_its_items(memory, msg):
+    card = fetched(memory, msg, "read_feed", {"url": "https://status.acme.com/history.rss"}, STATUS_FEED)
+
+    assert {f.path: f.value for f in card.facts}["link"] == "https://status.acme.com"
+    (items,) = card.tables
+    assert (items.path, items.columns) == (
+        "item",
+        ("title", "link", "guid.isPermaLink", "guid.guid", "pubDate"),
+    )
+    assert items.rows[0][1:4] == ("https://status.acme.com/incidents/INC-2041", "false", "INC-2041")
+    key = memory._renderer.render(card, None, "key").summary
+    assert "INC-2039" in key and "Tue, 30 Apr 2024 22:00:00 GMT" in key
+    assert "<item>" not in key
+
+
+ARXIV_PAGE = """<?xml version="1.0" encoding="UTF-8"?>
+<feed xmlns="http://www.w3.org/2005/Atom" xmlns:opensearch="http://a9.com/-/spec/opensearch/1.1/"
+      xmlns:arxiv="http://arxiv.org/schemas/atom">
+  <title type="html">ArXiv Query: search_query=all:electron&amp;start=0&amp;max_results=2</title>
+  <id>http://arxiv.org/api/cHxbiOdZaP56ODnBPIenZhzg5f8</id>
+  <opensearch:totalResults>181923</opensearch:totalResults>
+  <opensearch:startIndex>0</opensearch:startIndex>
+  <entry>
+    <id>http://arxiv.org/abs/hep-ex/0307015v1</id>
+    <published>2003-07-07T13:46:39-04:00</published>
+    <title>Multi-Electron Production at High Transverse Momenta in ep Collisions at HERA</title>
+    <summary>Multi-electron production is studied at high electron transverse momentum.</summary>
+    <author><name>H1 Collaboration</name></author>
+    <arxiv:primary_category term="hep-ex" scheme="http://arxiv.org/schemas/atom"/>
+    <link href="http://arxiv.org/abs/hep-ex/0307015v1" rel="alternate" type="text/html"/>
+  </entry>
+  <entry>
+    <id>http://arxiv.org/abs/2405.00123v2</id>
+    <published>2024-04-30T12:00:00Z</published>
+    <title>Electron transport in graphene</title>
+    <summary>We study electron transport.</summary>
+    <author><name>A. Author</name></author>
+    <author><name>B. Author</name></author>
+    <arxiv:primary_category term="cond-mat.mes-hall" scheme="http://arxiv.org/schemas/atom"/>
+    <link href="http://arxiv.org/abs/2405.00123v2" rel="alternate" type="text/html"/>
+  </entry>
+</feed>"""
+
+
+def test_an_atom_feed_s_entries_are_rows_of_the_same_columns_without_namespaces(memory, msg):
+    card = fetched(
+        memory, msg, "arxiv_search", {"search_query": "all:electron", "max_results": 2}, ARXIV_PAGE
+    )
+
+    facts = {f.path: f.value for f in card.facts}
+    assert facts["totalResults"] == "181923"  # opensearch:totalResults, as written
+    (entries,) = card.tables
+    assert entries.columns == (
+        "id",
+        "published",
+        "title",
+        "summary",
+        "author",  # one author or two: one column
+        "primary_category.term",
+        "primary_category.scheme",
+        "link.href",
+        "link.rel",
+        "link.type",
+    )
+    assert entries.rows[1][:3] == (
+        "http://arxiv.org/abs/2405.00123v2",
+        "2024-04-30T12:00:00Z",
+        "Electron transport in graphene",
+    )
+    assert entries.rows[1][4] == "name=A. Author; name=B. Author"
+    assert "hep-ex" in memory._renderer.render(card, None, "key").summary
+
+
+def test_a_soap_response_is_the_record_its_body_wraps(memory, msg):
+    response = """<?xml version="1.0"?>
+<soap:Envelope xmlns:soap="http://schemas.xmlsoap.org/soap/envelope/">
+  <soap:Body>
+    <m:GetOrderStatusResponse xmlns:m="http://example.com/orders">
+      <m:OrderId>ORD-99812</m:OrderId>
+      <m:Status>BACKORDERED</m:Status>
+      <m:ExpectedShipDate>2024-06-03</m:ExpectedShipDate>
+      <m:Total currency="USD">412.50</m:Total>
+    </m:GetOrderStatusResponse>
+  </soap:Body>
+</soap:Envelope>"""
+
+    card = fetched(memory, msg, "get_order_status", {"order_id": "ORD-99812"}, response)
+
+    facts = {f.path: (f.value, f.kind) for f in card.facts}
+    assert facts["OrderId"] == ("ORD-99812", "id")
+    assert facts["Status"] == ("BACKORDERED", "status")
+    assert facts["ExpectedShipDate"] == ("2024-06-03", "date")
+    assert facts["Total.Total"] == ("412.50", "amount") and facts["Total.currency"][0] == "USD"
+    assert card.entity_keys[0][0] == "ORD-99812"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "<no output>",
+        "<b>Note</b>: the export finished with 3 warnings.",
+        '<?xml version="1.0"?><!DOCTYPE r [<!ENTITY a "aaaaaaaaaa">]><r><v>&a;&a;</v></r>',
+        "<orders><order id='1'><total>5</total></orders>",  # not well-formed
+    ],
+    ids=["angle brackets", "markup in prose", "entity declarations", "broken"],
+)
+def test_text_that_is_no_well_formed_xml_stays_text(memory, msg, text):
+    card = fetched(memory, msg, "export", {}, text)
+
+    assert not card.tables and card.text == text
+
+
+def test_an_xml_list_of_records_is_a_table_named_by_its_element(memory, msg):
+    orders = """<orders count="2">
+  <order id="A-1001"><total>58.20</total><status>shipped</status></order>
+  <order id="A-1002"><total>12.00</total><status>cancelled</status></order>
+</orders>"""
+
+    card = fetched(memory, msg, "list_orders", {"customer": "c_77"}, orders)
+
+    (table,) = card.tables
+    assert (table.path, table.columns) == ("order", ("id", "total", "status"))
+    assert table.rows == (("A-1001", "58.20", "shipped"), ("A-1002", "12.00", "cancelled"))
+    assert "A-1002: status=cancelled" in card.constraints
+
+
+def test_xml_nested_deeper_than_the_stack_is_read_as_its_words(memory, msg):
+    nested = "<tree>" + "<node>" * 5000 + "<id>LEAF-7</id>" + "</node>" * 5000 + "</tree>"
+
+    card = fetched(memory, msg, "dump_tree", {}, nested)
+
+    assert "LEAF-7" in card.summary
