@@ -24,6 +24,7 @@ from .extract import (
     AMOUNT_NUMBER,
     DATE,
     DIGIT,
+    ERROR_KEY,
     NEGATIVE_STATUS,
     SENTENCE_BREAK,
     TextScan,
@@ -819,7 +820,8 @@ def _clip(text: str, limit: int) -> str:
 
 
 def is_error_result(message: Message) -> bool:
-    """Whether a tool message reports a failure (error status, an ``error`` key, or error text)."""
+    """Whether a tool message reports a failure (error status, an ``error`` or ``fault`` key, or error
+    text)."""
     text = content_text(message.get("content")).strip()
     parsed: object = None
     if text[:1] == "{":
@@ -835,8 +837,8 @@ def _is_error(message: Message, text: str, parsed: object) -> bool:
         return True
     if isinstance(parsed, dict):
         fields = {snake_case(str(key)): value for key, value in parsed.items()}
-        if any(_said(fields.get(key)) for key in ("error", "errors", "exception")):
-            return True
+        if any(_said(value) for key, value in fields.items() if ERROR_KEY.fullmatch(key)):
+            return True  # an ``error``, or a SOAP ``Fault``
         if any(str(fields.get(key)).strip().lower() == "false" for key in ("success", "ok", "succeeded")):
             return True  # a call that says it did not work (``{"success": false, "message": ...}``)
         return str(fields.get("status", "")).strip().lower() in ("error", "failed", "failure")

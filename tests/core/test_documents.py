@@ -721,3 +721,33 @@ def test_xml_nested_deeper_than_the_stack_is_read_as_its_words(memory, msg):
     card = fetched(memory, msg, "dump_tree", {}, nested)
 
     assert "LEAF-7" in card.summary
+
+
+@pytest.mark.parametrize(
+    ("fault", "why"),
+    [
+        (
+            "<soap:Fault><faultcode>soap:Client</faultcode>"
+            "<faultstring>Order ORD-1 was not found in region eu-west</faultstring></soap:Fault>",
+            "Order ORD-1 was not found in region eu-west",
+        ),
+        (
+            "<env:Fault><env:Code><env:Value>env:Sender</env:Value></env:Code>"
+            '<env:Reason><env:Text xml:lang="en">Order ORD-1 was not found in region eu-west</env:Text>'
+            "</env:Reason></env:Fault>",
+            "Order ORD-1 was not found in region eu-west",
+        ),
+    ],
+    ids=["soap 1.1", "soap 1.2"],
+)
+def test_a_soap_fault_is_a_failed_call_that_says_why_at_key_detail(memory, msg, fault, why):
+    envelope = (
+        '<env:Envelope xmlns:env="http://www.w3.org/2003/05/soap-envelope" '
+        'xmlns:soap="http://schemas.xmlsoap.org/soap/envelope/"><env:Body>'
+        f"{fault}</env:Body></env:Envelope>"
+    )
+
+    card = fetched(memory, msg, "get_order_status", {"order_id": "ORD-1"}, envelope)
+
+    assert card.kind is CardKind.TOOL_ERROR
+    assert why in memory._renderer.render(card, None, "key").summary
