@@ -375,7 +375,9 @@ class TemplateCompressor:
                 table = _point_stale_rows(table, card.stale_rows, card.stale_cells)
             # a skeleton keeps every row of a short table that has columns to keep, or is all the card holds
             short_kept = (
-                detail != "skeleton" or _tables_only(card) or bool(_skeleton_columns(table, frozenset()))
+                detail != "skeleton"
+                or _tables_only(card)
+                or bool(_skeleton_columns(table, _reason_columns(card, table)))
             )
             if len(table.rows) > self.focus_min_rows or not short_kept:
                 terms.update(*(_cell_terms(cell) for row in table.rows for cell in row))
@@ -414,9 +416,7 @@ class TemplateCompressor:
         omitted = False
         # a failure that no error field explains in words (``status=failed``, ``error=bad_request``)
         # keeps its why
-        unexplained = card.kind is CardKind.TOOL_ERROR and not any(
-            f.kind == "error" and " " in f.value.strip() for f in card.facts
-        )
+        unexplained = _unexplained(card)
         for fact in () if card.text else self._shown_facts(card):
             asked_for = bool(named) and set(field_name(fact.path).split("_")) <= named  # asked for by name
             why = unexplained and bool(_REASON_KEY.fullmatch(field_name(fact.path)))
@@ -449,13 +449,14 @@ class TemplateCompressor:
         for table in card.tables:
             if card.stale_rows or card.stale_cells:
                 table = _point_stale_rows(table, card.stale_rows, card.stale_cells)
+            reasons = _reason_columns(card, table)
             if detail == "skeleton":
-                cut = self._skeleton_table(table, wanted, fields, whole_result=_tables_only(card))
+                cut = self._skeleton_table(table, wanted, fields | reasons, whole_result=_tables_only(card))
                 omitted = omitted or cut != table
                 if not cut.rows:
                     continue
                 table = cut
-            body += "\n" + self._table(table, focus, detail)
+            body += "\n" + self._table(table, focus, detail, reasons=reasons)
         if omitted:
             body = f"{body} (more)" if body else "(more)"
         if body or not card.facts:
@@ -504,7 +505,15 @@ class TemplateCompressor:
         keep = set(best[: self.focus_groups])
         return [row for row, group in zip(table.rows, group_of, strict=True) if group in keep]
 
-    def _table(self, table: Table, focus: DecisionFocus | None, detail: Detail) -> str:
+    def _table(
+        self,
+        table: Table,
+        focus: DecisionFocus | None,
+        detail: Detail,
+        *,
+        reasons: frozenset[str] = frozenset(),
+    ) -> str:
+        """The table's lines; at key detail without prose but in the ``reasons`` columns."""
         rows = list(table.rows)
         if focus is not None and len(rows) > self.focus_min_rows:
             rows = self.focused_rows(table, focus)
@@ -513,7 +522,7 @@ class TemplateCompressor:
         shown = [i for i in range(len(table.columns)) if i not in derivable]
         if detail == "key":
             keyed = _key_columns(table.columns, tuple(rows))
-            shown = [i for i in shown if i in keyed]
+            shown = [i for i in shown if i in keyed or field_name(table.columns[i]) in reasons]
         whole = len(table.rows) > 1 and not table.left_out  # "all" speaks for the whole list
         constant = [  # (a clipped cell, ending in "…", says nothing of the rest of its value)
             i
@@ -544,6 +553,22 @@ class TemplateCompressor:
         if len(rows) < table.size and detail != "skeleton":  # a skeleton says "(more)" at its end
             lines.append(f" (+{table.size - len(rows)} more rows)")
         return "\n".join(lines)
+
+
+def _unexplained(card: Card) -> bool:
+    """Whether the card is a failure that no error field explains in words (``status=failed``,
+    ``error=bad_request``): its why is shown at every detail (see ``_REASON_KEY``)."""
+    return card.kind is CardKind.TOOL_ERROR and not any(
+        f.kind == "error" and " " in f.value.strip() for f in card.facts
+    )
+
+
+def _reason_columns(card: Card, table: Table) -> frozenset[str]:
+    """The fields of the table that say why an :func:`_unexplained` failure failed (a GraphQL
+    ``errors`` list's ``message``), kept at every detail; none for another card."""
+    if not _unexplained(card):
+        return frozenset()
+    return frozenset(name for name in map(field_name, table.columns) if _REASON_KEY.fullmatch(name))
 
 
 def _tables_only(card: Card) -> bool:

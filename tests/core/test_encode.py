@@ -914,3 +914,31 @@ def test_a_one_letter_key_beside_plain_values_is_no_type_wrapper(memory, msg):
     card = observe_result(memory, msg, "stock_by_size", {"sku": "TEE-9", "stock": {"S": "4"}, "color": "red"})
 
     assert Fact("stock.S", "4", "value") in card.facts
+
+
+def test_a_graphql_error_list_keeps_each_error_s_message_at_every_detail(memory, msg):
+    response = {  # GitHub's GraphQL API: an error beside the part of the data that resolved
+        "data": {"user": None, "viewer": {"login": "alice"}},
+        "errors": [
+            {
+                "type": "NOT_FOUND",
+                "path": ["user"],
+                "locations": [{"line": 2, "column": 3}],
+                "message": "Could not resolve to a User with the login of 'nobody'.",
+            }
+        ],
+    }
+
+    card = observe_result(
+        memory, msg, "github_graphql", response, {"query": '{ user(login: "nobody") { id } }'}
+    )
+
+    assert card.kind is CardKind.TOOL_ERROR
+    for detail in ("key", "skeleton"):
+        rendered = memory._renderer.render(card, None, detail).summary
+        assert "Could not resolve to a User with the login of 'nobody'." in rendered, detail
+    # a result's prose stays out of key detail: only a failure's why is kept
+    listing = observe_result(
+        memory, msg, "list_commits", [{"sha": "9fceb02", "message": "Fix the login page crash"}]
+    )
+    assert "Fix the login page crash" not in memory._renderer.render(listing, None, "key").summary
