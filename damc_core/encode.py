@@ -24,6 +24,7 @@ from .extract import (
     AMOUNT_NUMBER,
     DATE,
     DIGIT,
+    ENTITY_KEY,
     ERROR_KEY,
     NEGATIVE_STATUS,
     SENTENCE_BREAK,
@@ -960,9 +961,10 @@ def call_key(name: str, arguments: Mapping[str, Any]) -> tuple[str, str]:
 def root_id(name: str, arguments: Mapping[str, Any], facts: Iterable[Fact]) -> Fact | None:
     """The id at the top of a record, which names the entity its other fields describe; None for
     a record without one. A lookup that asked for one id is about that id's record (an order's
-    ``order_id``, not the ``customer_id`` printed before it); otherwise the first id is (a
-    booking's ``reservation_id``, not the flight it was asked for). A ``user_id`` beside other
-    fields says whose record it is, not what it is."""
+    ``order_id``, not the ``customer_id`` printed before it); otherwise the first id a key names
+    as one is (a booking's ``reservation_id``, not the flight it was asked for; a balance's
+    ``account_id``, not the ``EUR`` of its ``currency`` printed before it), else the first id. A
+    ``user_id`` beside other fields says whose record it is, not what it is."""
     ids = [
         f
         for f in facts
@@ -976,9 +978,17 @@ def root_id(name: str, arguments: Mapping[str, Any], facts: Iterable[Fact]) -> F
     if not ids:
         return None
     asked = {value.lower() for value in argument_ids(arguments)}
+    named = next((f for f in ids if _names_an_entity(f)), ids[0])
     if len(asked) == 1 and not changes_state(name):
-        return next((f for f in ids if f.value.lower() in asked), ids[0])
-    return ids[0]
+        return next((f for f in ids if f.value.lower() in asked), named)
+    return named
+
+
+def _names_an_entity(fact: Fact) -> bool:
+    """Whether the fact's key says it names its record (``account_id``, ``order_number``), where
+    another id is one by its form (the ``EUR`` of a balance's ``currency``) or is an address (a
+    list's ``url``)."""
+    return ENTITY_KEY.search(field_name(fact.path)) is not None
 
 
 _FACT_KINDS: tuple[tuple[str, ValueKind], ...] = (

@@ -575,3 +575,20 @@ def test_a_customers_number_re_quotes_no_order_of_that_number_in_a_list(memory, 
     status = memory.observe_tool("get_order_status", {"order_id": 1001}, {"status": "shipped"})
 
     assert memory.card(listed.id).stale_cells == (("1001", "status", status.id),)
+
+
+def test_a_balance_is_the_account_s_record_not_its_currency_s(memory, msg):
+    def balance(account: str, amount: str) -> dict:  # a JSON-RPC 2.0 answer, as a wallet service sends it
+        return {
+            "jsonrpc": "2.0",
+            "result": {"balance": amount, "currency": "EUR", "account_id": account},
+            "id": 1,
+        }
+
+    memory.observe(msg.call("call_1", "get_balance", {}))
+    first = memory.observe(msg.result("call_1", "get_balance", balance("acc_990", "1520.75")))
+    memory.observe(msg.call("call_2", "get_balance", {"wallet": "savings"}))
+    memory.observe(msg.result("call_2", "get_balance", balance("acc_991", "80.00")))
+
+    assert first.entity_keys[0] == ("acc_990", "balance")
+    assert memory.card(first.id).superseded_by is None
