@@ -916,9 +916,14 @@ def _entity_keys(
 ) -> tuple[tuple[str, str], ...]:
     """(entity, attribute) pairs: an id at the top of an object names the entity of its fields; a
     result without one (a list, free text, an error message) is the call's own record, so the same
-    call answered again replaces it."""
+    call answered again replaces it, and so is a list's page whose only id is its address."""
     keys: list[tuple[str, str]] = []
     root = root_id(name, arguments, facts)
+    if root is not None and tables and not _names_an_entity(root):
+        asked = {value.lower() for value in argument_ids(arguments)}
+        # a page of a list (Stripe's ``{"object": "list", "url": "/v1/invoices", "data": [...]}``)
+        # is what its call asked for: its address is the same whatever the query
+        root = root if root.value.lower() in asked else None
     if root is not None and root.value:
         entity = _entity_name(name, arguments, root)
         keys.extend((entity, f.path.split(".")[0].split("[")[0]) for f in facts if f is not root)

@@ -577,6 +577,27 @@ def test_a_customers_number_re_quotes_no_order_of_that_number_in_a_list(memory, 
     assert memory.card(listed.id).stale_cells == (("1001", "status", status.id),)
 
 
+def stripe_invoices(status: str, *invoice_ids: str) -> dict:
+    """A page of Stripe's ``GET /v1/invoices?status=...``: its ``url`` is the endpoint's."""
+    invoices = [
+        {"id": invoice, "object": "invoice", "amount_due": 4200, "currency": "usd", "status": status}
+        for invoice in invoice_ids
+    ]
+    return {"object": "list", "url": "/v1/invoices", "has_more": False, "data": invoices}
+
+
+def test_a_page_of_another_query_of_the_same_list_supersedes_nothing(memory, msg, memory_text, clock):
+    memory.observe(msg.user("Which invoices are open, and which were paid?"))
+    memory.observe(msg.call("call_1", "list_invoices", {"status": "open"}))
+    first = memory.observe(msg.result("call_1", "list_invoices", stripe_invoices("open", "in_1MtHbE")))
+    clock.advance(60)
+    memory.observe(msg.call("call_2", "list_invoices", {"status": "paid"}))
+    memory.observe(msg.result("call_2", "list_invoices", stripe_invoices("paid", "in_1NuKcF")))
+
+    assert memory.card(first.id).superseded_by is None
+    assert "in_1MtHbE" in memory_text(memory.build(budget=2000).messages)
+
+
 def test_a_balance_is_the_account_s_record_not_its_currency_s(memory, msg):
     def balance(account: str, amount: str) -> dict:  # a JSON-RPC 2.0 answer, as a wallet service sends it
         return {
