@@ -169,14 +169,21 @@ def links(text: str) -> Iterator[str]:
 
 
 def is_link(value: str) -> bool:
-    """Whether ``value`` is one URL, file path or file name (see :func:`links`); asked of every
-    value of a record, so a long text or one without a slash or a dot is no link without a scan."""
+    """Whether ``value`` is one URL (its query's brackets too: :data:`_BRACKETED_URL`), file path
+    or file name (see :func:`links`); asked of every value of a record, so a long text or one
+    without a slash or a dot is no link without a scan."""
     if len(value) > _LONGEST_LINK or ("/" not in value and "\\" not in value and "." not in value):
         return False
-    return next(links(value), None) == value
+    return next(links(value), None) == value or _BRACKETED_URL.fullmatch(value) is not None
 
 
 _LONGEST_LINK = 4096
+_BRACKETED_URL = re.compile(
+    r"[A-Za-z][A-Za-z0-9+.-]{1,15}://[^\s<>\"'`|\\^{}]+\?[^\s<>\"'`|\\^{}]*\[[^\s<>\"'`|\\^{}]*"
+)
+"""A URL whose query names its parameters with brackets (``?page[number]=2``, as JSON:API and
+Rails write them): a value that is all of it is one link, though in free text a bracket ends one
+(``[docs](https://...)``)."""
 
 
 EMAIL = re.compile(r"(?<![\w.+-])\w[\w.+-]{0,63}@[\w-]+\.[\w.]+\b")

@@ -795,8 +795,20 @@ def test_the_url_of_every_search_result_is_kept_as_the_result_s_identifier(memor
             },
             "Y3Vyc29yOnYyOpHOAAAAAQ==",
         ),
+        (
+            {
+                "data": [
+                    {"type": "articles", "id": "1", "attributes": {"title": "JSON:API paints my bikeshed!"}}
+                ],
+                "links": {
+                    "self": "https://example.com/articles?page[number]=1&page[size]=1",
+                    "next": "https://example.com/articles?page[number]=2&page[size]=1",
+                },
+            },
+            "https://example.com/articles?page[number]=2&page[size]=1",
+        ),
     ],
-    ids=["page token", "cursor", "graphql end cursor"],
+    ids=["page token", "cursor", "graphql end cursor", "json:api next link"],
 )
 def test_the_cursor_of_the_next_page_is_kept_whatever_it_looks_like(memory, msg, page, cursor):
     card = observe_result(memory, msg, "list_page", page)
