@@ -145,10 +145,12 @@ def _cell_terms(cell: str) -> frozenset[str]:
 _TELLING_KINDS = frozenset({"status", "error", "id", "name"})
 _OUTCOME_KEY = re.compile(r"ok|success(ful)?|succeeded|failed|done|completed?", re.I)
 """Keys of a flag that says whether a call worked (``success=false``): a status by another name."""
-_REASON_KEY = re.compile(r"message|msg|reason|detail|details|description|text|fault_?string", re.I)
-"""Keys of a failed call's why (``message=Insufficient gift card balance``, a SOAP fault's
-``faultstring`` or ``Reason.Text``): shown at every detail when no error field says it in words,
-since it tells the next call what to change; in a result, such text is prose."""
+_REASON_KEY = re.compile(
+    r"(?:error_)?(?:message|msg|reason|detail|details|description|text)|fault_?string", re.I
+)
+"""Keys of a failed call's why (``message=Insufficient gift card balance``, ``errorMessage``, a
+SOAP fault's ``faultstring`` or ``Reason.Text``): shown at every detail when no error field says
+it in words, since it tells the next call what to change; in a result, such text is prose."""
 REASON_CHARS = 160
 """Characters of a failed call's why shown at key and skeleton detail."""
 

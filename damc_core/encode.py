@@ -838,12 +838,31 @@ def _is_error(message: Message, text: str, parsed: object) -> bool:
         return True
     if isinstance(parsed, dict):
         fields = {snake_case(str(key)): value for key, value in parsed.items()}
-        if any(_said(value) for key, value in fields.items() if ERROR_KEY.fullmatch(key)):
-            return True  # an ``error``, or a SOAP ``Fault``
+        if any(
+            _said(value)
+            for key, value in fields.items()
+            if ERROR_KEY.fullmatch(key) or _ERROR_FIELD.fullmatch(key)
+        ):
+            return True  # an ``error``, a SOAP ``Fault``, AWS Lambda's ``errorMessage``
         if any(str(fields.get(key)).strip().lower() == "false" for key in ("success", "ok", "succeeded")):
             return True  # a call that says it did not work (``{"success": false, "message": ...}``)
+        if any(_http_failure(fields.get(key)) for key in _HTTP_STATUS_KEYS):
+            return True  # an HTTP API's problem details (``{"status": 403, "title": ..., "detail": ...}``)
         return str(fields.get("status", "")).strip().lower() in ("error", "failed", "failure")
     return bool(_ERROR_TEXT.match(text))
+
+
+_ERROR_FIELD = re.compile(r"error_(?:message|msg|type|description|detail|details)")
+"""Keys that say what went wrong in words (``errorMessage``, ``errorType``), not a count of errors."""
+_HTTP_STATUS_KEYS = ("status", "status_code", "http_status", "http_code")
+
+
+def _http_failure(value: object) -> bool:
+    """Whether ``value`` is an HTTP status of a failed request (400 to 599)."""
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        return False
+    text = str(value).strip()
+    return text.isdigit() and len(text) == 3 and 400 <= int(text) <= 599
 
 
 def _said(value: object) -> bool:

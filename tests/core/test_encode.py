@@ -954,3 +954,40 @@ def test_a_graphql_error_list_keeps_each_error_s_message_at_every_detail(memory,
         memory, msg, "list_commits", [{"sha": "9fceb02", "message": "Fix the login page crash"}]
     )
     assert "Fix the login page crash" not in memory._renderer.render(listing, None, "key").summary
+
+
+@pytest.mark.parametrize(
+    ("response", "why"),
+    [
+        (  # RFC 9457 problem details, as an HTTP API answers a refused request
+            {
+                "type": "https://example.com/probs/out-of-credit",
+                "title": "You do not have enough credit.",
+                "status": 403,
+                "detail": "Your current balance is 30, but that costs 50.",
+                "instance": "/account/12345/msgs/abc",
+            },
+            "Your current balance is 30, but that costs 50.",
+        ),
+        (  # an AWS Lambda function that raised, as lambda.invoke returns it
+            {
+                "errorMessage": "Order ORD-1 was not found in table orders",
+                "errorType": "NotFoundError",
+                "stackTrace": ["    at handler (/var/task/index.js:10:5)"],
+            },
+            "Order ORD-1 was not found in table orders",
+        ),
+    ],
+    ids=["problem details", "lambda error"],
+)
+def test_an_http_problem_or_a_function_error_is_a_failed_call_that_says_why(memory, msg, response, why):
+    card = observe_result(memory, msg, "call_api", response, {"path": "/account/12345/msgs"})
+
+    assert card.kind is CardKind.TOOL_ERROR
+    assert why in memory._renderer.render(card, None, "key").summary
+
+
+def test_a_success_status_or_a_count_of_errors_is_no_failure(memory, msg):
+    page = {"status": 200, "error_count": 3, "processed": 10, "batch_id": "B-77"}
+
+    assert observe_result(memory, msg, "import_rows", page).kind is CardKind.TOOL_RESULT
