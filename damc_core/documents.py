@@ -23,6 +23,7 @@ import yaml
 from .extract import ERROR_KEY
 from .pyliteral import LOOKS_LIKE_A_LITERAL, parse_python_literal
 from .tabular import delimited_records
+from .webpage import HTML_TAGS
 
 _ESCAPED_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")
 SURROGATE = re.compile("[\ud800-\udfff]")
@@ -186,17 +187,24 @@ def xml_data(text: str) -> dict[str, Any] | list[Any] | None:
     412.50</Total>`` is ``Total(currency=USD; Total=412.50)``), text beside elements (``<p>a <b>b
     </b></p>``) its words. The root's attributes say which format it is (``version="2.0"``): the
     data is what it holds, and of elements that only wrap one record (a feed's ``channel``, a SOAP
-    ``Body`` and its ``...Response``), that record, so its id names it. A document declaring
-    entities is not read: what they expand to is no part of the text."""
+    ``Body`` and its ``...Response``), that record, so its id names it; a root that names an
+    error (``<Error>``) is kept, as it says the call failed. A document declaring entities is not
+    read: what they expand to is no part of the text; nor is one element of text alone, or markup
+    of HTML elements (a part of a page), which read as the text they are."""
     if _XML_START.match(text) is None or "<!ENTITY" in text:
         return None
     try:
         root = ElementTree.fromstring(text.lstrip("\ufeff"))
     except (ElementTree.ParseError, ValueError, RecursionError):
         return None
+    name = _local_name(root.tag)
+    if name.lower() in HTML_TAGS:
+        return None  # a part of a page (``<p>Order <b>ORD-1</b> shipped</p>``): text, as it reads
     data = _xml_element(root, attributes=False)
     if not isinstance(data, dict):
-        return {_local_name(root.tag): data}
+        return None  # one element of text: the text it holds is all there is
+    if ERROR_KEY.fullmatch(name):
+        return {name: data}  # S3's ``<Error><Code>NoSuchKey</Code>...``: the call failed
     while len(data) == 1:
         name, inner = next(iter(data.items()))
         if not isinstance(inner, dict) or not inner or ERROR_KEY.fullmatch(name):

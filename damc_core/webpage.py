@@ -25,7 +25,8 @@ a abbr article aside b body br button div em footer form h1 h2 h3 h4 h5 h6 heade
 label li link main meta nav ol option p script section select small span strong style table
 tbody td th thead tr ul
 """
-_HTML_TAGS = frozenset(_HTML_TAG_NAMES.split())
+HTML_TAGS = frozenset(_HTML_TAG_NAMES.split())
+"""Names of common HTML elements: markup made of them is a page, or a part of one."""
 _TAG_SHARE = 0.5
 """Least share of an output's characters inside tags for a fragment (``<div>...</div>``, what a
 scraper returns of one element) to be read as a page: a Markdown answer with a ``<br>`` is text."""
@@ -64,7 +65,7 @@ def is_page(text: str) -> bool:
     if not text.endswith(">"):
         return False
     sample = text[:_SAMPLE]
-    tags = [m for m in _TAG.finditer(sample) if m.group(2).lower() in _HTML_TAGS]
+    tags = [m for m in _TAG.finditer(sample) if m.group(2).lower() in HTML_TAGS]
     return len(tags) >= _FRAGMENT_TAGS and sum(m.end() - m.start() for m in tags) >= _TAG_SHARE * len(sample)
 
 

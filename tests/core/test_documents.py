@@ -692,10 +692,19 @@ def test_a_soap_response_is_the_record_its_body_wraps(memory, msg):
         "<b>Note</b>: the export finished with 3 warnings.",
         '<?xml version="1.0"?><!DOCTYPE r [<!ENTITY a "aaaaaaaaaa">]><r><v>&a;&a;</v></r>',
         "<orders><order id='1'><total>5</total></orders>",  # not well-formed
+        "<p>Order <b>ORD-1</b> shipped on 2024-05-01</p>",
+        "<message>Order ORD-1 was placed and will ship on 2024-05-01.</message>",
     ],
-    ids=["angle brackets", "markup in prose", "entity declarations", "broken"],
+    ids=[
+        "angle brackets",
+        "markup in prose",
+        "entity declarations",
+        "broken",
+        "html fragment",
+        "one element",
+    ],
 )
-def test_text_that_is_no_well_formed_xml_stays_text(memory, msg, text):
+def test_text_that_holds_no_xml_records_stays_text(memory, msg, text):
     card = fetched(memory, msg, "export", {}, text)
 
     assert not card.tables and card.text == text
@@ -751,3 +760,17 @@ def test_a_soap_fault_is_a_failed_call_that_says_why_at_key_detail(memory, msg, 
 
     assert card.kind is CardKind.TOOL_ERROR
     assert why in memory._renderer.render(card, None, "key").summary
+
+
+def test_an_xml_error_document_is_a_failed_call(memory, msg):
+    s3_error = """<?xml version="1.0" encoding="UTF-8"?>
+<Error><Code>NoSuchKey</Code><Message>The specified key does not exist.</Message>
+<Key>reports/2024-06.csv</Key><RequestId>4442587FB7D0A2F9</RequestId></Error>"""
+
+    card = fetched(
+        memory, msg, "s3_get_object", {"Bucket": "acme-reports", "Key": "reports/2024-06.csv"}, s3_error
+    )
+
+    assert card.kind is CardKind.TOOL_ERROR
+    key = memory._renderer.render(card, None, "key").summary
+    assert "NoSuchKey" in key and "The specified key does not exist." in key
