@@ -786,14 +786,16 @@ def _untyped(value: object) -> object:
     """``value``, and the values of a record or the items of a list it is, without their type
     wrappers (:func:`_bare`): an order's ``_id`` is its id, not a record of one ``$oid``, and a
     DynamoDB item's ``status`` a status, not a column ``status.S``. Deeper values are unwrapped
-    when the walk reaches them."""
+    when the walk reaches them. A list is told by its first item (its items are of one kind), so
+    a list of a million records is not read twice."""
     value = _bare(value, _EXTENDED_JSON)
     items = value.values() if isinstance(value, dict) else value if isinstance(value, list) else None
     if not items:
         return value
     typed = all(_bare(item, _TYPE_TAGS) is not item for item in items)
     tags = _TYPE_TAGS if typed else _EXTENDED_JSON
-    if not typed and not any(_bare(item, tags) is not item for item in items):
+    told = items if isinstance(value, dict) else itertools.islice(items, 1)
+    if not typed and not any(_bare(item, tags) is not item for item in told):
         return value
     if isinstance(value, dict):
         return {key: _bare(item, tags) for key, item in value.items()}
