@@ -848,8 +848,11 @@ def _is_error(message: Message, text: str, parsed: object) -> bool:
             return True  # an ``error``, a SOAP ``Fault``, AWS Lambda's ``errorMessage``
         if any(str(fields.get(key)).strip().lower() == "false" for key in ("success", "ok", "succeeded")):
             return True  # a call that says it did not work (``{"success": false, "message": ...}``)
-        if any(_http_failure(fields.get(key)) for key in _HTTP_STATUS_KEYS):
-            return True  # an HTTP API's problem details (``{"status": 403, "title": ..., "detail": ...}``)
+        # an HTTP API's problem details (``{"status": 403, "title": ..., "detail": ...}``); a link
+        # checker's ``{"url": ..., "status": 404}`` says how a page answered, not that the call failed
+        refused = any(_http_failure(fields.get(key)) for key in _HTTP_STATUS_KEYS)
+        if refused and any(_said(fields.get(key)) for key in ("title", "detail", "message")):
+            return True
         return str(fields.get("status", "")).strip().lower() in ("error", "failed", "failure")
     return bool(_ERROR_TEXT.match(text))
 

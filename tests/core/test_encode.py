@@ -987,7 +987,9 @@ def test_an_http_problem_or_a_function_error_is_a_failed_call_that_says_why(memo
     assert why in memory._renderer.render(card, None, "key").summary
 
 
-def test_a_success_status_or_a_count_of_errors_is_no_failure(memory, msg):
-    page = {"status": 200, "error_count": 3, "processed": 10, "batch_id": "B-77"}
+def test_a_success_status_a_count_of_errors_or_a_checked_link_s_status_is_no_failure(memory, msg):
+    batch = {"status": 200, "error_count": 3, "processed": 10, "batch_id": "B-77"}
+    checked = {"url": "https://acme.io/old-pricing", "status": 404, "checked_at": "2024-05-01T10:00:00Z"}
 
-    assert observe_result(memory, msg, "import_rows", page).kind is CardKind.TOOL_RESULT
+    assert observe_result(memory, msg, "import_rows", batch).kind is CardKind.TOOL_RESULT
+    assert observe_result(memory, msg, "check_link", checked).kind is CardKind.TOOL_RESULT
