@@ -38,12 +38,38 @@ introduction) must take to be read as the output's data: below it, the text is a
 with an example, or prose that happens to hold a bracket (``see [1]``)."""
 
 
-def parse_json(text: str) -> Any:
+def parse_json(text: str, *, as_written: bool = False) -> Any:
     """``json.loads``, with a half emoji escaped in the text (``"\\ud83d"``, what JavaScript writes
     for a string cut inside one) replaced by U+FFFD: parsed as it is, it is not UTF-8, and no store
-    or tokenizer takes it. Raises what ``json.loads`` raises."""
-    parsed = json.loads(text)
+    or tokenizer takes it. With ``as_written``, a number a float prints otherwise (``19.90``) is a
+    :class:`WrittenNumber`. Raises what ``json.loads`` raises."""
+    parsed = json.loads(text, parse_float=_written if as_written else None)
     return _without_surrogates(parsed) if _ESCAPED_SURROGATE.search(text) else parsed
+
+
+class WrittenNumber(float):
+    """A number of a tool output that a float prints otherwise, printed as written: an amount of
+    ``19.90`` is quoted ``19.90`` by the user and the next call, not ``19.9``."""
+
+    def __new__(cls, text: str) -> WrittenNumber:
+        number = super().__new__(cls, text)
+        number.text = text
+        return number
+
+    text: str
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+def _written(text: str) -> float:
+    """``text`` as a float, or as a :class:`WrittenNumber` when the float prints otherwise: a
+    trailing zero (``19.90``) or an exponent (``1e-3``); other digits a float keeps (the rest of a
+    float-heavy list goes by at ``float``'s pace)."""
+    if text[-1] != "0" and "e" not in text and "E" not in text:
+        return float(text)
+    number = float(text)
+    return number if repr(number) == text else WrittenNumber(text)
 
 
 def _without_surrogates(value: Any) -> Any:
@@ -123,7 +149,7 @@ def _data(text: str, max_json_chars: int, max_literal_chars: int) -> dict[str, A
     that holds data (``json.dumps`` applied twice) is that data."""
     if text[:1] in ("{", "[", '"') and len(text) <= max_json_chars:
         try:
-            parsed = parse_json(text)
+            parsed = parse_json(text, as_written=True)
         except (ValueError, RecursionError):
             pass
         else:
@@ -159,7 +185,7 @@ def _with_data_inside(value: Any, depth: int = 0) -> Any:
         if text[:1] not in ("{", "[") or text[-1:] not in ("}", "]"):
             return value
         try:
-            parsed = parse_json(text)
+            parsed = parse_json(text, as_written=True)
         except (ValueError, RecursionError):
             return value
         return _with_data_inside(parsed, depth + 1) if isinstance(parsed, (dict, list)) else value
@@ -281,7 +307,7 @@ def _json_lines(text: str, max_chars: int) -> list[Any] | None:
         if not (line.startswith("{") and line.endswith("}")):
             return None
         try:
-            rows.append(parse_json(line))
+            rows.append(parse_json(line, as_written=True))
         except (ValueError, RecursionError):
             return None
     return rows

@@ -993,3 +993,15 @@ def test_a_success_status_a_count_of_errors_or_a_checked_link_s_status_is_no_fai
 
     assert observe_result(memory, msg, "import_rows", batch).kind is CardKind.TOOL_RESULT
     assert observe_result(memory, msg, "check_link", checked).kind is CardKind.TOOL_RESULT
+
+
+def test_json_numbers_keep_the_digits_the_api_wrote(memory, msg):
+    charge = '{"charge_id": "ch_3MmlLr", "amount": 100.10, "fee": 2.50, "rate": 1e-3, "seats_left": 0}'
+
+    card = observe_result(memory, msg, "get_charge", charge, {"charge_id": "ch_3MmlLr"})
+
+    facts = {f.path: f.value for f in card.facts}
+    assert (facts["amount"], facts["fee"], facts["rate"]) == ("100.10", "2.50", "1e-3")
+    assert "100.10" in card.terms  # "refund the $100.10 charge" names this card
+    assert "amount=100.10; fee=2.50" in memory._renderer.render(card, None, "key").summary
+    assert "seats_left=0" in card.constraints
