@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import heapq
 import itertools
+import math
 import operator
 import re
 from collections.abc import Callable, Iterable, Iterator
@@ -335,14 +336,31 @@ def spoken_dates(text: str) -> Iterator[str]:
             yield f"{_MONTHS.index(month[:3].lower()) + 1:02d}-{int(day):02d}"
 
 
+_WRITTEN_NUMBER = re.compile(r"-?\d+(?:\.\d*0|(?:\.\d+)?e[-+]?\d+)")
+"""A number a float prints otherwise: a trailing zero of its fraction, or an exponent."""
+
+
+def _float_text(number: str) -> str:
+    """``number`` as a float prints it, without a ``.0`` (``121.0`` as ``121``); itself when no
+    float holds it (``1e400``)."""
+    value = float(number)
+    if not math.isfinite(value):
+        return number
+    text = repr(value)
+    return text[:-2] if text.endswith(".0") else text
+
+
 @functools.lru_cache(maxsize=65536)
 def term_variants(term: str) -> tuple[str, ...]:
     """A lower-cased term plus its digit-bearing parts, so ``certificate_7504069`` also matches a
     text that says ``certificate 7504069``; an ISO date also gives its ``MM-DD``, which a spoken
-    ``May 27`` matches."""
+    ``May 27`` matches; a number written with a trailing zero or an exponent (``100.10``, ``1e-3``)
+    also gives the float it is (``100.1``), as a call's parsed arguments print it."""
     term = term.lower().lstrip("#")
     if _THOUSANDS.fullmatch(term):  # "$1,000" in a text is the 1000 of a record
         return (term, *term_variants(term.replace(",", "")))
+    if _WRITTEN_NUMBER.fullmatch(term) and (number := _float_text(term)) != term:
+        return (term, *term_variants(number))
     if not _PART_SPLIT.search(term):
         return (term,)
     month_day = _ISO_DATE.match(term)

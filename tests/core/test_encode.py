@@ -1005,3 +1005,12 @@ def test_json_numbers_keep_the_digits_the_api_wrote(memory, msg):
     assert "100.10" in card.terms  # "refund the $100.10 charge" names this card
     assert "amount=100.10; fee=2.50" in memory._renderer.render(card, None, "key").summary
     assert "seats_left=0" in card.constraints
+
+
+def test_a_call_that_takes_an_amount_written_with_a_trailing_zero_links_to_its_card(memory, msg):
+    observe_result(memory, msg, "get_charge", '{"charge_id": "ch_3MmlLr", "amount": 100.10}')
+    memory.observe(msg.call("call_2", "refund", '{"charge": "ch_A", "amount": 100.10}'))  # parsed: 100.1
+
+    charge = memory.cards()[1]
+    assert "100.1" in charge.terms and "100.10" in charge.terms
+    assert memory.cards()[2].id in memory.card(charge.id).decision_links
