@@ -570,6 +570,10 @@ ENVELOPE_KEYS = frozenset({"data", "result", "results", "response", "payload", "
 """Keys under which an API wraps what it returns (``{"success": true, "data": {...}, "meta": ...}``)."""
 
 
+_JSON_RPC_KEYS = frozenset({"jsonrpc", "id", "result", "error"})
+"""A JSON-RPC 2.0 response's keys: what it answers is its ``result``, or its ``error``."""
+
+
 def _unwrapped(parsed: object) -> tuple[object, dict[str, object]]:
     """The record a response wraps in an envelope, and the envelope's other keys; ``(parsed, {})``
     for a response without one. The record is read as the response itself, so its fields keep
@@ -578,6 +582,9 @@ def _unwrapped(parsed: object) -> tuple[object, dict[str, object]]:
     outweighs everything beside it (a list under it is a table of that name already)."""
     if not isinstance(parsed, dict):
         return parsed, {}
+    if isinstance(parsed.get("jsonrpc"), str) and parsed.keys() <= _JSON_RPC_KEYS:
+        # a JSON-RPC response: its id is the request's, which a client may send the same every time
+        return (parsed["result"], {}) if "result" in parsed else ({"error": parsed.get("error")}, {})
     wrapping = [
         key for key, value in parsed.items() if key.lower() in ENVELOPE_KEYS and isinstance(value, dict)
     ]

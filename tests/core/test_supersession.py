@@ -101,6 +101,27 @@ def test_result_about_another_reservation_supersedes_nothing(memory, msg):
     assert memory.card(first.id).superseded_by is None
 
 
+def test_json_rpc_answers_to_other_requests_supersede_nothing_whatever_their_request_ids(memory):
+    """A JSON-RPC client may number every request 1: that id is the request's, not a record's."""
+
+    def answer(result: dict) -> dict:
+        return {"jsonrpc": "2.0", "id": 1, "result": result}
+
+    paris = memory.observe_tool("rpc", {"method": "weather", "city": "Paris"}, answer({"temperature": 20}))
+    memory.observe_tool("rpc", {"method": "weather", "city": "London"}, answer({"temperature": 15}))
+    refused = memory.observe_tool(
+        "rpc",
+        {"method": "book", "flight": "HAT1"},
+        {"jsonrpc": "2.0", "id": 1, "error": {"message": "sold out"}},
+    )
+
+    assert memory.card(paris.id).superseded_by is None
+    assert (
+        "temperature=20" in memory.card(paris.id).summary and "jsonrpc" not in memory.card(paris.id).summary
+    )
+    assert refused.kind.name == "TOOL_ERROR" and "sold out" in refused.summary
+
+
 def test_another_order_of_the_same_customer_supersedes_nothing_and_dates_nothing(memory, msg):
     def order(number: str, status: str) -> dict:
         return {"customer_id": "C-77", "order_id": number, "status": status, "total": 40}
