@@ -9,6 +9,7 @@ bundled SmolLM2-135M behind llama-cpp-python's OpenAI-compatible server.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 import pytest
 
@@ -46,7 +47,8 @@ class RecordingEndpoint:
         )
 
 
-def openai_judge(endpoint: RecordingEndpoint) -> OpenAIJudge:
+def openai_judge(endpoint: Callable[[httpx.Request], httpx.Response]) -> OpenAIJudge:
+    """An ``OpenAIJudge`` whose requests ``endpoint`` answers (a ``RecordingEndpoint``, or a refusal)."""
     client = openai.OpenAI(
         api_key="local",
         base_url="http://judge.local/v1",
@@ -197,16 +199,10 @@ def test_failing_judge_gives_the_default_and_records_why(airline_messages, make_
         refused.append(request)
         return httpx.Response(500, json={"error": {"message": "overloaded"}})
 
-    client = openai.OpenAI(
-        api_key="local",
-        base_url="http://judge.local/v1",
-        http_client=httpx.Client(transport=httpx.MockTransport(refuse)),
-        max_retries=0,
-    )
     memory = make_memory()
     for message in airline_messages[:4]:
         memory.observe(message)
-    judge = LLMJudgeValuator(OpenAIJudge(client, model="judge-mini"), default=0.4)
+    judge = LLMJudgeValuator(openai_judge(refuse), default=0.4)
 
     scored = judge.value(memory.cards(), context=ValuationContext(DecisionFocus(), 4, 0.0))
 
@@ -342,13 +338,7 @@ def test_a_judge_that_failed_is_not_asked_again_in_the_same_build(airline_messag
         refused.append(request)
         return httpx.Response(503, json={"error": {"message": "overloaded"}})
 
-    client = openai.OpenAI(
-        api_key="local",
-        base_url="http://judge.local/v1",
-        http_client=httpx.Client(transport=httpx.MockTransport(refuse)),
-        max_retries=0,
-    )
-    memory = make_memory(valuator=LLMJudgeValuator(OpenAIJudge(client, model="judge-mini"), default=0.4))
+    memory = make_memory(valuator=LLMJudgeValuator(openai_judge(refuse), default=0.4))
     for message in airline_messages[:10]:  # the booking's result is the newest message
         memory.observe(message)
     assert memory.build(budget=600).messages[-1]["role"] == "tool"
@@ -465,16 +455,10 @@ def test_an_error_about_the_key_model_or_settings_is_not_asked_again_for_each_ca
         refused.append(request)
         return httpx.Response(status, json={"error": {"type": "invalid_request_error", **error}})
 
-    client = openai.OpenAI(
-        api_key="local",
-        base_url="http://judge.local/v1",
-        http_client=httpx.Client(transport=httpx.MockTransport(refuse)),
-        max_retries=0,
-    )
     memory = make_memory()
     for message in airline_messages[:6]:
         memory.observe(message)
-    judge = LLMJudgeValuator(OpenAIJudge(client, model="judge-mini"), default=0.4)
+    judge = LLMJudgeValuator(openai_judge(refuse), default=0.4)
 
     scored = judge.value(memory.cards(), context=ValuationContext(DecisionFocus(), 6, 0.0))
 
