@@ -45,6 +45,17 @@ def memory():
     return DecisionMemory(store=InMemoryStore(), settings=MemorySettings(budget=400))
 
 
+def run_on(surface, agent, damc, question="look it up"):
+    """Run ``agent`` once with DAMC on ``surface``: as its memory, or as a span handler attached
+    for the run (for ``llm``, the agent's model is a ``DamcLLM`` already)."""
+    handler = DamcSpanHandler.attach(damc, agent) if surface == "spans" else None
+    try:
+        return run(agent, question, memory=DamcMemory(memory=damc) if surface == "memory" else None)
+    finally:
+        if handler is not None:
+            handler.detach()
+
+
 @pytest.mark.parametrize("agent_kind", ["function", "react"])
 @pytest.mark.parametrize("surface", ["memory", "llm", "spans"])
 @pytest.mark.parametrize("output", list(OUTPUTS), ids=list(OUTPUTS))
@@ -58,12 +69,7 @@ def test_the_agent_finishes(recording_llm, agent_kind, surface, output):
     agent = (FunctionAgent if agent_kind == "function" else ReActAgent)(
         tools=[make_tool(OUTPUTS[output])], llm=llm
     )
-    handler = DamcSpanHandler.attach(damc, agent) if surface == "spans" else None
-    try:
-        result = run(agent, "look it up", memory=DamcMemory(memory=damc) if surface == "memory" else None)
-    finally:
-        if handler is not None:
-            handler.detach()
+    result = run_on(surface, agent, damc)
 
     assert str(result) == "done"
     assert len(model.received) == 2
@@ -81,12 +87,7 @@ def test_a_record_json_cannot_encode_still_becomes_a_structured_card(recording_l
     damc = memory()
     llm = DamcLLM(llm=model, memory=damc) if surface == "llm" else model
     agent = FunctionAgent(tools=[make_tool(reservation)], llm=llm)
-    handler = DamcSpanHandler.attach(damc, agent) if surface == "spans" else None
-    try:
-        run(agent, "look it up", memory=DamcMemory(memory=damc) if surface == "memory" else None)
-    finally:
-        if handler is not None:
-            handler.detach()
+    run_on(surface, agent, damc)
 
     (card,) = [c for c in damc.cards() if c.kind is CardKind.TOOL_RESULT]
     facts = {fact.path: fact.value for fact in card.facts}
@@ -109,12 +110,7 @@ def test_bytes_are_read_as_text_and_an_array_as_rows(recording_llm, agent_kind, 
     llm = DamcLLM(llm=model, memory=damc) if surface == "llm" else model
     tools = [make_tool(b"PNR ZFA04Y confirmed", "receipt"), make_tool(fares, "fares")]
     agent = (FunctionAgent if agent_kind == "function" else ReActAgent)(tools=tools, llm=llm)
-    handler = DamcSpanHandler.attach(damc, agent) if surface == "spans" else None
-    try:
-        run(agent, "look it up", memory=DamcMemory(memory=damc) if surface == "memory" else None)
-    finally:
-        if handler is not None:
-            handler.detach()
+    run_on(surface, agent, damc)
 
     receipt, table = [c for c in damc.cards() if c.kind is CardKind.TOOL_RESULT]
     assert receipt.text == "PNR ZFA04Y confirmed"
@@ -154,14 +150,7 @@ def test_a_result_the_store_refused_goes_in_after_its_call_once_the_store_is_bac
     llm = DamcLLM(llm=model, memory=damc) if surface == "llm" else model
     tools = [FunctionTool.from_defaults(get_reservation), FunctionTool.from_defaults(check_in)]
     agent = (FunctionAgent if agent_kind == "function" else ReActAgent)(tools=tools, llm=llm)
-    handler = DamcSpanHandler.attach(damc, agent) if surface == "spans" else None
-    try:
-        result = run(
-            agent, "Check in ABC123", memory=DamcMemory(memory=damc) if surface == "memory" else None
-        )
-    finally:
-        if handler is not None:
-            handler.detach()
+    result = run_on(surface, agent, damc, "Check in ABC123")
 
     assert str(result) == "Checked in."
     events = damc.messages()
