@@ -191,6 +191,44 @@ def text_handles(card: Card) -> Iterator[str]:
     yield from (value for value in found if is_handle(value) and value not in linked)
 
 
+def left_out_values(card: Card, fields: Collection[str]) -> list[str]:
+    """What a card the budget leaves out still offers a next call, most likely first: the links of
+    its text, the identifiers of its rows and the values of ``fields`` (those calls take), then its
+    other handles (ids, ISO dates). A value a newer card re-quoted is not offered: its card shows
+    a pointer to the newer one in its place."""
+    taken: dict[str, None] = {}
+    handles: dict[str, None] = {}
+    changed = dict(card.stale_facts)
+    for fact in card.facts:
+        if fact.path in changed:
+            continue
+        if field_name(fact.path) in fields and len(fact.value) <= LEFT_OUT_VALUE_CHARS:
+            taken[fact.value] = None
+        elif is_handle(fact.value):
+            handles[fact.value] = None
+    for table in card.tables:
+        current = table.rows
+        if card.stale_rows or card.stale_cells:
+            current = _point_stale_rows(table, card.stale_rows, card.stale_cells).rows
+        wanted = {i for i, column in enumerate(table.columns) if field_name(column) in fields}
+        for row, shown in zip(table.rows, current, strict=True):
+            taken.update(dict.fromkeys(row_identifiers(table, row)))
+            for i, cell in enumerate(row):
+                if not cell or shown[i] != cell:  # re-quoted since
+                    continue
+                if i in wanted and len(cell) <= LEFT_OUT_VALUE_CHARS:
+                    taken[cell] = None
+                elif is_handle(cell):
+                    handles[cell] = None
+    links = [value for value in text_handles(card) if is_link(value)]
+    return list(dict.fromkeys([*links, *taken, *handles]))
+
+
+LEFT_OUT_VALUE_CHARS = 24
+"""Longest value of a field calls take that ``left_out_values`` offers (a code, an amount, a
+name; not an address)."""
+
+
 def _text_skeleton(card: Card) -> str:
     """A free text's opening, then the links and handles it holds past it (``| also: ...``): the
     URL or path a later call opens is often in the fifth search result, not the first. Of a

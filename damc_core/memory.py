@@ -32,6 +32,7 @@ from .compress import (
     Detail,
     TemplateCompressor,
     identity_columns,
+    left_out_values,
     mentions,
     row_identifiers,
     row_names,
@@ -76,6 +77,7 @@ from .tokens import (
     content_text,
     count_messages,
     media_tokens,
+    message_text,
 )
 from .types import (
     BuiltContext,
@@ -141,6 +143,13 @@ NEWEST_YIELDS_TO = 0.6
 """Value from which a card's room is kept from the newest tool result. The newest result is cut
 to ``newest_share`` only as far as such cards need the room: a greeting or a restated plan does
 not push out the rows the agent is about to pick from."""
+LEFT_OUT = "Left out: "
+"""How the memory section's last line starts: cards the budget left out, with their values."""
+NAMED_LEFT_OUT = "named with its values in the left-out line"
+"""The reason a dropped card that the left-out line names gives, after why it was dropped."""
+LEFT_OUT_MIN_TOKENS = 4
+"""Room in which no card's id, tool and a value would fit: the left-out line stops there."""
+
 RECALL_TOOL: dict[str, Any] = {
     "type": "function",
     "function": {
@@ -186,6 +195,14 @@ class MemorySettings:
     conversations; README, Measuring)."""
     min_budget: int = 200
     """The budget for an empty history when ``budget_ratio`` is set; it grows from there."""
+    left_out_share: float = 0.08
+    """Share of the memory budget held for the section's last line, which names the cards the
+    budget left out with the values a next call may take from them (``Left out: c7
+    get_reservation_details: HAT028, HAT277``): a few tokens each where the card would cost a
+    hundred, and the model can recall the card by its id. What the line does not use goes to the
+    cards; ``0`` leaves the line out."""
+    left_out_values: int = 6
+    """Most values the left-out line gives for one card."""
     recent_messages: int = 2
     """Newest messages sent as they are (widened so no tool result loses its call)."""
     recent_share: float = 0.25
@@ -239,6 +256,10 @@ class MemorySettings:
                 f"MemorySettings.min_budget ({self.min_budget}) is above budget ({self.budget}): with "
                 "budget_ratio the budget grows from min_budget up to budget"
             )
+        if not 0 <= self.left_out_share < 1:
+            raise ConfigError(f"MemorySettings.left_out_share must be in [0, 1), got {self.left_out_share}")
+        if self.left_out_values <= 0:
+            raise ConfigError(f"MemorySettings.left_out_values must be > 0, got {self.left_out_values}")
         if self.max_candidates <= 0:
             raise ConfigError(f"MemorySettings.max_candidates must be > 0, got {self.max_candidates}")
         if self.as_of_after < 0:
@@ -251,6 +272,8 @@ _SETTING_KINDS: dict[str, type] = {
     "budget": numbers.Integral,
     "budget_ratio": numbers.Real,
     "min_budget": numbers.Integral,
+    "left_out_share": numbers.Real,
+    "left_out_values": numbers.Integral,
     "recent_messages": numbers.Integral,
     "recent_share": numbers.Real,
     "newest_share": numbers.Real,
@@ -933,8 +956,13 @@ class DecisionMemory:
                     richer.setdefault(index, []).append(message)
             recent = lean
             memory_budget = max(0, budget - self._renderer.count_messages(recent) - header)
-        kept, dropped = self._select(valued, wide, memory_budget, context.now, renderings)
+        held = int(memory_budget * self.settings.left_out_share)
+        kept, dropped = self._select(valued, wide, memory_budget - held, context.now, renderings)
         room = memory_budget - sum(s.card.tokens for s in kept)
+        left_out, named = "", dict[str, int]()
+        if self.settings.left_out_share:
+            left_out, named = self._left_out_line(kept, dropped, recent, wide, room)
+        room -= self._renderer.count(left_out) if left_out else 0
         count = self._renderer.count_messages
         for index, forms in richer.items():  # a result cut for the cards goes back if they left room
             for message in forms:
@@ -950,7 +978,8 @@ class DecisionMemory:
                     extra = count([longer]) - count([sent])
                     if 0 < extra <= room:
                         recent[index], room = longer, room - extra
-        memory = fence_memory([s.card.summary for s in kept], recall=recall_tool) if kept else ""
+        lines = [s.card.summary for s in kept] + ([left_out] if left_out else [])
+        memory = fence_memory(lines, recall=recall_tool) if lines else ""
         messages = self.assembler.assemble(system=system, memory=memory, recent=recent)
         decisions += [
             Decision(
@@ -959,7 +988,16 @@ class DecisionMemory:
             for s in kept
         ]
         decisions += [
-            Decision(s.card.id, False, why, s.value, 0, s.card.raw_tokens, s.all_scores) for s, why in dropped
+            Decision(
+                s.card.id,
+                False,
+                f"{why}; {NAMED_LEFT_OUT}" if s.card.id in named else why,
+                s.value,
+                named.get(s.card.id, 0),
+                s.card.raw_tokens,
+                s.all_scores,
+            )
+            for s, why in dropped
         ]
         built = BuiltContext(
             messages=messages,
@@ -973,6 +1011,50 @@ class DecisionMemory:
         )
         self._built = (session.seq, system, built)
         return built
+
+    def _left_out_line(
+        self,
+        kept: list[ScoredCard],
+        dropped: list[tuple[ScoredCard, str]],
+        recent: list[Message],
+        focus: DecisionFocus,
+        room: int,
+    ) -> tuple[str, dict[str, int]]:
+        """The line naming cards the budget left out, most valuable first, each with the values
+        of it a next call may take that nothing sent shows (see ``left_out_share``), within
+        ``room`` tokens; and the tokens of the line each named card takes. Cards set aside by a
+        newer one are not named: their values are outdated."""
+        shown = "\n".join([s.card.summary for s in kept] + [message_text(m) for m in recent])
+        parts: list[str] = []
+        costs: dict[str, int] = {}
+        used = self._renderer.count(LEFT_OUT.rstrip())
+        for item, why in sorted(dropped, key=lambda pair: -pair[0].value):
+            if room - used < LEFT_OUT_MIN_TOKENS:
+                break
+            card = self._session.cards.get(item.card.id)
+            if why not in (OVER_BUDGET, FAR_OVER_BUDGET) or card is None or card.superseded_by:
+                continue
+            values = [v for v in left_out_values(card, focus.fields) if v not in shown]
+            if not values:
+                continue
+            name = f"{card.id} {card.tool_name}" if card.tool_name else card.id
+            part = f"{name}: {', '.join(values[: self.settings.left_out_values])}"
+            cost = self._renderer.count(part) + (1 if parts else 0)  # and its separator
+            if used + cost <= room:
+                parts.append(part)
+                costs[card.id] = cost
+                used += cost
+                shown += "\n" + part  # a value two cards hold is named once
+        line = LEFT_OUT + "; ".join(parts)
+        while parts and self._renderer.count(line) > room:  # tokens merge across separators, rarely
+            parts.pop()
+            costs.popitem()
+            line = LEFT_OUT + "; ".join(parts)
+        if not parts:
+            return "", {}
+        first = next(iter(costs))
+        costs[first] += self._renderer.count(line) - sum(costs.values())  # the line's start, merges
+        return line, costs
 
     def _budget(self, budget: int | None) -> int:
         budget = checked_budget(budget)

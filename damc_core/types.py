@@ -264,7 +264,8 @@ class Decision(NamedTuple):
     reason: str
     value: float
     tokens: int
-    """Tokens the card costs in the memory section (0 when dropped)."""
+    """Tokens the card costs in the memory section: 0 when dropped, unless the left-out line
+    names it, then its part of that line."""
     raw_tokens: int
     """Tokens the raw event would have cost."""
     scores: tuple[Score, ...] = ()

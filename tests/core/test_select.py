@@ -21,6 +21,7 @@ from damc_core import (
     ThresholdSelector,
     TopKSelector,
 )
+from damc_core.memory import NAMED_LEFT_OUT
 from damc_core.select import LEAN_TRIES
 from damc_core.tokens import count_messages
 
@@ -261,8 +262,8 @@ def test_built_context_stays_within_the_budget(make_memory, msg, airline_message
     assert built.total_tokens < built.raw_tokens
     for decision in built.decisions:
         assert decision.reason
-        if not decision.kept:
-            assert decision.tokens == 0
+        if not decision.kept:  # its share of the left-out line, if that names it
+            assert decision.tokens == 0 or decision.reason.endswith(NAMED_LEFT_OUT)
     assert sum(d.tokens for d in built.decisions if d.kept) <= budget
 
 
@@ -453,7 +454,9 @@ def _exchange_lookups(memory, msg) -> None:
 def test_a_newest_result_past_its_share_is_cut_to_it_with_the_rows_in_focus_first(
     make_memory, msg, memory_text
 ):
-    memory = make_memory(settings=MemorySettings(budget=390, recent_messages=0, newest_share=0.5))
+    memory = make_memory(
+        settings=MemorySettings(budget=390, recent_messages=0, newest_share=0.5, left_out_share=0)
+    )  # the card's own cut names what it leaves out
     _exchange_lookups(memory, msg)
 
     built = memory.build()
@@ -624,7 +627,7 @@ def test_a_long_search_cut_to_its_share_names_the_rows_it_leaves_out(make_memory
 
 
 def test_free_text_cut_to_the_budget_names_the_links_it_leaves_out(make_memory, msg, memory_text):
-    memory = make_memory(settings=MemorySettings(budget=200, recent_messages=0))
+    memory = make_memory(settings=MemorySettings(budget=200, recent_messages=0, left_out_share=0))
     memory.observe(msg.user("What changed in Acme Cloud's pricing? Read the sources."))
     memory.observe(msg.call("s", "web_search", {"query": "Acme Cloud pricing change"}))
     results = "\n".join(
@@ -865,7 +868,7 @@ def test_a_result_in_the_recent_window_is_sent_whole_when_the_cards_leave_room(m
 
 
 def test_a_cut_names_a_left_out_row_whose_id_only_appears_inside_a_shown_value(make_memory, msg, memory_text):
-    memory = make_memory(settings=MemorySettings(recent_messages=0))
+    memory = make_memory(settings=MemorySettings(recent_messages=0, left_out_share=0))
     memory.observe(msg.user("Any room for two nights from 2024-07-12?"))
     memory.observe(msg.call("h", "search_rooms", {"check_in": "2024-07-12", "nights": 2}))
     rooms = [
