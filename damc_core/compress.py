@@ -199,10 +199,11 @@ def left_out_values(card: Card, fields: Collection[str]) -> list[str]:
     taken: dict[str, None] = {}
     handles: dict[str, None] = {}
     changed = dict(card.stale_facts)
+    said = card.kind is CardKind.USER_INSTRUCTION  # each value the user gave, a word tools hold too
     for fact in card.facts:
         if fact.path in changed:
             continue
-        if field_name(fact.path) in fields and len(fact.value) <= LEFT_OUT_VALUE_CHARS:
+        if (said or field_name(fact.path) in fields) and len(fact.value) <= LEFT_OUT_VALUE_CHARS:
             taken[fact.value] = None
         elif is_handle(fact.value):
             handles[fact.value] = None

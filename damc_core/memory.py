@@ -1037,7 +1037,7 @@ class DecisionMemory:
             values = [v for v in left_out_values(card, focus.fields) if v not in shown]
             if not values:
                 continue
-            name = f"{card.id} {card.tool_name}" if card.tool_name else card.id
+            name = f"{card.id} {card.tool_name or card.source}".rstrip()
             part = f"{name}: {', '.join(values[: self.settings.left_out_values])}"
             cost = self._renderer.count(part) + (1 if parts else 0)  # and its separator
             if used + cost <= room:

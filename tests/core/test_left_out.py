@@ -58,6 +58,23 @@ def test_a_reservation_the_budget_leaves_out_is_named_with_its_flights(make_memo
     assert built.memory_tokens <= 300
 
 
+def test_a_user_turn_left_out_is_named_with_the_values_it_gave(make_memory, msg):
+    memory = make_memory(settings=MemorySettings(budget=420, recent_messages=0))
+    kids = memory.observe(
+        msg.user("Add my kids to a new booking: Ana Diaz born 2014-04-05 and Ben Diaz born 2016-11-30.")
+    )
+    memory.observe(msg.assistant("Sure. What is your user id?"))
+    memory.observe(msg.user("It is mia_li_3668; look at my reservations first."))
+    for rid, flights in RESERVATIONS.items():
+        memory.observe(msg.call(rid, "get_reservation_details", {"reservation_id": rid}))
+        memory.observe(msg.result(rid, "get_reservation_details", _reservation(rid, flights)))
+
+    built = memory.build()
+
+    assert f"[{kids.id}]" not in built.memory
+    assert built.memory.endswith(f"Left out: {kids.id} user: 2014-04-05, 2016-11-30\n</memory>")
+
+
 def test_explain_gives_the_line_s_tokens_to_the_cards_it_names(make_memory, msg):
     memory = make_memory(settings=MemorySettings(budget=300, recent_messages=0))
     cards = _downgrade_all(memory, msg)
