@@ -303,7 +303,7 @@ def build_parser() -> argparse.ArgumentParser:
             type=float,
             metavar="R",
             help="grow the budget with the history: --min-budget plus R times what the history "
-            "would cost verbatim, up to --budget (e.g. --budget 3000 --budget-ratio 0.07 --min-budget 275)",
+            "would cost verbatim, up to --budget (e.g. --budget 3000 --budget-ratio 0.074 --min-budget 285)",
         )
         p.add_argument(
             "--min-budget",
