@@ -191,38 +191,48 @@ def text_handles(card: Card) -> Iterator[str]:
     yield from (value for value in found if is_handle(value) and value not in linked)
 
 
-def left_out_values(card: Card, fields: Collection[str]) -> list[str]:
+def left_out_values(card: Card, fields: Collection[str]) -> Iterator[str]:
     """What a card the budget leaves out still offers a next call, most likely first: the links of
     its text, the identifiers of its rows and the values of ``fields`` (those calls take), then its
-    other handles (ids, ISO dates). A value a newer card re-quoted is not offered: its card shows
-    a pointer to the newer one in its place."""
-    taken: dict[str, None] = {}
-    handles: dict[str, None] = {}
+    other handles (ids, ISO dates); of a user's turn, every value it gave. A value a newer card
+    re-quoted is not offered: its card shows a pointer to the newer one in its place. Lazy: the
+    line takes a few values of a card that may hold thousands."""
+    seen: set[str] = set()
+    later: list[str] = []
+
+    def first_time(value: str) -> bool:
+        new = value not in seen
+        seen.add(value)
+        return new
+
+    yield from (value for value in text_handles(card) if is_link(value) and first_time(value))
     changed = dict(card.stale_facts)
     said = card.kind is CardKind.USER_INSTRUCTION  # each value the user gave, a word tools hold too
     for fact in card.facts:
         if fact.path in changed:
             continue
         if (said or field_name(fact.path) in fields) and len(fact.value) <= LEFT_OUT_VALUE_CHARS:
-            taken[fact.value] = None
+            if first_time(fact.value):
+                yield fact.value
         elif is_handle(fact.value):
-            handles[fact.value] = None
+            later.append(fact.value)
+    stale = card.stale_rows, card.stale_cells
     for table in card.tables:
-        current = table.rows
-        if card.stale_rows or card.stale_cells:
-            current = _point_stale_rows(table, card.stale_rows, card.stale_cells).rows
         wanted = {i for i, column in enumerate(table.columns) if field_name(column) in fields}
-        for row, shown in zip(table.rows, current, strict=True):
-            taken.update(dict.fromkeys(row_identifiers(table, row)))
+        for row in table.rows:
+            shown = row
+            if any(stale):  # row by row: the line takes a few rows of a table that may hold thousands
+                shown = _point_stale_rows(replace(table, rows=(row,)), *stale).rows[0]
+            yield from (value for value in row_identifiers(table, row) if first_time(value))
             for i, cell in enumerate(row):
                 if not cell or shown[i] != cell:  # re-quoted since
                     continue
                 if i in wanted and len(cell) <= LEFT_OUT_VALUE_CHARS:
-                    taken[cell] = None
+                    if first_time(cell):
+                        yield cell
                 elif is_handle(cell):
-                    handles[cell] = None
-    links = [value for value in text_handles(card) if is_link(value)]
-    return list(dict.fromkeys([*links, *taken, *handles]))
+                    later.append(cell)
+    yield from (value for value in later if first_time(value))
 
 
 LEFT_OUT_VALUE_CHARS = 24

@@ -67,7 +67,15 @@ from .extract import (
     names_in_text,
 )
 from .render import CardRenderer
-from .select import FAR_OVER_BUDGET, OVER_BUDGET, HybridSelector, Selector, Supersession, upgrade_detail
+from .select import (
+    FAR_OVER_BUDGET,
+    LEAN_TRIES,
+    OVER_BUDGET,
+    HybridSelector,
+    Selector,
+    Supersession,
+    upgrade_detail,
+)
 from .stores import MemoryStore, SQLiteStore
 from .tokens import (
     MESSAGE_OVERHEAD,
@@ -147,6 +155,9 @@ LEFT_OUT = "Left out: "
 """How the memory section's last line starts: cards the budget left out, with their values."""
 NAMED_LEFT_OUT = "named with its values in the left-out line"
 """The reason a dropped card that the left-out line names gives, after why it was dropped."""
+LEFT_OUT_CANDIDATES = 24
+"""The most valuable cards left out that the line considers: past them, it is full or their values
+are all shown elsewhere, and each costs a scan."""
 LEFT_OUT_MIN_TOKENS = 4
 """Room in which no card's id, tool and a value would fit: the left-out line stops there."""
 
@@ -1028,23 +1039,27 @@ class DecisionMemory:
         parts: list[str] = []
         costs: dict[str, int] = {}
         used = self._renderer.count(LEFT_OUT.rstrip())
-        for item, why in sorted(dropped, key=lambda pair: -pair[0].value):
+        tries = LEAN_TRIES  # cards that did not fit, after which no more are tried: the line is full
+        for item, why in sorted(dropped, key=lambda pair: -pair[0].value)[:LEFT_OUT_CANDIDATES]:
             if room - used < LEFT_OUT_MIN_TOKENS:
                 break
             card = self._session.cards.get(item.card.id)
             if why not in (OVER_BUDGET, FAR_OVER_BUDGET) or card is None or card.superseded_by:
                 continue
-            values = [v for v in left_out_values(card, focus.fields) if v not in shown]
+            unseen = (value for value in left_out_values(card, focus.fields) if value not in shown)
+            values = list(itertools.islice(unseen, self.settings.left_out_values))
             if not values:
                 continue
             name = f"{card.id} {card.tool_name or card.source}".rstrip()
-            part = f"{name}: {', '.join(values[: self.settings.left_out_values])}"
+            part = f"{name}: {', '.join(values)}"
             cost = self._renderer.count(part) + (1 if parts else 0)  # and its separator
             if used + cost <= room:
                 parts.append(part)
                 costs[card.id] = cost
                 used += cost
                 shown += "\n" + part  # a value two cards hold is named once
+            elif (tries := tries - 1) == 0:
+                break
         line = LEFT_OUT + "; ".join(parts)
         while parts and self._renderer.count(line) > room:  # tokens merge across separators, rarely
             parts.pop()
