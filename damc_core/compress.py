@@ -201,7 +201,7 @@ def left_out_values(card: Card, fields: Collection[str]) -> Iterator[str]:
     later: list[str] = []
 
     def first_time(value: str) -> bool:
-        new = value not in seen
+        new = value not in seen and len(value) <= LEFT_OUT_LONGEST and "\n" not in value
         seen.add(value)
         return new
 
@@ -235,6 +235,8 @@ def left_out_values(card: Card, fields: Collection[str]) -> Iterator[str]:
     yield from (value for value in later if first_time(value))
 
 
+LEFT_OUT_LONGEST = 300
+"""Longest value ``left_out_values`` offers at all: a URL, not a page of text that names a row."""
 LEFT_OUT_VALUE_CHARS = 24
 """Longest value of a field calls take that ``left_out_values`` offers (a code, an amount, a
 name; not an address)."""

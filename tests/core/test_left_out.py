@@ -138,6 +138,28 @@ def test_a_card_a_newer_one_set_aside_is_not_named(make_memory, msg):
     assert f"{cards['4WQ150']} get_reservation_details" not in built.memory
 
 
+def test_the_line_offers_a_search_s_links_first_and_no_link_too_long_to_take(make_memory, msg):
+    from damc_core.compress import left_out_values
+
+    memory = make_memory()
+    memory.observe(msg.call("s", "web_search", {"query": "Acme Cloud pricing change"}))
+    tracked = "https://tracker.example.com/r?u=" + "a1b2c3" * 150
+    search = memory.observe(
+        msg.result(
+            "s",
+            "web_search",
+            f"1. Acme pricing, tracked on 2026-03-01\n{tracked}\n"
+            "2. Acme Cloud pricing report\nhttps://news.example.com/acme/report-2\n",
+        )
+    )
+
+    offered = list(left_out_values(memory.card(search.id), fields=frozenset()))
+
+    assert offered[0] == "https://news.example.com/acme/report-2"  # the link, before the date
+    assert "2026-03-01" in offered
+    assert tracked not in offered
+
+
 @pytest.mark.parametrize(
     ("settings", "match"),
     [
