@@ -151,7 +151,7 @@ NEWEST_YIELDS_TO = 0.6
 """Value from which a card's room is kept from the newest tool result. The newest result is cut
 to ``newest_share`` only as far as such cards need the room: a greeting or a restated plan does
 not push out the rows the agent is about to pick from."""
-LEFT_OUT = "Left out: "
+LEFT_OUT = "Not shown: "
 """How the memory section's last line starts: cards the budget left out, with their values."""
 NAMED_LEFT_OUT = "named with its values in the left-out line"
 """The reason a dropped card that the left-out line names gives, after why it was dropped."""
@@ -208,10 +208,10 @@ class MemorySettings:
     """The budget for an empty history when ``budget_ratio`` is set; it grows from there."""
     left_out_share: float = 0.08
     """Share of the memory budget held for the section's last line, which names the cards the
-    budget left out with the values a next call may take from them (``Left out: c7
+    budget left out with the values a next call may take from them (``Not shown: c7
     get_reservation_details: HAT028, HAT277``): a few tokens each where the card would cost a
-    hundred, and the model can recall the card by its id. What the line does not use goes to the
-    cards; ``0`` leaves the line out."""
+    hundred, and the model can recall the card by its id. What the line does not use is not given
+    back to the cards (handing it to their detail kept no more); ``0`` leaves the line out."""
     left_out_values: int = 6
     """Most values the left-out line gives for one card."""
     recent_messages: int = 2

@@ -53,7 +53,7 @@ def test_a_reservation_the_budget_leaves_out_is_named_with_its_flights(make_memo
 
     left_out = cards["4WQ150"]
     assert f"[{left_out}]" not in built.memory  # no room for the card itself
-    assert f"Left out: {left_out} get_reservation_details: 4WQ150, HAT212, 2024-06-02" in built.memory
+    assert f"Not shown: {left_out} get_reservation_details: 4WQ150, HAT212, 2024-06-02" in built.memory
     assert "HAT212" in memory.handle_recall({"card_id": left_out})  # the whole record, on request
     assert built.memory_tokens <= 300
 
@@ -72,7 +72,7 @@ def test_a_user_turn_left_out_is_named_with_the_values_it_gave(make_memory, msg)
     built = memory.build()
 
     assert f"[{kids.id}]" not in built.memory
-    assert built.memory.endswith(f"Left out: {kids.id} user: 2014-04-05, 2016-11-30\n</memory>")
+    assert built.memory.endswith(f"Not shown: {kids.id} user: 2014-04-05, 2016-11-30\n</memory>")
 
 
 def test_explain_gives_the_line_s_tokens_to_the_cards_it_names(make_memory, msg):
@@ -95,7 +95,7 @@ def test_a_share_of_zero_leaves_the_line_out(make_memory, msg):
 
     built = memory.build()
 
-    assert "Left out" not in built.memory and "HAT212" not in built.memory
+    assert "Not shown" not in built.memory and "HAT212" not in built.memory
 
 
 def test_a_price_quoted_again_since_is_not_named_from_the_older_search(make_memory, msg):
@@ -114,7 +114,7 @@ def test_a_price_quoted_again_since_is_not_named_from_the_older_search(make_memo
         memory.observe(msg.call(f"u{n}", "get_user_details", {"user_id": f"user_{n}"}))
         memory.observe(msg.result(f"u{n}", "get_user_details", {**USER_DETAILS, "user_id": f"user_{n}"}))
 
-    line = memory.build().memory.rpartition("Left out: ")[2]
+    line = memory.build().memory.rpartition("Not shown: ")[2]
 
     assert f"{search.id} search_fares: F10, HAT010, 110, F11, HAT011, F12" in line  # F11's 111 is outdated
     assert "111" not in line
