@@ -280,7 +280,7 @@ class BuiltContext:
     decisions: tuple[Decision, ...]
     """One entry per candidate card."""
     memory: str
-    """The fenced memory section as placed in ``messages`` ("" when no card was kept): for a
+    """The fenced memory section as placed in ``messages`` ("" when no card was kept or named): for a
     caller that puts it into a prompt of its own."""
     memory_tokens: int
     """Tokens of the memory section, counted line by line with a cache: up to about one token a
