@@ -49,7 +49,11 @@ CLI_RECENT = 0
 def _settings(args: argparse.Namespace) -> MemorySettings:
     budget = args.budget[0] if isinstance(args.budget, list) else args.budget
     return MemorySettings(
-        budget=budget, recent_messages=args.recent, budget_ratio=args.budget_ratio, min_budget=args.min_budget
+        budget=budget,
+        recent_messages=args.recent,
+        budget_ratio=args.budget_ratio,
+        min_budget=args.min_budget,
+        left_out_share=args.left_out_share,
     )
 
 
@@ -311,6 +315,14 @@ def build_parser() -> argparse.ArgumentParser:
             metavar="N",
             help="with --budget-ratio: the budget for an empty history "
             f"(default {MemorySettings().min_budget})",
+        )
+        p.add_argument(
+            "--left-out-share",
+            type=float,
+            metavar="S",
+            default=MemorySettings().left_out_share,
+            help="share of the memory budget held for the line naming the cards left out "
+            "(default %(default)s; 0 leaves the line out)",
         )
         p.add_argument(
             "--recent",

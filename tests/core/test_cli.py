@@ -15,6 +15,9 @@ import pytest
 import damc_core
 from damc_core.cli import main
 
+DEMO = Path(damc_core.__file__).parent / "data" / "airline_demo.json"
+"""The bundled demo trace: real tau-bench conversations."""
+
 
 @pytest.fixture(autouse=True)
 def wide_terminal(monkeypatch):
@@ -188,7 +191,6 @@ def test_unknown_command_is_a_usage_error(capsys):
 
 def test_replay_writes_the_same_contexts_whatever_the_hash_seed(tmp_path):
     """Python salts string hashes per process: nothing DAMC sends may depend on set order."""
-    demo = Path(damc_core.__file__).parent / "data" / "airline_demo.json"
     outputs = []
     for seed in ("1", "2"):
         out = tmp_path / f"seed{seed}.jsonl"
@@ -198,7 +200,7 @@ def test_replay_writes_the_same_contexts_whatever_the_hash_seed(tmp_path):
                 "-m",
                 "damc_core.cli",
                 "replay",
-                str(demo),
+                str(DEMO),
                 "--budget",
                 "400",
                 "--out",
@@ -244,7 +246,7 @@ def test_a_usage_error_leaves_an_earlier_output_file_as_it_was(trace, tmp_path, 
 
 
 def test_ctrl_c_stops_a_replay_with_a_note_and_whole_lines(tmp_path):
-    demo = json.loads((Path(damc_core.__file__).parent / "data" / "airline_demo.json").read_text())
+    demo = json.loads(DEMO.read_text())
     long_trace, out = tmp_path / "long.json", tmp_path / "contexts.jsonl"
     long_trace.write_text(json.dumps(demo * 40))
     replay = subprocess.Popen(
@@ -467,7 +469,7 @@ def test_a_replay_holds_one_trajectorys_records_however_long_the_trace():
     from damc_core.stores import InMemoryStore
     from damc_core.trace import load_trajectories
 
-    demo = load_trajectories(Path(damc_core.__file__).parent / "data" / "airline_demo.json")
+    demo = load_trajectories(DEMO)
     first = Namespace(user="replay", session="traj-0")
     points = replay(demo[:3], settings=MemorySettings(budget=400), counter=TiktokenCounter())
     while next(points).traj < 2:  # the replay is at the third conversation
@@ -488,3 +490,21 @@ def test_needed_values_are_found_in_the_text_of_content_parts_not_in_their_repr(
     call = msg.call("r1", "read_file", {"path": path})
 
     assert needed_facts([said], call) == [(path, "user")]
+
+
+@pytest.mark.parametrize(("share", "named"), [("0.08", True), ("0", False)])
+def test_replay_holds_the_share_of_the_budget_it_is_given_for_the_left_out_line(tmp_path, share, named):
+    out = tmp_path / "contexts.jsonl"
+
+    code = main(["replay", str(DEMO), "--budget", "250", "--left-out-share", share, "--out", str(out)])
+
+    assert code == 0
+    assert ("Not shown: " in out.read_text()) is named
+
+
+def test_a_left_out_share_of_the_whole_budget_is_a_clear_error(trace, capsys):
+    path, _ = trace
+
+    code = main(["eval", str(path), "--left-out-share", "1"])
+
+    assert code == 2 and "MemorySettings.left_out_share must be in [0, 1), got 1.0" in capsys.readouterr().err
