@@ -973,7 +973,7 @@ class DecisionMemory:
         left_out, named = "", dict[str, int]()
         if self.settings.left_out_share:
             left_out, named = self._left_out_line(kept, dropped, recent, wide, room)
-        room -= self._renderer.count(left_out) if left_out else 0
+        room -= sum(named.values())  # the line's tokens, shared out among the cards it names
         count = self._renderer.count_messages
         for index, forms in richer.items():  # a result cut for the cards goes back if they left room
             for message in forms:
