@@ -15,7 +15,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from .problem import ScoreRequest
-from .scorer import ContextTooLong, common_prefix
+from .scorer import ContextTooLong, TokenLogProbs, common_prefix, token_ends
 
 _INSTALL_HINT = "install them with: pip install 'damc[transformers]'"
 
@@ -77,6 +77,22 @@ class TransformersScorer:
         return context + continuation, len(context)
 
     def score(self, requests: Sequence[ScoreRequest]) -> list[float]:
+        return [float(sum(values)) for values in self._evaluate(requests)]
+
+    def token_log_probs(self, requests: Sequence[ScoreRequest]) -> list[TokenLogProbs]:
+        """``log P`` of each continuation token, with where in the continuation's text it ends."""
+        out = []
+        for request, values in zip(requests, self._evaluate(requests), strict=True):
+            tokens, start = self.tokens(request)
+            # a prefix that ends inside a multi-byte character decodes with U+FFFD in its place
+            spelled = [
+                len(self.tokenizer.decode(tokens[start:stop]).rstrip("\ufffd"))
+                for stop in range(start + 1, len(tokens) + 1)
+            ]
+            out.append(TokenLogProbs(token_ends(spelled, request.continuation), tuple(values)))
+        return out
+
+    def _evaluate(self, requests: Sequence[ScoreRequest]) -> list[list[float]]:
         encoded = [self.tokens(r) for r in requests]
         limit = getattr(self.model.config, "max_position_embeddings", None)
         for tokens, _ in encoded:
@@ -84,7 +100,7 @@ class TransformersScorer:
                 raise ContextTooLong(
                     f"a request of {len(tokens)} tokens exceeds the model's {limit} positions"
                 )
-        out = [0.0] * len(encoded)
+        out: list[list[float]] = [[] for _ in encoded]
         with self._lock, self._torch.inference_mode():  # one KV cache: one pass at a time
             for i in sorted(range(len(encoded)), key=lambda i: encoded[i][0]):
                 try:
@@ -94,7 +110,7 @@ class TransformersScorer:
                     raise
         return out
 
-    def _score_tokens(self, tokens: list[int], start: int) -> float:
+    def _score_tokens(self, tokens: list[int], start: int) -> list[float]:
         torch = self._torch
         keep = 0
         if self.reuse_prefix and self._cache is not None:
@@ -112,4 +128,4 @@ class TransformersScorer:
         logits = output.logits[0, start - 1 - keep : len(tokens) - 1 - keep].double()
         targets = torch.tensor(tokens[start:], device=self.device)
         log_probs = torch.log_softmax(logits, dim=-1).gather(1, targets[:, None])
-        return float(log_probs.sum())
+        return [float(value) for value in log_probs[:, 0]]

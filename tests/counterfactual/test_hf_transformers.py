@@ -46,6 +46,17 @@ def test_transformers_and_llama_cpp_measure_the_same_card_effect(scorer):
     assert hf == pytest.approx(native, abs=1.0)  # f32 dequantized weights against llama.cpp's Q4_1 kernels
 
 
+def test_token_log_probs_match_llama_cpp_token_for_token(scorer):
+    request = PROBLEM.request([True, True])
+    (hf,) = scorer.token_log_probs([request])
+    with LlamaCppScorer(n_ctx=512) as llama:
+        (native,) = llama.token_log_probs([request])
+
+    assert hf.ends == native.ends and hf.ends[-1] == len(request.continuation)
+    assert hf.log_probs == pytest.approx(native.log_probs, abs=0.5)
+    assert sum(hf.log_probs) == pytest.approx(scorer.score([request])[0])
+
+
 def test_prefix_reuse_matches_a_fresh_pass(scorer):
     requests = [PROBLEM.request([True, True]), PROBLEM.request([True, False])]
     scorer.reuse_prefix = False

@@ -7,7 +7,7 @@ import pytest
 pytest.importorskip("llama_cpp", reason="needs the counterfactual extra: pip install 'damc[counterfactual]'")
 
 from damc_core.counterfactual import AblationProblem, ContextTooLong, ScoreRequest
-from damc_core.counterfactual.estimators import AblationSurrogate, CoarseToFine, LeaveOneOut
+from damc_core.counterfactual.estimators import AblationSurrogate, CoarseToFine, CopyAttribution, LeaveOneOut
 from damc_core.counterfactual.llama_cpp import LlamaCppScorer, bundled_model_path
 from damc_core.errors import ConfigError
 
@@ -56,6 +56,24 @@ def test_cheaper_estimators_agree_on_the_card_that_matters(scorer):
     for values in (coarse, surrogate):
         assert max(zip(values.values, values.card_ids, strict=True))[1] == "c2", values
     assert surrogate.passes == 4
+
+
+def test_copy_attribution_finds_the_card_the_payment_id_comes_from_in_two_passes(scorer):
+    exact = LeaveOneOut().estimate(BOOKING, scorer)
+    copied = CopyAttribution().estimate(BOOKING, scorer)
+
+    assert copied.passes == 2 and copied.full == exact.full
+    ranked = [card for _, card in sorted(zip(copied.values, copied.card_ids, strict=True), reverse=True)]
+    assert ranked[0] == "c2" == max(zip(exact.values, exact.card_ids, strict=True))[1]
+
+
+def test_token_log_probs_sum_to_the_score_and_end_where_the_action_does(scorer):
+    request = ScoreRequest("Pay with:", " café_card_7 🙂")
+    (tokens,) = scorer.token_log_probs([request])
+
+    assert sum(tokens.log_probs) == pytest.approx(scorer.score([request])[0], abs=1e-6)
+    assert list(tokens.ends) == sorted(tokens.ends) and tokens.ends[-1] == len(request.continuation)
+    assert len(" café") in tokens.ends  # "é" is two bytes; the word still ends on a token's end
 
 
 def test_reusing_the_cached_prefix_gives_the_numbers_of_a_fresh_pass_for_less_work(scorer):
