@@ -7,7 +7,9 @@ Stages, each a small protocol with default implementations:
   :class:`OpenAICompatibleScorer` for a served model);
 * an :class:`Estimator` turns an :class:`AblationProblem` (cards, the context around them, the gold
   action) into one value per card, from exact leave-one-out (:class:`LeaveOneOut`) or from fewer,
-  cheaper ablations (:class:`AblationSurrogate`, :class:`CoarseToFine`).
+  cheaper ablations (:class:`AblationSurrogate`, :class:`CoarseToFine`), or in two passes from
+  which cards spell the words of the action (:class:`CopyAttribution`, with a
+  :class:`TokenLogProbScorer`).
 
 :func:`problem_from_replay` makes the ablation problem of a replayed decision point.
 :class:`CounterfactualValuator` brings the values of past decisions to the next one with no model
@@ -17,7 +19,7 @@ context by the log-probability of the right action.
 
 from .batch import model_valuation
 from .book import ValueBook, ValuedDecision
-from .estimators import AblationSurrogate, CoarseToFine, Estimator, LeaveOneOut
+from .estimators import AblationSurrogate, CoarseToFine, CopyAttribution, Estimator, LeaveOneOut
 from .gold import gold_action
 from .hf_transformers import TransformersScorer
 from .judge import JudgeModel, LLMJudgeValuator, OpenAIJudge
@@ -26,7 +28,7 @@ from .llama_cpp import LlamaCppScorer, bundled_model_path
 from .openai_endpoint import OpenAICompatibleScorer
 from .problem import AblationProblem, CardValues, ScoreRequest
 from .problems import action_succeeded, action_text, problem_from_history, problem_from_replay
-from .scorer import ContextTooLong, LogProbScorer
+from .scorer import ContextTooLong, LogProbScorer, TokenLogProbs, TokenLogProbScorer
 from .valuator import Blend, CounterfactualValuator
 
 __all__ = [
@@ -36,6 +38,7 @@ __all__ = [
     "CardValues",
     "CoarseToFine",
     "ContextTooLong",
+    "CopyAttribution",
     "CounterfactualValuator",
     "Estimator",
     "JudgeModel",
@@ -46,6 +49,8 @@ __all__ = [
     "OpenAICompatibleScorer",
     "OpenAIJudge",
     "ScoreRequest",
+    "TokenLogProbScorer",
+    "TokenLogProbs",
     "TransformersScorer",
     "ValueBook",
     "ValuedDecision",

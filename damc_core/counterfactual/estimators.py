@@ -7,7 +7,9 @@ others spend fewer passes:
 * :class:`AblationSurrogate` scores random contexts that each leave out a few cards and fits a
   sparse linear model of the loss on which cards were left out (the idea of ContextCite);
 * :class:`CoarseToFine` leaves out groups of adjacent cards and splits only the groups whose
-  removal matters (the idea of AttriBoT's hierarchical attribution).
+  removal matters (the idea of AttriBoT's hierarchical attribution);
+* :class:`CopyAttribution` reads, token by token, which words of the action the cards make
+  likelier and credits the cards that spell them: two passes, whatever the number of cards.
 
 All of them submit their contexts in one ``score`` call, ordered so that consecutive contexts share
 long prefixes (a scorer that keeps its KV cache then evaluates little more than the changed part).
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
@@ -30,7 +33,7 @@ import numpy as np
 
 from ..errors import ConfigError
 from .problem import AblationProblem, CardValues
-from .scorer import LogProbScorer
+from .scorer import LogProbScorer, TokenLogProbScorer
 
 
 class Estimator(Protocol):
@@ -270,3 +273,75 @@ def _split(cards: range, parts: int) -> list[range]:
     size = len(cards)
     bounds = [cards.start + size * i // parts for i in range(parts + 1)]
     return [range(a, b) for a, b in itertools.pairwise(bounds) if b > a]
+
+
+ACTION_WORD = re.compile(r"[A-Za-z0-9@.:\-]+(?:_[A-Za-z0-9@.:\-]+)*")
+"""A word of an action a card can spell: an id, a date, a name; ``mia_li_3668`` is one word."""
+
+
+@dataclass(frozen=True, slots=True)
+class CopyAttribution:
+    """Values from two passes, whatever the number of cards: the action with every card and with none.
+
+    A model writes an id, a date or a name into its next call by copying it from the context, so
+    the log-probability the cards add to each word of the action belongs to the cards that spell
+    that word, shared among them (and the head, when it spells the word too: a card is then not
+    the only source). A card's value is the sum of its shares. Words are the action's ids and
+    their ``_``-joined parts (``get_user_details`` also credits a card saying "details"), of at
+    least ``min_chars`` characters. A card the action copies nothing from still moves the model a
+    little, more the longer it is (leave-one-out on recorded decisions): ``per_char`` nats per
+    character of the card orders those cards, and is too small to lift one over a card that lends
+    a word. Needs a scorer that reads log-probabilities token by token (:class:`TokenLogProbScorer`).
+    """
+
+    min_chars: int = 3
+    per_char: float = 0.00075
+    name: str = "copy-attribution"
+
+    def __post_init__(self) -> None:
+        if self.min_chars < 1:
+            raise ConfigError(f"CopyAttribution.min_chars must be >= 1, got {self.min_chars}")
+        if self.per_char < 0.0:
+            raise ConfigError(f"CopyAttribution.per_char must be >= 0, got {self.per_char}")
+
+    def estimate(self, problem: AblationProblem, scorer: LogProbScorer) -> CardValues:
+        if not isinstance(scorer, TokenLogProbScorer):
+            raise ConfigError(
+                f"CopyAttribution needs a scorer that reads log-probabilities token by token "
+                f"(LlamaCppScorer, TransformersScorer); {scorer.name} gives only sums"
+            )
+        n = len(problem.card_ids)
+        with_all = problem.request(_keep_all(n))
+        every, none = scorer.token_log_probs([with_all, problem.request((False,) * n)])
+        full = sum(every.log_probs)
+        scores = [full, sum(none.log_probs)]
+        if not all(math.isfinite(s) for s in scores):  # a failed pass: no value can be taken from it
+            return _measured(problem, [None] * n, full, scores, self.name)
+        gains = [a - b for a, b in zip(every.log_probs, none.log_probs, strict=True)]
+        spans = list(itertools.pairwise((0, *every.ends)))
+        words = action_words(with_all.continuation, self.min_chars)
+        tokens_of = [[t for t, (a, b) in enumerate(spans) if a < e and b > s] for s, e, _ in words]
+        # a token inside an id and inside its part counts once, shared by the words that hold it
+        words_of = [sum(t in tokens for tokens in tokens_of) for t in range(len(spans))]
+        values = [self.per_char * len(text) for text in problem.card_texts]
+        for (_, _, word), tokens in zip(words, tokens_of, strict=True):
+            sources = [i for i, text in enumerate(problem.card_texts) if word in text]
+            gain = sum(gains[t] / words_of[t] for t in tokens)
+            for i in sources:
+                values[i] += gain / (len(sources) + (word in problem.head))
+        return _measured(problem, values, full, scores, self.name)
+
+
+def action_words(action: str, min_chars: int = 1) -> list[tuple[int, int, str]]:
+    """``(start, end, word)`` of each word of ``action`` a card could spell: every
+    :data:`ACTION_WORD`, and the parts of one joined by ``_``, of at least ``min_chars``."""
+    found: list[tuple[int, int, str]] = []
+    for match in ACTION_WORD.finditer(action):
+        parts = [(match.start(), match.end())]
+        if "_" in match.group():
+            offset = match.start()
+            for part in match.group().split("_"):
+                parts.append((offset, offset + len(part)))
+                offset += len(part) + 1
+        found.extend((a, b, action[a:b]) for a, b in parts if b - a >= min_chars)
+    return found

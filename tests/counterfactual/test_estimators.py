@@ -6,7 +6,9 @@ estimator should return is known in advance; the real-model checks are in ``test
 
 from __future__ import annotations
 
+import itertools
 import math
+import re
 from collections.abc import Sequence
 
 import pytest
@@ -14,7 +16,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from damc_core.counterfactual import AblationProblem, ScoreRequest
-from damc_core.counterfactual.estimators import AblationSurrogate, CoarseToFine, LeaveOneOut, lasso
+from damc_core.counterfactual.estimators import (
+    AblationSurrogate,
+    CoarseToFine,
+    CopyAttribution,
+    LeaveOneOut,
+    action_words,
+    lasso,
+)
+from damc_core.counterfactual.scorer import TokenLogProbs, TokenLogProbScorer, byte_piece_ends
 from damc_core.errors import ConfigError
 
 
@@ -52,6 +62,32 @@ class FailsWithout(AdditiveScorer):
             s if self.card in self.present(r.context) else self.failure
             for r, s in zip(requests, scores, strict=True)
         ]
+
+
+class CopyingScorer:
+    """A model that copies: each token of the continuation (a run of letters and digits, or one
+    other character) costs ``miss`` nats, or ``hit`` when the context holds it. Records requests."""
+
+    def __init__(self, hit: float = -0.5, miss: float = -6.0) -> None:
+        self.hit, self.miss = hit, miss
+        self.requests: list[ScoreRequest] = []
+
+    @property
+    def name(self) -> str:
+        return "copying"
+
+    def token_log_probs(self, requests: Sequence[ScoreRequest]) -> list[TokenLogProbs]:
+        self.requests.extend(requests)
+        out = []
+        for request in requests:
+            tokens = re.findall(r"[A-Za-z0-9]+|.", request.continuation)
+            ends = tuple(itertools.accumulate(len(t) for t in tokens))
+            values = tuple(self.hit if t.strip() and t in request.context else self.miss for t in tokens)
+            out.append(TokenLogProbs(ends, values))
+        return out
+
+    def score(self, requests: Sequence[ScoreRequest]) -> list[float]:
+        return [sum(t.log_probs) for t in self.token_log_probs(requests)]
 
 
 def problem_of(n: int) -> AblationProblem:
@@ -219,6 +255,8 @@ def test_lasso_recovers_an_exact_sparse_solution_and_zero_for_no_signal():
         lambda: CoarseToFine(branching=1),
         lambda: CoarseToFine(threshold=-0.1),
         lambda: CoarseToFine(max_passes=1),
+        lambda: CopyAttribution(min_chars=0),
+        lambda: CopyAttribution(per_char=-0.1),
     ],
 )
 def test_bad_settings_are_refused_when_the_estimator_is_made(make):
@@ -263,3 +301,96 @@ def test_when_the_full_context_cannot_be_scored_no_card_has_a_value(estimator):
 
     assert (values.card_ids, values.values) == ((), ())
     assert values.failed == values.passes
+
+
+BOOKING = AblationProblem(
+    card_ids=("c2", "c3", "c4"),
+    card_texts=(
+        "[c2] get_user_details(user_id=mia_li_3668) -> payment_methods: credit_card_7815826",
+        "[c3] search_direct_flight(origin=JFK, destination=SEA) -> HAT069 economy; HAT083 sold out",
+        "[c4] assistant: HAT069 departs at 06:00.",
+    ),
+    head="Memory:\n[c1] user: Book the flight on 2024-05-20 with my visa.\n",
+    tail="\nNext tool call:",
+    action=" book_reservation(flight_number=HAT069, date=2024-05-20, payment_id=credit_card_7815826)",
+)
+"""The payment id is in one card, the flight in two, the date in the head only."""
+GAIN = 6.0 - 0.5
+"""What the copying scorer gains on a token the cards hold and the rest of the context does not."""
+
+
+def test_copy_attribution_credits_the_card_an_id_is_copied_from_with_two_passes():
+    scorer = CopyingScorer()
+    values = CopyAttribution(per_char=0.0).estimate(BOOKING, scorer)
+    by_card = dict(zip(values.card_ids, values.values, strict=True))
+
+    assert values.passes == 2 and values.estimator == "copy-attribution"
+    assert [r.context.count("[c") for r in scorer.requests] == [4, 1]  # every card, then none
+    assert values.full == scorer.score([BOOKING.request((True,) * 3)])[0]
+    # c2 alone spells credit_card_7815826 (5 tokens), and "payment" of payment_id, whose token
+    # payment_id (spelled by no card) holds too
+    assert by_card["c2"] == pytest.approx(5 * GAIN + GAIN / 2)
+    # HAT069 is in c3 and c4: half each; the date is in the head, so no card gains by it
+    assert by_card["c3"] == by_card["c4"] == pytest.approx(GAIN / 2)
+
+
+def test_a_word_the_head_also_spells_gives_a_card_only_its_share():
+    problem = AblationProblem(
+        card_ids=("c2",),
+        card_texts=("[c2] user: my id is mia_li_3668",),
+        head="[c1] user: I am mia_li_3668.\n",
+        tail="\nNext tool call:",
+        action=" get_user_details(user_id=mia_li_3668)",
+    )
+    values = CopyAttribution(per_char=0.0).estimate(problem, CopyingScorer())
+
+    assert values.values == (0.0,)  # the head holds the id too: nothing to gain from the card
+
+
+def test_cards_that_lend_the_action_nothing_are_ordered_by_length_below_one_that_does():
+    problem = AblationProblem(
+        card_ids=("short", "long", "source"),
+        card_texts=("[c2] user: ok", "[c3] assistant: " + "a long answer " * 30, "[c4] id=ZX91QF"),
+        head="",
+        tail="\nNext tool call:",
+        action=" cancel(reservation_id=ZX91QF)",
+    )
+    values = CopyAttribution().estimate(problem, CopyingScorer())
+
+    assert values.values[2] > values.values[1] > values.values[0] > 0
+
+
+def test_action_words_are_ids_and_the_parts_joined_in_them():
+    words = [w for _, _, w in action_words(" get_user_details(user_id=mia_li_3668, date=2024-05-20)", 3)]
+
+    assert (
+        " ".join(words)
+        == "get_user_details get user details user_id user mia_li_3668 mia 3668 date 2024-05-20"
+    )
+
+
+def test_copy_attribution_needs_a_scorer_that_reads_token_by_token():
+    assert isinstance(CopyingScorer(), TokenLogProbScorer)
+    assert not isinstance(AdditiveScorer([1.0]), TokenLogProbScorer)
+    with pytest.raises(ConfigError, match="token by token"):
+        CopyAttribution().estimate(problem_of(3), AdditiveScorer([1.0, 2.0, 3.0]))
+
+
+def test_copy_attribution_with_a_failed_pass_gives_no_card_a_value():
+    class NoNumbers(CopyingScorer):
+        def token_log_probs(self, requests: Sequence[ScoreRequest]) -> list[TokenLogProbs]:
+            measured = super().token_log_probs(requests)
+            return [TokenLogProbs(t.ends, (math.nan,) * len(t.ends)) for t in measured]
+
+    values = CopyAttribution().estimate(BOOKING, NoNumbers())
+
+    assert (values.card_ids, values.values, values.failed) == ((), (), 2)
+
+
+def test_token_ends_count_characters_and_stop_before_a_character_split_between_tokens():
+    # "é" is two bytes; a byte-level tokenizer may split it between two tokens
+    pieces = [b" caf", "é".encode()[:1], "é".encode()[1:], b" ok"]
+
+    assert byte_piece_ends(pieces, " café ok") == (4, 4, 5, 8)
+    # a tokenizer that spells the continuation with one more leading space is counted from the text
+    assert byte_piece_ends([b"  id", b"=7"], " id=7") == (3, 5)
