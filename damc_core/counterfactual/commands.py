@@ -23,7 +23,7 @@ from ..tokens import TiktokenCounter, TokenCounter
 from ..trace import load_trajectories
 from ..types import Message
 from .book import ValueBook, ValuedDecision, decision_line, replay_namespace
-from .estimators import AblationSurrogate, CoarseToFine, Estimator, LeaveOneOut
+from .estimators import AblationSurrogate, CoarseToFine, CopyAttribution, Estimator, LeaveOneOut
 from .gold import gold_action
 from .likelihood import LikelihoodReport
 from .problem import CardValues
@@ -35,6 +35,7 @@ ESTIMATORS: dict[str, Callable[[], Estimator]] = {
     "loo": LeaveOneOut,
     "surrogate": AblationSurrogate,
     "coarse": CoarseToFine,
+    "copy": CopyAttribution,
 }
 SCORER_HELP = "llama.cpp (the bundled SmolLM2-135M-Instruct, default) or llama.cpp:PATH.gguf"
 
@@ -156,7 +157,8 @@ def add_value_parser(
         choices=sorted(ESTIMATORS),
         default="loo",
         help="loo: exact leave-one-out, n + 1 passes; surrogate: random ablations and a sparse fit; "
-        "coarse: groups of cards, split where removal matters (default %(default)s)",
+        "coarse: groups of cards, split where removal matters; copy: two passes, each word of the "
+        "action credited to the cards that spell it (default %(default)s)",
     )
     p.add_argument("--scorer", default="llama.cpp", help=SCORER_HELP)
     p.add_argument("--out", required=True, help="output JSONL: one decision point per line")

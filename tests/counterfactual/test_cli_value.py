@@ -49,6 +49,21 @@ def test_value_writes_every_card_value_at_every_decision_with_a_removable_card(v
     assert "hat069" in booking["terms"]
 
 
+def test_copy_estimator_values_the_same_cards_in_two_passes_a_decision(valued_trace, tmp_path):
+    trace, exact = valued_trace
+    values = tmp_path / "copy.jsonl"
+
+    assert main(["value", str(trace), "--estimator", "copy", "--without-system", "--out", str(values)]) == 0
+
+    copied = [json.loads(line) for line in values.read_text(encoding="utf-8").splitlines()]
+    loo = [json.loads(line) for line in exact.read_text(encoding="utf-8").splitlines()]
+    assert [(c["step"], c["card_ids"], c["full"]) for c in copied] == [
+        (e["step"], e["card_ids"], e["full"]) for e in loo
+    ]
+    assert [c["passes"] for c in copied] == [2, 2]
+    assert copied[1]["source"] == "copy-attribution/llama.cpp:SmolLM2-135M-Instruct.Q4_1"
+
+
 def test_values_steer_later_decisions_of_the_replay(valued_trace, tmp_path):
     trace, values = valued_trace
     from conftest import airline_conversation
