@@ -308,7 +308,7 @@ class CopyAttribution:
         if not isinstance(scorer, TokenLogProbScorer):
             raise ConfigError(
                 f"CopyAttribution needs a scorer that reads log-probabilities token by token "
-                f"(LlamaCppScorer, TransformersScorer); {scorer.name} gives only sums"
+                f"(LlamaCppScorer, TransformersScorer, OpenAICompatibleScorer); {scorer.name} gives only sums"
             )
         n = len(problem.card_ids)
         with_all = problem.request(_keep_all(n))

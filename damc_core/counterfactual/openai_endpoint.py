@@ -14,7 +14,7 @@ from typing import Any
 from ..checks import finite_number
 from ..errors import ConfigError
 from .problem import ScoreRequest
-from .scorer import ContextTooLong
+from .scorer import ContextTooLong, TokenLogProbs
 
 
 class OpenAICompatibleScorer:
@@ -67,9 +67,13 @@ class OpenAICompatibleScorer:
         return f"openai-completions:{self.model}"
 
     def score(self, requests: Sequence[ScoreRequest]) -> list[float]:
+        return [sum(self._score(request).log_probs) for request in requests]
+
+    def token_log_probs(self, requests: Sequence[ScoreRequest]) -> list[TokenLogProbs]:
+        """``log P`` of each continuation token as the endpoint echoes it."""
         return [self._score(request) for request in requests]
 
-    def _score(self, request: ScoreRequest) -> float:
+    def _score(self, request: ScoreRequest) -> TokenLogProbs:
         if not request.continuation:
             raise ValueError("ScoreRequest.continuation is empty: there is nothing to score")
         prompt = self.bos_text + request.context + request.continuation
@@ -89,7 +93,7 @@ class OpenAICompatibleScorer:
             )
         generated = response.usage.completion_tokens if response.usage is not None else 1
         offsets = list(logprobs.text_offset) if logprobs.text_offset else None
-        return continuation_log_prob(
+        return continuation_tokens(
             list(logprobs.tokens),
             list(logprobs.token_logprobs),
             len(request.continuation),
@@ -120,7 +124,20 @@ def continuation_log_prob(
     generated: int,
     offsets: Sequence[int] | None = None,
 ) -> float:
-    """Sum of the log-probabilities of the echoed prompt tokens that spell the continuation.
+    """Sum of the log-probabilities of the echoed prompt tokens that spell the continuation (see
+    :func:`continuation_tokens`)."""
+    return sum(continuation_tokens(tokens, log_probs, continuation_chars, generated, offsets).log_probs)
+
+
+def continuation_tokens(
+    tokens: Sequence[str],
+    log_probs: Sequence[float | None],
+    continuation_chars: int,
+    generated: int,
+    offsets: Sequence[int] | None = None,
+) -> TokenLogProbs:
+    """The echoed prompt tokens that spell the continuation: their log-probabilities, and where in
+    the continuation each ends.
 
     The echo is the prompt's tokens then ``generated`` new ones; the continuation is the prompt's
     last ``continuation_chars`` characters, and a token that straddles the context's end counts
@@ -140,6 +157,7 @@ def continuation_log_prob(
             offsets[index - 1] >= start or offsets[index - 1] + len(tokens[index - 1]) > start
         ):
             index -= 1
+        ends = [offsets[i] + len(tokens[i]) - start for i in range(index, end)]
     else:
         index, chars = end, 0
         while chars < continuation_chars:
@@ -147,9 +165,12 @@ def continuation_log_prob(
             if index < 0:
                 raise RuntimeError("the endpoint echoed fewer tokens than the continuation has")
             chars += len(tokens[index])
+        ends = [continuation_chars - sum(len(t) for t in tokens[i + 1 : end]) for i in range(index, end)]
     if index == end:
         raise RuntimeError("the endpoint echoed no token of the continuation")
     values = log_probs[index:end]
     if any(value is None for value in values):
         raise RuntimeError("the endpoint gave no log-probability for a continuation token")
-    return sum(value for value in values if value is not None)
+    ends[-1] = continuation_chars  # the last token ends the prompt, whatever its echoed text
+    clamped = tuple(min(continuation_chars, max(0, e)) for e in ends)
+    return TokenLogProbs(clamped, tuple(value for value in values if value is not None))

@@ -9,7 +9,11 @@ pytest.importorskip("openai", reason="needs the openai extra")
 
 from damc_core.counterfactual import AblationProblem, ScoreRequest
 from damc_core.counterfactual.llama_cpp import LlamaCppScorer
-from damc_core.counterfactual.openai_endpoint import OpenAICompatibleScorer, continuation_log_prob
+from damc_core.counterfactual.openai_endpoint import (
+    OpenAICompatibleScorer,
+    continuation_log_prob,
+    continuation_tokens,
+)
 from damc_core.errors import ConfigError
 
 # llama-cpp-python pairs each echoed token with the logits *after* it when the model adds no BOS
@@ -41,6 +45,16 @@ def test_the_endpoint_echoes_prompt_log_probabilities_that_agree_with_the_in_pro
     assert endpoint.name == "openai-completions:smollm2"
     assert remote == pytest.approx(local, abs=0.05)
     assert remote[0] - remote[1] > 5.0  # without the card holding the payment id the call is unlikely
+
+
+def test_the_endpoint_reads_the_action_token_by_token_as_the_in_process_scorer_does(completion_server):
+    request = PROBLEM.request([True, True])
+    (remote,) = OpenAICompatibleScorer("smollm2", base_url=completion_server).token_log_probs([request])
+    with LlamaCppScorer(n_ctx=512) as local_scorer:
+        (local,) = local_scorer.token_log_probs([request])
+
+    assert remote.ends == local.ends
+    assert remote.log_probs == pytest.approx(local.log_probs, abs=0.05)
 
 
 def test_a_bos_text_makes_a_server_that_needs_one_score_any_prompt(completion_server):
@@ -186,6 +200,8 @@ def test_offsets_place_empty_byte_tokens_and_ignore_special_tokens_left_out():
 
     by_offset = continuation_log_prob(tokens, log_probs, continuation_chars=3, generated=1, offsets=offsets)
     assert by_offset == -14.0  # " ", the two pieces of 東, ")"
+    # the pieces end where 東 starts; the token after them ends the continuation
+    assert continuation_tokens(tokens, log_probs, 3, generated=1, offsets=offsets).ends == (1, 1, 1, 3)
     # by token text alone the pieces count nothing, and ":" of the context is taken in
     assert continuation_log_prob(tokens, log_probs, continuation_chars=3, generated=1) == -15.0
 
