@@ -6,7 +6,8 @@ is left out of the head unless ``--with-system``), with the bundled SmolLM2 scor
 model given as ``--model``:
 
 * Spearman rank correlation of :class:`AblationSurrogate` and of :class:`CoarseToFine` with exact
-  :class:`LeaveOneOut`, each given at most ``n / 4`` ablations (at most 32; ``--budget``);
+  :class:`LeaveOneOut`, each given at most ``n / 4`` ablations (at most 32; ``--budget``), and of
+  :class:`CopyAttribution`, which takes two passes whatever ``n``;
 * scorer passes per second and tokens evaluated per pass;
 * what prefix reuse saves: leave-one-out with and without KV-cache reuse (on the first
   ``--reuse-points`` points: without reuse is the slow part);
@@ -29,7 +30,13 @@ import numpy as np
 
 from damc_core.assemble import MEMORY_PREAMBLE
 from damc_core.counterfactual import AblationProblem, CardValues
-from damc_core.counterfactual.estimators import AblationSurrogate, CoarseToFine, Estimator, LeaveOneOut
+from damc_core.counterfactual.estimators import (
+    AblationSurrogate,
+    CoarseToFine,
+    CopyAttribution,
+    Estimator,
+    LeaveOneOut,
+)
 from damc_core.counterfactual.llama_cpp import LlamaCppScorer
 from damc_core.counterfactual.problems import action_succeeded, problem_from_history
 from damc_core.encode import parse_arguments
@@ -131,6 +138,7 @@ def main() -> None:
         exact = run(LeaveOneOut(), problem, scorer)
         surrogate = run(AblationSurrogate(ablations=budget), problem, scorer)
         coarse = run(CoarseToFine(max_passes=budget + 1), problem, scorer)
+        copy = run(CopyAttribution(), problem, scorer)
         row = {
             "point": label,
             "n": n,
@@ -142,9 +150,11 @@ def main() -> None:
             "surrogate_passes": surrogate.values.passes,
             "coarse_rho": spearman(coarse.values.values, exact.values.values),
             "coarse_passes": coarse.values.passes,
+            "copy_rho": spearman(copy.values.values, exact.values.values),
             "top_card_loo": exact.values.card_ids[int(np.argmax(exact.values.values))],
             "top_card_surrogate": surrogate.values.card_ids[int(np.argmax(surrogate.values.values))],
             "top_card_coarse": coarse.values.card_ids[int(np.argmax(coarse.values.values))],
+            "top_card_copy": copy.values.card_ids[int(np.argmax(copy.values.values))],
             "max_loo": max(exact.values.values),
         }
         if args.noise_floor:
@@ -166,8 +176,9 @@ def main() -> None:
             f"({row['passes_per_s']:.2f} passes/s, {row['tokens_per_pass']:.0f} tokens/pass) | "
             f"surrogate rho={row['surrogate_rho']:.2f} ({surrogate.values.passes} passes) | "
             f"coarse-to-fine rho={row['coarse_rho']:.2f} ({coarse.values.passes} passes) | "
-            f"top card loo/surrogate/coarse {row['top_card_loo']}/{row['top_card_surrogate']}/"
-            f"{row['top_card_coarse']} (loo {row['max_loo']:.1f} nats)"
+            f"copy rho={row['copy_rho']:.2f} (2 passes) | "
+            f"top card loo/surrogate/coarse/copy {row['top_card_loo']}/{row['top_card_surrogate']}/"
+            f"{row['top_card_coarse']}/{row['top_card_copy']} (loo {row['max_loo']:.1f} nats)"
             + (f" | loo vs itself reworded rho={row['loo_self_rho']:.2f}" if "loo_self_rho" in row else "")
             + (
                 f" | reuse: {row['reuse_speedup_s']:.1f}x time, {row['reuse_speedup_tokens']:.1f}x tokens, "
@@ -180,12 +191,12 @@ def main() -> None:
     if not rows:
         return
     print("\nsummary over", len(rows), "decision points")
-    for key in ("surrogate_rho", "coarse_rho", "loo_self_rho", "passes_per_s", "tokens_per_pass"):
+    for key in ("surrogate_rho", "coarse_rho", "copy_rho", "loo_self_rho", "passes_per_s", "tokens_per_pass"):
         values = [float(r[key]) for r in rows if key in r and not np.isnan(float(r[key]))]
         if not values:
             continue
         print(f"  {key}: mean {statistics.mean(values):.3f} median {statistics.median(values):.3f}")
-    for name in ("surrogate", "coarse"):
+    for name in ("surrogate", "coarse", "copy"):
         agree = sum(r[f"top_card_{name}"] == r["top_card_loo"] for r in rows)
         print(f"  {name} finds loo's top card: {agree}/{len(rows)}")
     speedups = [r for r in rows if "reuse_speedup_s" in r]

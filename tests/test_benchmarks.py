@@ -172,6 +172,7 @@ def test_counterfactual_benchmark_on_the_bundled_trace() -> None:
 
     assert "summary over 1 decision points" in printed
     assert re.search(r"loo [\d.]+s \([\d.]+ passes/s", printed)
+    assert re.search(r"copy rho=(-?[\d.]+|nan) \(2 passes\)", printed)
     # the noise floor: leave-one-out again under a header reworded in no meaningful way
     noise_floor = re.search(r"loo vs itself reworded rho=(-?[\d.]+)", printed)
     assert noise_floor and -1 <= float(noise_floor.group(1)) <= 1
