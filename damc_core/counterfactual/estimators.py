@@ -312,6 +312,9 @@ class CopyAttribution:
             )
         n = len(problem.card_ids)
         with_all = problem.request(_keep_all(n))
+        if not n:  # nothing to credit: the full score is all there is to measure
+            (alone,) = scorer.score([with_all])
+            return _measured(problem, [], alone, [alone], self.name)
         every, none = scorer.token_log_probs([with_all, problem.request((False,) * n)])
         full = sum(every.log_probs)
         scores = [full, sum(none.log_probs)]

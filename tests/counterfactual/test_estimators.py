@@ -269,6 +269,8 @@ def test_a_decision_without_cards_has_only_the_full_score():
     for estimator in (LeaveOneOut(), AblationSurrogate(), CoarseToFine()):
         values = estimator.estimate(problem, AdditiveScorer([]))
         assert (values.values, values.full, values.passes) == ((), -20.0, 1)
+    copied = CopyAttribution().estimate(problem, CopyingScorer())
+    assert (copied.values, copied.passes) == ((), 1) and copied.full < 0
 
 
 @pytest.mark.parametrize("failure", [math.nan, -math.inf, math.inf])
