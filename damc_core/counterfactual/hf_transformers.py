@@ -77,22 +77,22 @@ class TransformersScorer:
         return context + continuation, len(context)
 
     def score(self, requests: Sequence[ScoreRequest]) -> list[float]:
-        return [float(sum(values)) for values in self._evaluate(requests)]
+        return [float(sum(values)) for _, values in self._evaluate(requests)]
 
     def token_log_probs(self, requests: Sequence[ScoreRequest]) -> list[TokenLogProbs]:
         """``log P`` of each continuation token, with where in the continuation's text it ends."""
         out = []
-        for request, values in zip(requests, self._evaluate(requests), strict=True):
-            tokens, start = self.tokens(request)
+        for request, (continuation, values) in zip(requests, self._evaluate(requests), strict=True):
             # a prefix that ends inside a multi-byte character decodes with U+FFFD in its place
             spelled = [
-                len(self.tokenizer.decode(tokens[start:stop]).rstrip("\ufffd"))
-                for stop in range(start + 1, len(tokens) + 1)
+                len(self.tokenizer.decode(continuation[:stop]).rstrip("\ufffd"))
+                for stop in range(1, len(continuation) + 1)
             ]
             out.append(TokenLogProbs(token_ends(spelled, request.continuation), tuple(values)))
         return out
 
-    def _evaluate(self, requests: Sequence[ScoreRequest]) -> list[list[float]]:
+    def _evaluate(self, requests: Sequence[ScoreRequest]) -> list[tuple[list[int], list[float]]]:
+        """Each request's continuation tokens and their log-probabilities."""
         encoded = [self.tokens(r) for r in requests]
         limit = getattr(self.model.config, "max_position_embeddings", None)
         for tokens, _ in encoded:
@@ -100,11 +100,12 @@ class TransformersScorer:
                 raise ContextTooLong(
                     f"a request of {len(tokens)} tokens exceeds the model's {limit} positions"
                 )
-        out: list[list[float]] = [[] for _ in encoded]
+        out: list[tuple[list[int], list[float]]] = [([], []) for _ in encoded]
         with self._lock, self._torch.inference_mode():  # one KV cache: one pass at a time
             for i in sorted(range(len(encoded)), key=lambda i: encoded[i][0]):
+                tokens, start = encoded[i]
                 try:
-                    out[i] = self._score_tokens(*encoded[i])
+                    out[i] = (tokens[start:], self._score_tokens(tokens, start))
                 except BaseException:
                     self._cache, self._cached = None, []  # a failed pass leaves the cache unknown
                     raise

@@ -180,18 +180,18 @@ class LlamaCppScorer:
         raise ValueError(f"llama.cpp could not tokenize a text of {len(data)} bytes")
 
     def score(self, requests: Sequence[ScoreRequest]) -> list[float]:
-        return [sum(values) for values in self._evaluate(requests)]
+        return [sum(values) for _, values in self._evaluate(requests)]
 
     def token_log_probs(self, requests: Sequence[ScoreRequest]) -> list[TokenLogProbs]:
         """``log P`` of each continuation token, with where in the continuation's text it ends."""
         out = []
-        for request, values in zip(requests, self._evaluate(requests), strict=True):
-            tokens, start = self.tokens(request)
-            pieces = [self._piece(token) for token in tokens[start:]]
+        for request, (continuation, values) in zip(requests, self._evaluate(requests), strict=True):
+            pieces = [self._piece(token) for token in continuation]
             out.append(TokenLogProbs(byte_piece_ends(pieces, request.continuation), tuple(values)))
         return out
 
-    def _evaluate(self, requests: Sequence[ScoreRequest]) -> list[list[float]]:
+    def _evaluate(self, requests: Sequence[ScoreRequest]) -> list[tuple[list[int], list[float]]]:
+        """Each request's continuation tokens and their log-probabilities."""
         with self._lock:
             if self._batch is None:
                 raise RuntimeError("LlamaCppScorer was used after close()")
@@ -202,9 +202,10 @@ class LlamaCppScorer:
                         f"a request of {len(tokens)} tokens does not fit the scorer's n_ctx={self.n_ctx}; "
                         "create LlamaCppScorer with a larger n_ctx or shorten the context"
                     )
-            out: list[list[float]] = [[] for _ in encoded]
+            out: list[tuple[list[int], list[float]]] = [([], []) for _ in encoded]
             for i in sorted(range(len(encoded)), key=lambda i: encoded[i][0]):
-                out[i] = self._score_tokens(*encoded[i])
+                tokens, start = encoded[i]
+                out[i] = (tokens[start:], self._score_tokens(tokens, start))
             return out
 
     def _score_tokens(self, tokens: list[int], start: int) -> list[float]:

@@ -117,18 +117,6 @@ def _context_length_exceeded(exc: Exception) -> bool:
     )
 
 
-def continuation_log_prob(
-    tokens: Sequence[str],
-    log_probs: Sequence[float | None],
-    continuation_chars: int,
-    generated: int,
-    offsets: Sequence[int] | None = None,
-) -> float:
-    """Sum of the log-probabilities of the echoed prompt tokens that spell the continuation (see
-    :func:`continuation_tokens`)."""
-    return sum(continuation_tokens(tokens, log_probs, continuation_chars, generated, offsets).log_probs)
-
-
 def continuation_tokens(
     tokens: Sequence[str],
     log_probs: Sequence[float | None],

@@ -11,7 +11,6 @@ from damc_core.counterfactual import AblationProblem, ScoreRequest
 from damc_core.counterfactual.llama_cpp import LlamaCppScorer
 from damc_core.counterfactual.openai_endpoint import (
     OpenAICompatibleScorer,
-    continuation_log_prob,
     continuation_tokens,
 )
 from damc_core.errors import ConfigError
@@ -72,17 +71,22 @@ def test_a_bos_text_makes_a_server_that_needs_one_score_any_prompt(completion_se
     assert abs(bare - local) > 5.0  # llama-cpp-python's server, on a model that adds no BOS token
 
 
+def summed(*args: object, **kwargs: object) -> float:
+    """What the scorer scores: the continuation tokens' log-probabilities, added up."""
+    return sum(continuation_tokens(*args, **kwargs).log_probs)  # type: ignore[arg-type]
+
+
 def test_continuation_tokens_are_counted_back_from_the_end_of_the_prompt():
     tokens = ["<|im_start|>", "Next", " tool", " call", ":", " book", "_res", "ervation", "("]
     log_probs = [None, -4.0, -3.0, -1.0, -0.5, -1.0, -2.0, -0.5, -9.0]
 
     # " book_reservation" is 17 characters; "(" was generated
-    assert continuation_log_prob(tokens, log_probs, continuation_chars=17, generated=1) == -3.5
+    assert summed(tokens, log_probs, continuation_chars=17, generated=1) == -3.5
     # an endpoint that stopped at once generated nothing
-    assert continuation_log_prob(tokens[:-1], log_probs[:-1], continuation_chars=17, generated=0) == -3.5
+    assert summed(tokens[:-1], log_probs[:-1], continuation_chars=17, generated=0) == -3.5
     # a token that straddles the end of the context belongs to the continuation (":" of ": book_...")
-    assert continuation_log_prob(tokens, log_probs, continuation_chars=16, generated=1) == -3.5
-    assert continuation_log_prob(tokens, log_probs, continuation_chars=18, generated=1) == -4.0
+    assert summed(tokens, log_probs, continuation_chars=16, generated=1) == -3.5
+    assert summed(tokens, log_probs, continuation_chars=18, generated=1) == -4.0
 
 
 def test_an_empty_continuation_is_refused_before_any_request(completion_server):
@@ -198,20 +202,20 @@ def test_offsets_place_empty_byte_tokens_and_ignore_special_tokens_left_out():
     offsets = [0, 4, 5, 6, 6, 7, 8]
     log_probs = [None, -1.0, -2.0, -3.0, -4.0, -5.0, -9.0]
 
-    by_offset = continuation_log_prob(tokens, log_probs, continuation_chars=3, generated=1, offsets=offsets)
+    by_offset = summed(tokens, log_probs, continuation_chars=3, generated=1, offsets=offsets)
     assert by_offset == -14.0  # " ", the two pieces of 東, ")"
     # the pieces end where 東 starts; the token after them ends the continuation
     assert continuation_tokens(tokens, log_probs, 3, generated=1, offsets=offsets).ends == (1, 1, 1, 3)
     # by token text alone the pieces count nothing, and ":" of the context is taken in
-    assert continuation_log_prob(tokens, log_probs, continuation_chars=3, generated=1) == -15.0
+    assert summed(tokens, log_probs, continuation_chars=3, generated=1) == -15.0
 
 
 def test_a_prompt_ending_in_a_character_echoed_as_empty_byte_pieces_counts_it_whether_or_not_tokens_follow():
     # "call: 東", the continuation " 東": the server echoes 東 as two empty byte pieces at its offset
     tokens, offsets, log_probs = ["call", ":", " ", "", ""], [0, 4, 5, 6, 6], [None, -1.0, -2.0, -3.0, -4.0]
 
-    alone = continuation_log_prob(tokens, log_probs, continuation_chars=2, generated=0, offsets=offsets)
-    followed = continuation_log_prob(
+    alone = summed(tokens, log_probs, continuation_chars=2, generated=0, offsets=offsets)
+    followed = summed(
         [*tokens, "\n"], [*log_probs, -9.0], continuation_chars=2, generated=1, offsets=[*offsets, 7]
     )
 
