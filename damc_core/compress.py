@@ -305,33 +305,19 @@ SUMMARY_INSTRUCTIONS = (
 )
 
 
-def format_arguments(arguments: Mapping[str, Any], *, rows: bool = False) -> str:
-    """``key=value, ...``; with ``rows``, a list of flat records with the same keys is written as
-    a table, its keys once (``flights=[flight_number date: HAT023 2024-05-26; HAT134 …]``): about
-    half the tokens of repeating every key, as a card's tables do."""
+def format_arguments(arguments: Mapping[str, Any]) -> str:
+    """``key=value, ...``, records as ``(key=value, ...)``: every value beside its name, as the call
+    wrote it, so a model retrying or repeating the call copies it whole. (A table with the keys
+    once is shorter, but a retry must then rewrite it, which small models do badly.)"""
     parts = []
     for key, value in arguments.items():
         if isinstance(value, Mapping):
-            parts.append(f"{key}=({format_arguments(value, rows=rows)})")
+            parts.append(f"{key}=({format_arguments(value)})")
         elif isinstance(value, list):
-            table = _records_as_rows(value) if rows else None
-            parts.append(f"{key}=[{table if table is not None else ', '.join(_value(v) for v in value)}]")
+            parts.append(f"{key}=[{', '.join(_value(v) for v in value)}]")
         else:
             parts.append(f"{key}={_value(value)}")
     return ", ".join(parts)
-
-
-def _records_as_rows(items: list[Any]) -> str | None:
-    """``keys: row; row`` for two or more flat records sharing their keys; ``None`` otherwise."""
-    if len(items) < 2 or not all(isinstance(item, Mapping) and item for item in items):
-        return None
-    keys = list(items[0])
-    if any(list(item) != keys for item in items) or any(
-        isinstance(v, (Mapping, list)) for item in items for v in item.values()
-    ):
-        return None
-    cells = [tuple(_value(item[k]) for k in keys) for item in items]
-    return f"{_cells(keys)}: " + "; ".join(_cells(row) for row in cells)
 
 
 def _restated(value: object, text: str) -> bool:
@@ -458,7 +444,7 @@ class TemplateCompressor:
             arguments = {
                 key: "…" if _restated(value, restated_in) else value for key, value in arguments.items()
             }
-        return f"{card.tool_name}({format_arguments(arguments, rows=True)})"
+        return f"{card.tool_name}({format_arguments(arguments)})"
 
     def _body(self, card: Card, focus: DecisionFocus | None, detail: Detail) -> str:
         parts: list[str] = []
