@@ -229,6 +229,7 @@ def _likelihood(
             stages=stages,
             on_point=lambda: progress.advance(task),
             on_scored=write,
+            tools="" if args.without_tool_list else None,
         )
     console.print(likelihood_table(report, args.trace))
     skipped = ", ".join(f"{n} {why}" for why, n in report.skipped.items() if n)
@@ -349,6 +350,11 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="--likelihood, and every point's log P per strategy written to FILE (JSONL)",
     )
+    p_eval.add_argument(
+        "--without-tool-list",
+        action="store_true",
+        help="--likelihood without the list of the trace's tools that opens every context",
+    )
     p_eval.add_argument("--scorer", help=SCORER_HELP)
     p_eval.set_defaults(run=cmd_eval)
     p_inspect = sub.add_parser("inspect", help="cards, scores and assembled context at one decision")
@@ -377,6 +383,10 @@ def _check_options(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
         parser.error("--embedder needs --chroma (it embeds the cards of that index)")
     if "likelihood" in given and args.scorer is not None and not (args.likelihood or args.likelihood_out):
         parser.error("--scorer needs --likelihood or --likelihood-out (it scores the actions)")
+    if getattr(args, "without_tool_list", False) and not (args.likelihood or args.likelihood_out):
+        parser.error(
+            "--without-tool-list needs --likelihood or --likelihood-out (it frames the scored contexts)"
+        )
     if args.min_budget is None:
         args.min_budget = MemorySettings().min_budget
     for name, default in (("embedder", DEFAULT_EMBEDDER), ("scorer", DEFAULT_SCORER)):

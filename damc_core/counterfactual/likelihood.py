@@ -6,7 +6,9 @@ reported as the difference to the full history. A memory that keeps what the dec
 nothing here; one that also drops noise can gain.
 
 Contexts are read as plain transcripts; the trajectory's own system prompt is left out of every
-one of them (it is the same for all strategies), so only what a memory sends is compared.
+one of them (it is the same for all strategies), so only what a memory sends is compared. Every
+context opens with the same list of the agent's tools, as a real prompt carries their schemas:
+without it, only a context that shows earlier calls tells the model what a call looks like.
 """
 
 from __future__ import annotations
@@ -16,9 +18,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ..encode import parse_arguments
 from ..evaluate import baselines, budget_label, replay, system_prompt
 from ..memory import MemorySettings
-from ..tokens import TokenCounter, content_text
+from ..tokens import TokenCounter, call_function, content_text
 from ..types import Message, Namespace
 from .gold import gold_action
 from .problem import ScoreRequest
@@ -45,6 +48,36 @@ def transcript(messages: Sequence[Message], *, system: str | None = None) -> str
         if body:
             blocks.append(f"{role}: {body}")
     return "\n".join(blocks)
+
+
+def tool_list(trajectories: Sequence[Sequence[Message]]) -> str:
+    """The tools the trajectories call, one per line as ``name(argument, records=[(key, ...)], ...)``.
+
+    Recorded traces keep the calls, not the tool schemas the agent was given; every argument seen
+    in any call of any trajectory stands in for them, so each decision sees the whole tool set
+    (not the tools its own trajectory goes on to use). Empty when no trajectory calls a tool.
+    """
+    tools: dict[str, dict[str, tuple[bool, dict[str, None]]]] = {}
+    for messages in trajectories:
+        for message in messages:
+            for call in message.get("tool_calls") or ():
+                function = call_function(call)
+                arguments = tools.setdefault(str(function.get("name") or "?"), {})
+                for name, value in parse_arguments(function.get("arguments")).items():
+                    is_list, keys = arguments.setdefault(name, (isinstance(value, list), {}))
+                    for item in value if isinstance(value, list) else [value]:
+                        if isinstance(item, Mapping):
+                            keys.update(dict.fromkeys(map(str, item)))
+    if not tools:
+        return ""
+    lines = []
+    for tool, arguments in tools.items():
+        shown = []
+        for name, (is_list, keys) in arguments.items():
+            record = f"({', '.join(keys)})" if keys else ""
+            shown.append(name if not record else f"{name}=[{record}]" if is_list else f"{name}={record}")
+        lines.append(f"{tool}({', '.join(shown)})")
+    return "Tools:\n" + "\n".join(lines)
 
 
 @dataclass(slots=True)
@@ -111,16 +144,20 @@ def decision_likelihood(
     stages: Mapping[str, Any] | Callable[[Namespace], Mapping[str, Any]] | None = None,
     on_point: Callable[[], None] | None = None,
     on_scored: Callable[[dict[str, Any]], None] | None = None,
+    tools: str | None = None,
 ) -> LikelihoodReport:
     """DAMC (at each budget) and the baselines, scored at every decision point with a gold action.
 
     The gold action is the call the trajectory made that then succeeded
-    (:func:`~damc_core.counterfactual.gold.gold_action`). ``on_point`` is called once per decision
-    point, scored or skipped; ``on_scored`` with each scored point's record (as in
+    (:func:`~damc_core.counterfactual.gold.gold_action`). Every context opens with ``tools``
+    (default: :func:`tool_list` of ``trajectories``; ``""`` for none). ``on_point`` is called once
+    per decision point, scored or skipped; ``on_scored`` with each scored point's record (as in
     :meth:`LikelihoodReport.per_point`) as soon as it is scored, so a long run that is stopped
     keeps what it scored.
     """
     budgets = list(budgets) or [settings.budget]
+    head = tool_list(trajectories) if tools is None else tools
+    head += "\n" if head else ""
     contexts: dict[tuple[int, int], dict[str, list[Message]]] = {}
     names = []
     for budget in budgets:
@@ -144,10 +181,9 @@ def decision_likelihood(
         system = system_prompt(messages)
         history = [m for m in messages[:step] if m.get("role") != "system"]
         chosen = {**damc, **{name: run(history, counter) for name, run in strategies.items()}}
-        requests = [
-            ScoreRequest(transcript(chosen[n], system=system) + "\n" + ACTION_PREFIX, " " + action_text(gold))
-            for n in names
-        ]
+        action = " " + action_text(gold)
+        frames = [head + transcript(chosen[n], system=system) + "\n" + ACTION_PREFIX for n in names]
+        requests = [ScoreRequest(frame, action) for frame in frames]
         try:
             log_probs = scorer.score(requests)
         except ContextTooLong:

@@ -323,6 +323,7 @@ def test_eval_checks_the_scorer_before_the_retention_run(trace, capsys):
         (["eval", "--min-budget", "300"], "--min-budget needs --budget-ratio"),
         (["replay", "--out", "x.jsonl", "--embedder", "hashing"], "--embedder needs --chroma"),
         (["eval", "--scorer", "llama.cpp"], "--scorer needs --likelihood"),
+        (["eval", "--without-tool-list"], "--without-tool-list needs --likelihood"),
         # values are measured on every card: what a budget would keep changes none of them
         (["value", "--out", "v.jsonl", "--budget", "300"], "unrecognized arguments: --budget 300"),
         (["value", "--out", "v.jsonl", "--recent", "4"], "unrecognized arguments: --recent 4"),

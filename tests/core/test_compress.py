@@ -429,10 +429,14 @@ def test_a_failed_call_reads_as_the_call_it_was_so_a_retry_can_copy_it(memory, m
 
     failed = memory.observe(msg.result("c1", "book", "Error: payment declined"))
 
-    assert TemplateCompressor().render(failed).startswith(
-        f"[{failed.id}] book(passengers=[(first_name=Mary Ann, last_name=Li, dob=1990-04-05), "
-        "(first_name=Omar, last_name=Davis, dob=1982-10-19)], "
-        "payments=[(payment_id=gift_card_7, amount=50), (payment_id=credit_card_4)]) FAILED -> "
+    assert (
+        TemplateCompressor()
+        .render(failed)
+        .startswith(
+            f"[{failed.id}] book(passengers=[(first_name=Mary Ann, last_name=Li, dob=1990-04-05), "
+            "(first_name=Omar, last_name=Davis, dob=1982-10-19)], "
+            "payments=[(payment_id=gift_card_7, amount=50), (payment_id=credit_card_4)]) FAILED -> "
+        )
     )
 
 

@@ -115,6 +115,26 @@ def test_eval_writes_each_points_log_probs_for_a_closer_look(valued_trace, tmp_p
     assert full_tokens == sorted(full_tokens) and full_tokens[0] > 0  # the history grows step by step
 
 
+def test_every_scored_context_opens_with_the_traces_tools_unless_left_out(valued_trace, tmp_path):
+    trace, _ = valued_trace
+    framed, bare = tmp_path / "framed.jsonl", tmp_path / "bare.jsonl"
+
+    assert main(["eval", str(trace), "--budget", "300", "--likelihood-out", str(framed)]) == 0
+    assert (
+        main(["eval", str(trace), "--budget", "300", "--likelihood-out", str(bare), "--without-tool-list"])
+        == 0
+    )
+
+    read = [
+        [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+        for path in (framed, bare)
+    ]
+    for with_tools, without in zip(*read, strict=True):
+        for name, tokens in with_tools["tokens"].items():
+            assert tokens > without["tokens"][name]  # the same list before every strategy's context
+        assert with_tools["log_prob"] != without["log_prob"]
+
+
 def test_unknown_scorer_and_broken_values_file_are_clear_errors(valued_trace, tmp_path, capsys):
     trace, _ = valued_trace
     broken = tmp_path / "values.jsonl"

@@ -7,7 +7,7 @@ import math
 import pytest
 
 from damc_core import MemorySettings, TiktokenCounter
-from damc_core.counterfactual.likelihood import decision_likelihood, transcript
+from damc_core.counterfactual.likelihood import decision_likelihood, tool_list, transcript
 
 llama_cpp = pytest.importorskip("llama_cpp", reason="needs the counterfactual extra")
 
@@ -36,6 +36,47 @@ def test_transcript_reads_what_a_memory_sends_without_the_shared_policy(msg):
     assert text.splitlines()[0] == "system: <memory>"
     assert "assistant: get_user_details(user_id=mia_li_3668)" in text
     assert 'tool get_user_details: {"membership": "gold"}' in text
+
+
+def test_the_tool_list_names_every_argument_any_trajectory_passed(msg):
+    flights = [{"flight_number": "HAT136", "date": "2024-05-20"}]
+    first = [msg.call("call_1", "get_user_details", {"user_id": "mia_li_3668"})]
+    second = [
+        msg.call("call_2", "book_reservation", {"user_id": "omar_davis_3817", "flights": flights}),
+        msg.call("call_3", "book_reservation", {"flights": [{"flight_number": "HAT039", "origin": "ATL"}]}),
+        msg.call("call_4", "update_address", {"address": {"city": "Austin", "zip": "78750"}}),
+        msg.call("call_5", "list_all_airports", {}),
+    ]
+
+    assert tool_list([first, second]).splitlines() == [
+        "Tools:",
+        "get_user_details(user_id)",
+        "book_reservation(user_id, flights=[(flight_number, date, origin)])",
+        "update_address(address=(city, zip))",
+        "list_all_airports()",
+    ]
+    assert tool_list([[msg.user("Hi")]]) == ""  # no call, no list
+
+
+def test_every_context_scored_opens_with_the_same_tool_list(scorer, airline_messages):
+    class Recording:
+        """The real scorer, with what it was asked to score kept."""
+
+        name = scorer.name
+
+        def __init__(self) -> None:
+            self.requests: list = []
+
+        def score(self, requests):
+            self.requests.extend(requests)
+            return scorer.score(requests)
+
+    recording = Recording()
+    decision_likelihood([airline_messages], scorer=recording, settings=SETTINGS, counter=TiktokenCounter())
+
+    tools = tool_list([airline_messages])
+    assert tools.startswith("Tools:\n") and len(recording.requests) == 15  # 3 points, 5 strategies
+    assert all(request.context.startswith(tools + "\n") for request in recording.requests)
 
 
 def test_every_strategy_is_scored_against_the_full_history(scorer, airline_messages, msg):
