@@ -381,12 +381,13 @@ def _check_options(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
         parser.error("--min-budget needs --budget-ratio (it is where the growing budget starts)")
     if "embedder" in given and args.embedder is not None and not args.chroma:
         parser.error("--embedder needs --chroma (it embeds the cards of that index)")
-    if "likelihood" in given and args.scorer is not None and not (args.likelihood or args.likelihood_out):
-        parser.error("--scorer needs --likelihood or --likelihood-out (it scores the actions)")
-    if getattr(args, "without_tool_list", False) and not (args.likelihood or args.likelihood_out):
-        parser.error(
-            "--without-tool-list needs --likelihood or --likelihood-out (it frames the scored contexts)"
-        )
+    if "likelihood" in given and not (args.likelihood or args.likelihood_out):
+        if args.scorer is not None:
+            parser.error("--scorer needs --likelihood or --likelihood-out (it scores the actions)")
+        if args.without_tool_list:
+            parser.error(
+                "--without-tool-list needs --likelihood or --likelihood-out (it frames the scored contexts)"
+            )
     if args.min_budget is None:
         args.min_budget = MemorySettings().min_budget
     for name, default in (("embedder", DEFAULT_EMBEDDER), ("scorer", DEFAULT_SCORER)):

@@ -309,15 +309,7 @@ def format_arguments(arguments: Mapping[str, Any]) -> str:
     """``key=value, ...``, records as ``(key=value, ...)``: every value beside its name, as the call
     wrote it, so a model retrying or repeating the call copies it whole. (A table with the keys
     once is shorter, but a retry must then rewrite it, which small models do badly.)"""
-    parts = []
-    for key, value in arguments.items():
-        if isinstance(value, Mapping):
-            parts.append(f"{key}=({format_arguments(value)})")
-        elif isinstance(value, list):
-            parts.append(f"{key}=[{', '.join(_value(v) for v in value)}]")
-        else:
-            parts.append(f"{key}={_value(value)}")
-    return ", ".join(parts)
+    return ", ".join(f"{key}={_value(value)}" for key, value in arguments.items())
 
 
 def _restated(value: object, text: str) -> bool:
